@@ -1,0 +1,71 @@
+// conv2d: fp32 2D convolution (NCHW input, OIHW filter, stride 1, no padding) on NVIDIA GPUs.
+//
+// Usage, as with cuDNN: device pointers and a stream.
+//
+//   conv2d::Shape shape{/*batch=*/4, /*in=*/64, /*out=*/64, /*h=*/128, /*w=*/128, /*kh=*/8, /*kw=*/8};
+//   absl::StatusOr<conv2d::Plan> plan = conv2d::Plan::Create(shape);  // or Create(shape, "direct")
+//   if (!plan.ok()) return plan.status();
+//   void* ws = nullptr;
+//   cudaMalloc(&ws, plan->workspace_bytes());
+//   absl::Status st = plan->Run(x, w, y, ws, plan->workspace_bytes(), stream);  // many times
+//
+// Plan::Create validates the shape and picks an algorithm ("auto": the fastest registered one that
+// implements the shape). Run checks its arguments and enqueues work on `stream`; on error nothing is
+// written. The result meets |y - y64| <= 1e-3 + 1e-3*|y64| against fp64 truth.
+#ifndef CONV2D_CONV_CONV_H_
+#define CONV2D_CONV_CONV_H_
+
+#include <cstddef>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "absl/strings/string_view.h"
+#include "conv/shape.h"
+
+typedef struct CUstream_st* cudaStream_t;  // the same declaration as cuda_runtime.h
+
+namespace conv2d {
+
+class Runner;
+
+class Plan {
+ public:
+  // `algorithm`: "auto", or a name from Algorithms().
+  // Errors: InvalidArgument (bad shape), NotFound (unknown algorithm), OutOfRange or Unimplemented
+  // (the named algorithm cannot take this shape), FailedPrecondition (no CUDA device), Internal.
+  static absl::StatusOr<Plan> Create(const Shape& shape, absl::string_view algorithm = "auto");
+
+  const Shape& shape() const { return shape_; }
+  const std::string& algorithm() const { return algorithm_; }
+  size_t workspace_bytes() const { return workspace_bytes_; }
+
+  // x, w, y: device pointers to dense fp32 tensors of the plan's shape. `workspace` may be null
+  // only when workspace_bytes() is 0. Errors: InvalidArgument (null pointer, workspace too small),
+  // Internal (a CUDA error, with its text).
+  absl::Status Run(const float* x, const float* w, float* y, void* workspace,
+                   size_t workspace_bytes, cudaStream_t stream) const;
+
+ private:
+  Plan(const Shape& shape, std::string algorithm, std::shared_ptr<const Runner> runner);
+  Shape shape_;
+  std::string algorithm_;
+  std::shared_ptr<const Runner> runner_;
+  size_t workspace_bytes_ = 0;
+};
+
+// Names of the registered algorithms, in registration order.
+std::vector<std::string> Algorithms();
+
+// The algorithm "auto" would pick for `shape`, or why none can take it. Does not touch the GPU.
+absl::StatusOr<std::string> ChooseAlgorithm(const Shape& shape);
+
+// The checks Plan::Run makes before launching anything; exposed for tests.
+absl::Status ValidateRunArgs(const void* x, const void* w, const void* y, const void* workspace,
+                             size_t workspace_bytes, size_t workspace_needed);
+
+}  // namespace conv2d
+
+#endif  // CONV2D_CONV_CONV_H_
