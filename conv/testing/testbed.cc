@@ -1,0 +1,129 @@
+#include "conv/testing/testbed.h"
+
+#include <cuda_runtime.h>
+
+#include <cmath>
+#include <limits>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_format.h"
+#include "conv/conv.h"
+#include "conv/cuda_status.h"
+#include "conv/status_macros.h"
+#include "reference/random.h"
+#include "reference/reference.h"
+
+namespace conv2d {
+
+std::string Comparison::ToString() const {
+  return absl::StrFormat("checked=%d failures=%d max_abs=%.3e rms=%.3e worst_ratio=%.4f",
+                         checked, failures, max_abs_error, rms_error, worst_ratio);
+}
+
+Comparison Compare(const std::vector<float>& y, const std::vector<double>& y64,
+                   const std::vector<int64_t>& positions, double atol, double rtol) {
+  Comparison c;
+  double sum_sq = 0;
+  for (size_t k = 0; k < y64.size(); ++k) {
+    const double got = y[k], want = y64[k];
+    const double err = std::abs(got - want);
+    const double ratio = std::isnan(got) ? std::numeric_limits<double>::infinity()
+                                         : err / (atol + rtol * std::abs(want));
+    ++c.checked;
+    if (!(ratio <= 1.0)) {
+      if (c.failures++ == 0) c.first_failure = positions.empty() ? k : positions[k];
+    }
+    if (!std::isnan(got)) {
+      c.max_abs_error = std::max(c.max_abs_error, err);
+      sum_sq += err * err;
+    }
+    c.worst_ratio = std::max(c.worst_ratio, ratio);
+  }
+  c.rms_error = c.checked ? std::sqrt(sum_sq / c.checked) : 0;
+  return c;
+}
+
+absl::StatusOr<DeviceProblem> DeviceProblem::Create(const Shape& shape, uint64_t seed) {
+  RETURN_IF_ERROR(ValidateShape(shape));
+  DeviceProblem p;
+  p.shape_ = shape;
+  p.x_ = RandomTensor(seed, kInputTensor, shape.input_elements());
+  p.w_ = RandomTensor(seed, kFilterTensor, shape.filter_elements());
+  RETURN_IF_ERROR(CudaStatus(cudaMalloc(&p.dx_, p.x_.size() * sizeof(float)), "cudaMalloc x"));
+  RETURN_IF_ERROR(CudaStatus(cudaMalloc(&p.dw_, p.w_.size() * sizeof(float)), "cudaMalloc w"));
+  RETURN_IF_ERROR(
+      CudaStatus(cudaMalloc(&p.dy_, shape.output_elements() * sizeof(float)), "cudaMalloc y"));
+  RETURN_IF_ERROR(CudaStatus(
+      cudaMemcpy(p.dx_, p.x_.data(), p.x_.size() * sizeof(float), cudaMemcpyHostToDevice),
+      "copy x"));
+  RETURN_IF_ERROR(CudaStatus(
+      cudaMemcpy(p.dw_, p.w_.data(), p.w_.size() * sizeof(float), cudaMemcpyHostToDevice),
+      "copy w"));
+  return p;
+}
+
+DeviceProblem::DeviceProblem(DeviceProblem&& o) noexcept
+    : shape_(o.shape_), x_(std::move(o.x_)), w_(std::move(o.w_)), dx_(o.dx_), dw_(o.dw_),
+      dy_(o.dy_) {
+  o.dx_ = o.dw_ = o.dy_ = nullptr;
+}
+
+DeviceProblem::~DeviceProblem() {
+  cudaFree(dx_);
+  cudaFree(dw_);
+  cudaFree(dy_);
+}
+
+absl::Status DeviceProblem::PoisonOutput() const {
+  // 0xFF bytes are a quiet NaN in fp32.
+  RETURN_IF_ERROR(CudaStatus(cudaMemset(dy_, 0xFF, shape_.output_elements() * sizeof(float)),
+                             "poison y"));
+  return CudaStatus(cudaDeviceSynchronize(), "poison y");
+}
+
+absl::StatusOr<std::vector<float>> DeviceProblem::ReadOutput(
+    const std::vector<int64_t>& positions) const {
+  std::vector<float> all(shape_.output_elements());
+  RETURN_IF_ERROR(CudaStatus(
+      cudaMemcpy(all.data(), dy_, all.size() * sizeof(float), cudaMemcpyDeviceToHost), "read y"));
+  if (positions.empty()) return all;
+  std::vector<float> out;
+  out.reserve(positions.size());
+  for (int64_t p : positions) out.push_back(all[p]);
+  return out;
+}
+
+absl::StatusOr<std::vector<float>> RunOnce(const DeviceProblem& problem,
+                                           const std::string& algorithm,
+                                           const std::vector<int64_t>& positions) {
+  ASSIGN_OR_RETURN(Plan plan, Plan::Create(problem.shape(), algorithm));
+  void* ws = nullptr;
+  if (plan.workspace_bytes() > 0) {
+    RETURN_IF_ERROR(CudaStatus(cudaMalloc(&ws, plan.workspace_bytes()), "cudaMalloc workspace"));
+  }
+  absl::Status st = problem.PoisonOutput();
+  if (st.ok()) {
+    st = plan.Run(problem.x(), problem.w(), problem.y(), ws, plan.workspace_bytes(), nullptr);
+  }
+  if (st.ok()) st = CudaStatus(cudaDeviceSynchronize(), algorithm.c_str());
+  cudaFree(ws);
+  RETURN_IF_ERROR(st);
+  return problem.ReadOutput(positions);
+}
+
+absl::StatusOr<Comparison> CheckAgainstReference(const Shape& shape, const std::string& algorithm,
+                                                 uint64_t seed, int64_t max_positions) {
+  ASSIGN_OR_RETURN(DeviceProblem problem, DeviceProblem::Create(shape, seed));
+  std::vector<int64_t> positions;
+  std::vector<double> y64;
+  if (shape.output_elements() <= max_positions) {
+    y64 = ReferenceConv(shape, problem.host_x().data(), problem.host_w().data());
+  } else {
+    positions = SamplePositions(shape, max_positions, seed);
+    y64 = ReferenceConvAt(shape, problem.host_x().data(), problem.host_w().data(), positions);
+  }
+  ASSIGN_OR_RETURN(std::vector<float> y, RunOnce(problem, algorithm, positions));
+  return Compare(y, y64, positions, kAbsTol, kRelTol);
+}
+
+}  // namespace conv2d

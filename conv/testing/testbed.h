@@ -1,0 +1,73 @@
+// The shared testbed: run a variant on the GPU on seeded random inputs with a poisoned output,
+// and compare against the fp64 reference. Used by the variant tests, the regression tool and the
+// benchmark's accuracy column.
+#ifndef CONV2D_CONV_TESTING_TESTBED_H_
+#define CONV2D_CONV_TESTING_TESTBED_H_
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "conv/shape.h"
+
+namespace conv2d {
+
+struct Comparison {
+  int64_t checked = 0;
+  int64_t failures = 0;      // elements outside the tolerance, NaN and unwritten included
+  int64_t first_failure = -1;  // flat output index of the first failure
+  double max_abs_error = 0;
+  double rms_error = 0;
+  double worst_ratio = 0;    // max |y - y64| / (atol + rtol*|y64|); inf for NaN
+  bool ok() const { return checked > 0 && failures == 0; }
+  std::string ToString() const;
+};
+
+// Compares y (at `positions`, or every element if positions is empty) against y64.
+Comparison Compare(const std::vector<float>& y, const std::vector<double>& y64,
+                   const std::vector<int64_t>& positions, double atol, double rtol);
+
+// fp32 device buffers for one shape, inputs filled from the seeded generator.
+class DeviceProblem {
+ public:
+  static absl::StatusOr<DeviceProblem> Create(const Shape& shape, uint64_t seed);
+  DeviceProblem(DeviceProblem&&) noexcept;
+  DeviceProblem& operator=(DeviceProblem&&) = delete;
+  ~DeviceProblem();
+
+  const Shape& shape() const { return shape_; }
+  const std::vector<float>& host_x() const { return x_; }
+  const std::vector<float>& host_w() const { return w_; }
+  const float* x() const { return dx_; }
+  const float* w() const { return dw_; }
+  float* y() const { return dy_; }
+
+  // Fills y with NaN so that unwritten elements fail any comparison.
+  absl::Status PoisonOutput() const;
+  // The output at `positions` (every element if empty).
+  absl::StatusOr<std::vector<float>> ReadOutput(const std::vector<int64_t>& positions) const;
+
+ private:
+  DeviceProblem() = default;
+  Shape shape_;
+  std::vector<float> x_, w_;
+  float* dx_ = nullptr;
+  float* dw_ = nullptr;
+  float* dy_ = nullptr;
+};
+
+// Runs `algorithm` once on `problem` (output poisoned first, workspace allocated and freed here)
+// and returns the output at `positions` (every element if empty).
+absl::StatusOr<std::vector<float>> RunOnce(const DeviceProblem& problem,
+                                           const std::string& algorithm,
+                                           const std::vector<int64_t>& positions);
+
+// Everything at once: inputs from `seed`, the reference at up to `max_positions` sampled positions
+// (every element if the output is smaller), the variant's output compared against it.
+absl::StatusOr<Comparison> CheckAgainstReference(const Shape& shape, const std::string& algorithm,
+                                                 uint64_t seed, int64_t max_positions);
+
+}  // namespace conv2d
+
+#endif  // CONV2D_CONV_TESTING_TESTBED_H_

@@ -1,0 +1,31 @@
+// The CPU reference: Eigen, accumulating in double. Truth for every variant.
+#ifndef CONV2D_REFERENCE_REFERENCE_H_
+#define CONV2D_REFERENCE_REFERENCE_H_
+
+#include <cstdint>
+#include <vector>
+
+#include "conv/shape.h"
+
+namespace conv2d {
+
+// The whole output, [batch, out_channels, out_h, out_w], in double.
+std::vector<double> ReferenceConv(const Shape& shape, const float* x, const float* w);
+
+// The output at the given flat output indices (into [batch, out_channels, out_h, out_w]), for
+// shapes too large to compute whole.
+std::vector<double> ReferenceConvAt(const Shape& shape, const float* x, const float* w,
+                                    const std::vector<int64_t>& positions);
+
+// `count` distinct flat output indices, sorted, drawn with `seed`; always includes the first and
+// the last element and each output channel's corners, so that edge handling is checked. Returns
+// every index when count >= the output size.
+std::vector<int64_t> SamplePositions(const Shape& shape, int64_t count, uint64_t seed);
+
+// The accuracy contract: |y - y64| <= kAbsTol + kRelTol * |y64|.
+constexpr double kAbsTol = 1e-3;
+constexpr double kRelTol = 1e-3;
+
+}  // namespace conv2d
+
+#endif  // CONV2D_REFERENCE_REFERENCE_H_
