@@ -1,0 +1,44 @@
+// The standard shape lists: tests, golden files and benchmarks are built from these.
+#ifndef CONV2D_CONV_TESTING_SHAPES_H_
+#define CONV2D_CONV_TESTING_SHAPES_H_
+
+#include <vector>
+
+#include "conv/shape.h"
+
+namespace conv2d {
+
+// KernelBot conv2d test shapes, (size, kernelsize, channels, batch).
+inline std::vector<Shape> KernelBotTestShapes() {
+  return {Shape::KernelBot(32, 4, 16, 1), Shape::KernelBot(32, 4, 16, 2),
+          Shape::KernelBot(64, 4, 32, 1), Shape::KernelBot(64, 8, 32, 2),
+          Shape::KernelBot(128, 8, 64, 1)};
+}
+
+// KernelBot conv2d benchmark shapes; the third and fourth are the same shape, as in KernelBot.
+inline std::vector<Shape> KernelBotBenchmarkShapes() {
+  return {Shape::KernelBot(128, 8, 64, 4), Shape::KernelBot(128, 16, 64, 4),
+          Shape::KernelBot(256, 16, 128, 2), Shape::KernelBot(256, 16, 128, 2),
+          Shape::KernelBot(256, 32, 128, 1)};
+}
+
+// Edge shapes {batch, in, out, h, w, kh, kw}: K = 1, K = H, odd and unequal H/W, Kh != Kw,
+// batch 1, Cin != Cout, 1 and 3 channels, channel counts not multiples of 4.
+inline std::vector<Shape> EdgeShapes() {
+  return {
+      {1, 1, 1, 1, 1, 1, 1},      // smallest
+      {2, 3, 8, 17, 17, 1, 1},    // K = 1
+      {1, 4, 4, 9, 9, 9, 9},      // K = H = W: one output pixel
+      {2, 5, 3, 12, 7, 12, 3},    // Kh = H, Kh != Kw, H != W
+      {1, 3, 16, 33, 31, 3, 3},   // RGB-like input, odd sizes
+      {3, 7, 13, 19, 23, 5, 4},   // channels not multiples of 4, Kh != Kw
+      {1, 1, 6, 40, 36, 32, 32},  // large kernel on a small image
+      {2, 13, 5, 21, 64, 2, 7},   // wide image, Kw > Kh
+      {1, 16, 24, 64, 48, 16, 8}, // large Kh, Cin != Cout
+      {4, 9, 9, 15, 15, 6, 6},    // even kernel, odd image
+  };
+}
+
+}  // namespace conv2d
+
+#endif  // CONV2D_CONV_TESTING_SHAPES_H_

@@ -1,0 +1,105 @@
+#include "tools/golden.h"
+
+#include <cstring>
+#include <fstream>
+#include <sstream>
+
+#include "absl/strings/str_cat.h"
+
+namespace conv2d {
+
+std::string GoldenFileName(const Golden& g) {
+  return absl::StrCat(g.shape.ToString(), "_s", g.seed, ".golden");
+}
+
+absl::Status WriteGolden(const Golden& g, const std::string& path) {
+  std::ofstream f(path, std::ios::binary);
+  if (!f) return absl::NotFoundError(absl::StrCat("cannot write ", path));
+  const Shape& s = g.shape;
+  f << "conv2d-golden 1\n"
+    << "shape " << s.batch << " " << s.in_channels << " " << s.out_channels << " " << s.height
+    << " " << s.width << " " << s.kernel_h << " " << s.kernel_w << "\n"
+    << "seed " << g.seed << "\n"
+    << "tolerance " << g.atol << " " << g.rtol << "\n"
+    << "positions " << (g.positions.empty() ? std::string("all") : std::to_string(g.positions.size()))
+    << "\n"
+    << "values " << (g.store_f64 ? "f64" : "f32") << "\n"
+    << "data\n";
+  f.write(reinterpret_cast<const char*>(g.positions.data()), g.positions.size() * sizeof(int64_t));
+  if (g.store_f64) {
+    f.write(reinterpret_cast<const char*>(g.values.data()), g.values.size() * sizeof(double));
+  } else {
+    std::vector<float> v(g.values.begin(), g.values.end());
+    f.write(reinterpret_cast<const char*>(v.data()), v.size() * sizeof(float));
+  }
+  if (!f) return absl::DataLossError(absl::StrCat("write failed: ", path));
+  return absl::OkStatus();
+}
+
+absl::StatusOr<Golden> ReadGolden(const std::string& path) {
+  std::ifstream f(path, std::ios::binary);
+  if (!f) return absl::NotFoundError(absl::StrCat("cannot open ", path));
+  auto bad = [&](const std::string& why) {
+    return absl::DataLossError(absl::StrCat(path, ": ", why));
+  };
+  Golden g;
+  std::string line, key, count, type;
+  if (!std::getline(f, line) || line != "conv2d-golden 1") return bad("not a conv2d-golden v1 file");
+  bool have_shape = false, have_seed = false, have_positions = false;
+  int64_t npos = 0;
+  while (std::getline(f, line) && line != "data") {
+    std::istringstream in(line);
+    in >> key;
+    if (key == "shape") {
+      Shape& s = g.shape;
+      in >> s.batch >> s.in_channels >> s.out_channels >> s.height >> s.width >> s.kernel_h >>
+          s.kernel_w;
+      have_shape = !in.fail();
+    } else if (key == "seed") {
+      in >> g.seed;
+      have_seed = !in.fail();
+    } else if (key == "tolerance") {
+      in >> g.atol >> g.rtol;
+      if (in.fail() || !(g.atol >= 0) || !(g.rtol >= 0)) return bad("bad tolerance");
+    } else if (key == "positions") {
+      in >> count;
+      if (count != "all") {
+        npos = std::atoll(count.c_str());
+        if (npos <= 0) return bad("bad position count");
+      }
+      have_positions = true;
+    } else if (key == "values") {
+      in >> type;
+      if (type != "f32" && type != "f64") return bad("values must be f32 or f64");
+      g.store_f64 = type == "f64";
+    } else {
+      return bad(absl::StrCat("unknown header line '", line, "'"));
+    }
+  }
+  if (line != "data" || !have_shape || !have_seed || !have_positions) {
+    return bad("incomplete header");
+  }
+  absl::Status valid = ValidateShape(g.shape);
+  if (!valid.ok()) return bad(std::string(valid.message()));
+  const int64_t total = g.shape.output_elements();
+  if (npos > total) return bad("more positions than output elements");
+  g.positions.resize(npos);
+  f.read(reinterpret_cast<char*>(g.positions.data()), npos * sizeof(int64_t));
+  for (int64_t p : g.positions) {
+    if (p < 0 || p >= total) return bad("position out of range");
+  }
+  const int64_t nvals = npos ? npos : total;
+  g.values.resize(nvals);
+  if (g.store_f64) {
+    f.read(reinterpret_cast<char*>(g.values.data()), nvals * sizeof(double));
+  } else {
+    std::vector<float> v(nvals);
+    f.read(reinterpret_cast<char*>(v.data()), nvals * sizeof(float));
+    for (int64_t i = 0; i < nvals; ++i) g.values[i] = v[i];
+  }
+  if (!f) return bad("truncated data");
+  if (f.peek() != EOF) return bad("trailing bytes after data");
+  return g;
+}
+
+}  // namespace conv2d

@@ -1,0 +1,42 @@
+// Golden files: the fp64 reference output for a seeded problem.
+//
+// A file records the shape and the seed (inputs are regenerated from reference/random.h), the
+// tolerance, and the reference values, either for every output element or at sampled flat
+// output indices. Layout: text header lines, then "data\n", then little-endian binary:
+//
+//   conv2d-golden 1
+//   shape <batch> <in_channels> <out_channels> <height> <width> <kernel_h> <kernel_w>
+//   seed <seed>
+//   tolerance <atol> <rtol>
+//   positions all | <count>        (sampled: <count> int64 flat output indices come first)
+//   values f32 | f64               (full outputs are stored as fp32 to keep testdata small;
+//   data                            rounding y64 to fp32 moves it by < 6e-8 relative)
+#ifndef CONV2D_TOOLS_GOLDEN_H_
+#define CONV2D_TOOLS_GOLDEN_H_
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "absl/status/statusor.h"
+#include "conv/shape.h"
+
+namespace conv2d {
+
+struct Golden {
+  Shape shape;
+  uint64_t seed = 0;
+  double atol = 1e-3;
+  double rtol = 1e-3;
+  std::vector<int64_t> positions;  // empty: every output element
+  std::vector<double> values;      // y64 at positions, or the whole output
+  bool store_f64 = false;
+};
+
+std::string GoldenFileName(const Golden& g);  // "<shape>_s<seed>.golden"
+absl::Status WriteGolden(const Golden& g, const std::string& path);
+absl::StatusOr<Golden> ReadGolden(const std::string& path);
+
+}  // namespace conv2d
+
+#endif  // CONV2D_TOOLS_GOLDEN_H_

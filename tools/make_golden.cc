@@ -1,0 +1,60 @@
+// Writes testdata/*.golden from the fp64 reference: `bazel run //tools:make_golden -- --out=$PWD/testdata`.
+#include <cstdio>
+#include <cstring>
+#include <string>
+
+#include "conv/testing/shapes.h"
+#include "reference/random.h"
+#include "reference/reference.h"
+#include "tools/golden.h"
+
+namespace conv2d {
+namespace {
+
+int Write(const std::string& dir, const Shape& s, uint64_t seed, int64_t samples) {
+  Golden g;
+  g.shape = s;
+  g.seed = seed;
+  const auto x = RandomTensor(seed, kInputTensor, s.input_elements());
+  const auto w = RandomTensor(seed, kFilterTensor, s.filter_elements());
+  if (samples > 0 && samples < s.output_elements()) {
+    g.positions = SamplePositions(s, samples, seed);
+    g.values = ReferenceConvAt(s, x.data(), w.data(), g.positions);
+    g.store_f64 = true;
+  } else {
+    g.values = ReferenceConv(s, x.data(), w.data());
+    // Small outputs keep full precision; large ones are stored as fp32 (see golden.h).
+    g.store_f64 = s.output_elements() <= 100000;
+  }
+  const std::string path = dir + "/" + GoldenFileName(g);
+  absl::Status st = WriteGolden(g, path);
+  if (!st.ok()) {
+    std::fprintf(stderr, "%s\n", st.ToString().c_str());
+    return 1;
+  }
+  std::printf("wrote %s\n", path.c_str());
+  return 0;
+}
+
+}  // namespace
+}  // namespace conv2d
+
+int main(int argc, char** argv) {
+  std::string out;
+  for (int i = 1; i < argc; ++i) {
+    if (std::strncmp(argv[i], "--out=", 6) == 0) out = argv[i] + 6;
+  }
+  if (out.empty()) {
+    std::fprintf(stderr, "usage: make_golden --out=DIR\n");
+    return 2;
+  }
+  using namespace conv2d;
+  int failures = 0;
+  uint64_t seed = 1000;
+  for (const Shape& s : KernelBotTestShapes()) failures += Write(out, s, ++seed, 0);
+  seed = 2000;
+  for (const Shape& s : KernelBotBenchmarkShapes()) failures += Write(out, s, ++seed, 4096);
+  seed = 3000;
+  for (const Shape& s : EdgeShapes()) failures += Write(out, s, ++seed, 0);
+  return failures ? 1 : 0;
+}

@@ -1,0 +1,124 @@
+// The regression tool: runs variants on every golden file and checks them against fp64 truth.
+//
+//   regress [--testdata=DIR] [--variants=all|reference|NAME,NAME] [--filter=SUBSTRING]
+//
+// With a GPU, "all" (the default) is every registered variant. With no GPU the default is CPU
+// mode: the golden files are checked against the CPU reference recomputed from their seeds, which
+// proves the files, the generator and the reference agree. Exits non-zero on any failure.
+#include <cuda_runtime_api.h>
+#include <dirent.h>
+
+#include <algorithm>
+#include <cstdio>
+#include <cstring>
+#include <string>
+#include <vector>
+
+#include "absl/strings/str_split.h"
+#include "conv/conv.h"
+#include "conv/testing/testbed.h"
+#include "reference/random.h"
+#include "reference/reference.h"
+#include "tools/golden.h"
+
+namespace conv2d {
+namespace {
+
+std::vector<std::string> GoldenFiles(const std::string& dir, const std::string& filter) {
+  std::vector<std::string> files;
+  if (DIR* d = opendir(dir.c_str())) {
+    while (dirent* e = readdir(d)) {
+      std::string name = e->d_name;
+      if (name.size() > 7 && name.substr(name.size() - 7) == ".golden" &&
+          name.find(filter) != std::string::npos) {
+        files.push_back(dir + "/" + name);
+      }
+    }
+    closedir(d);
+  }
+  std::sort(files.begin(), files.end());
+  return files;
+}
+
+absl::StatusOr<std::vector<float>> RunVariant(const Golden& g, const std::string& variant) {
+  if (variant == "reference") {
+    const auto x = RandomTensor(g.seed, kInputTensor, g.shape.input_elements());
+    const auto w = RandomTensor(g.seed, kFilterTensor, g.shape.filter_elements());
+    std::vector<double> y = g.positions.empty() ? ReferenceConv(g.shape, x.data(), w.data())
+                                                : ReferenceConvAt(g.shape, x.data(), w.data(),
+                                                                  g.positions);
+    return std::vector<float>(y.begin(), y.end());
+  }
+  absl::StatusOr<DeviceProblem> problem = DeviceProblem::Create(g.shape, g.seed);
+  if (!problem.ok()) return problem.status();
+  return RunOnce(*problem, variant, g.positions);
+}
+
+}  // namespace
+}  // namespace conv2d
+
+int main(int argc, char** argv) {
+  using namespace conv2d;
+  std::string testdata = "testdata", variants_flag, filter;
+  for (int i = 1; i < argc; ++i) {
+    if (!std::strncmp(argv[i], "--testdata=", 11)) testdata = argv[i] + 11;
+    else if (!std::strncmp(argv[i], "--variants=", 11)) variants_flag = argv[i] + 11;
+    else if (!std::strncmp(argv[i], "--filter=", 9)) filter = argv[i] + 9;
+    else {
+      std::fprintf(stderr, "unknown flag %s\nusage: regress [--testdata=DIR] "
+                           "[--variants=all|reference|NAME,...] [--filter=SUBSTRING]\n", argv[i]);
+      return 2;
+    }
+  }
+  int devices = 0;
+  const bool have_gpu = cudaGetDeviceCount(&devices) == cudaSuccess && devices > 0;
+  if (variants_flag.empty()) variants_flag = have_gpu ? "all" : "reference";
+  std::vector<std::string> variants;
+  if (variants_flag == "all") {
+    variants = Algorithms();
+  } else {
+    variants = absl::StrSplit(variants_flag, ',', absl::SkipEmpty());
+  }
+  if (!have_gpu) {
+    std::printf("NOTE: no CUDA device on this machine: CPU mode. Only the 'reference' variant can "
+                "run here; GPU variants are checked by the GPU bundle on a GPU host.\n");
+  }
+  const auto files = GoldenFiles(testdata, filter);
+  if (files.empty()) {
+    std::fprintf(stderr, "no .golden files in %s (filter '%s')\n", testdata.c_str(),
+                 filter.c_str());
+    return 1;
+  }
+  int passed = 0, failed = 0;
+  for (const std::string& file : files) {
+    absl::StatusOr<Golden> g = ReadGolden(file);
+    if (!g.ok()) {
+      std::printf("FAIL %-14s %s: %s\n", "(read)", file.c_str(), g.status().ToString().c_str());
+      ++failed;
+      continue;
+    }
+    const std::string name = file.substr(file.rfind('/') + 1);
+    for (const std::string& v : variants) {
+      absl::StatusOr<std::vector<float>> y = RunVariant(*g, v);
+      if (!y.ok()) {
+        std::printf("FAIL %-14s %-42s %s\n", v.c_str(), name.c_str(),
+                    y.status().ToString().c_str());
+        ++failed;
+        continue;
+      }
+      const Comparison c = Compare(*y, g->values, g->positions, g->atol, g->rtol);
+      std::printf("%s %-14s %-42s n=%-8lld max_abs=%.3e rms=%.3e worst_ratio=%.4f\n",
+                  c.ok() ? "PASS" : "FAIL", v.c_str(), name.c_str(),
+                  static_cast<long long>(c.checked), c.max_abs_error, c.rms_error,
+                  c.worst_ratio);
+      if (!c.ok()) {
+        std::printf("     first failure at flat output index %lld (%lld failures)\n",
+                    static_cast<long long>(c.first_failure), static_cast<long long>(c.failures));
+      }
+      (c.ok() ? passed : failed)++;
+    }
+    std::fflush(stdout);
+  }
+  std::printf("regress: %d passed, %d failed\n", passed, failed);
+  return failed ? 1 : 0;
+}
