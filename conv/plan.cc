@@ -44,7 +44,9 @@ absl::StatusOr<std::string> ChooseAlgorithm(const Shape& shape) {
       continue;
     }
     double t = a->EstimateSeconds(shape);
-    if (std::isfinite(t) && t < best_seconds) {
+    if (!std::isfinite(t)) {
+      reasons.push_back(absl::StrCat(a->name(), ": reference only, never chosen automatically"));
+    } else if (t < best_seconds) {
       best = a;
       best_seconds = t;
     }

@@ -42,19 +42,20 @@ def _debian_library_impl(ctx):
     for lib in ctx.attr.libs:
         _require(ctx, libdir + "/" + lib, ctx.attr.package)
         ctx.symlink(libdir + "/" + lib, "lib/" + lib)
-    if ctx.attr.merge_archives_glob:
-        # Abseil ships ~60 interdependent archives; one archive lets the linker resolve them in
-        # any order (ld rescans a single archive until nothing new is needed).
-        r = ctx.execute(["sh", "-c", "ls %s/%s" % (libdir, ctx.attr.merge_archives_glob)])
-        archives = [a for a in r.stdout.strip().split("\n") if a]
-        if r.return_code != 0 or not archives:
+    if ctx.attr.shared_glob:
+        # Debian's static archives of Abseil are not position-independent, so they cannot go
+        # into libconv2d.so; its shared libraries (by their SONAME) are used everywhere instead.
+        r = ctx.execute(["sh", "-c", "ls %s/%s" % (libdir, ctx.attr.shared_glob)])
+        libs = [a for a in r.stdout.strip().split("\n") if a]
+        if r.return_code != 0 or not libs:
             fail("conv2d: no %s in %s. Install Debian's %s (run tools/setup.sh)." %
-                 (ctx.attr.merge_archives_glob, libdir, ctx.attr.package))
-        script = "create lib/merged.a\n" + "".join(["addlib %s\n" % a for a in archives]) + "save\nend\n"
-        ctx.file("merge.mri", script)
-        r = ctx.execute(["sh", "-c", "mkdir -p lib && ar -M < merge.mri"])
-        if r.return_code != 0:
-            fail("conv2d: merging %s failed: %s" % (ctx.attr.merge_archives_glob, r.stderr))
+                 (ctx.attr.shared_glob, libdir, ctx.attr.package))
+        linked = {}
+        for lib in libs:
+            name = lib.split("/")[-1].split(".so")[0] + ".so"
+            if name not in linked:
+                linked[name] = True
+                ctx.symlink(lib, "lib/" + name)
     ctx.file("BUILD.bazel", ctx.attr.build_file_content)
 
 _debian_library = repository_rule(
@@ -63,7 +64,7 @@ _debian_library = repository_rule(
         "package": attr.string(mandatory = True),
         "includes": attr.string_list(),
         "libs": attr.string_list(),
-        "merge_archives_glob": attr.string(),
+        "shared_glob": attr.string(),
         "build_file_content": attr.string(mandatory = True),
     },
     local = True,
@@ -84,13 +85,13 @@ def conv2d_dependencies():
         "system_absl",
         package = "libabsl-dev",
         includes = ["/usr/include/absl"],
-        merge_archives_glob = "libabsl_*.a",
+        shared_glob = "libabsl_*.so.[0-9]*",
         build_file_content = """
 cc_library(
     name = "absl",
     hdrs = glob(["include/absl/**/*.h", "include/absl/**/*.inc"]),
     includes = ["include"],
-    srcs = ["lib/merged.a"],
+    srcs = glob(["lib/*.so"]),
     linkopts = ["-pthread"],
     visibility = ["//visibility:public"],
 )
