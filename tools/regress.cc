@@ -1,6 +1,10 @@
 // The regression tool: runs variants on every golden file and checks them against fp64 truth.
 //
 //   regress [--testdata=DIR] [--variants=all|reference|NAME,NAME] [--filter=SUBSTRING]
+//           [--skip_oracle_above=MACS]
+//
+// --skip_oracle_above skips reference-only GPU variants (the fp64 "direct" oracle) on golden files
+// of more multiply-adds than MACS; used under compute-sanitizer, where the oracle is slow.
 //
 // With a GPU, "all" (the default) is every registered variant. With no GPU the default is CPU
 // mode: the golden files are checked against the CPU reference recomputed from their seeds, which
@@ -9,6 +13,8 @@
 #include <dirent.h>
 
 #include <algorithm>
+#include <cmath>
+#include <cstdlib>
 #include <cstdio>
 #include <cstring>
 #include <string>
@@ -16,6 +22,7 @@
 
 #include "absl/strings/str_split.h"
 #include "conv/conv.h"
+#include "conv/registry.h"
 #include "conv/testing/testbed.h"
 #include "reference/random.h"
 #include "reference/reference.h"
@@ -60,13 +67,17 @@ absl::StatusOr<std::vector<float>> RunVariant(const Golden& g, const std::string
 int main(int argc, char** argv) {
   using namespace conv2d;
   std::string testdata = "testdata", variants_flag, filter;
+  double skip_oracle_above = -1;
   for (int i = 1; i < argc; ++i) {
     if (!std::strncmp(argv[i], "--testdata=", 11)) testdata = argv[i] + 11;
     else if (!std::strncmp(argv[i], "--variants=", 11)) variants_flag = argv[i] + 11;
     else if (!std::strncmp(argv[i], "--filter=", 9)) filter = argv[i] + 9;
+    else if (!std::strncmp(argv[i], "--skip_oracle_above=", 20))
+      skip_oracle_above = std::atof(argv[i] + 20);
     else {
       std::fprintf(stderr, "unknown flag %s\nusage: regress [--testdata=DIR] "
-                           "[--variants=all|reference|NAME,...] [--filter=SUBSTRING]\n", argv[i]);
+                           "[--variants=all|reference|NAME,...] [--filter=SUBSTRING] "
+                           "[--skip_oracle_above=MACS]\n", argv[i]);
       return 2;
     }
   }
@@ -99,6 +110,14 @@ int main(int argc, char** argv) {
     }
     const std::string name = file.substr(file.rfind('/') + 1);
     for (const std::string& v : variants) {
+      const Algorithm* algo = Registry::Global().Find(v);
+      if (skip_oracle_above >= 0 && algo != nullptr &&
+          !std::isfinite(algo->EstimateSeconds(g->shape)) &&
+          g->shape.flops() / 2 > skip_oracle_above) {
+        std::printf("SKIP %-14s %-42s (oracle, above --skip_oracle_above)\n", v.c_str(),
+                    name.c_str());
+        continue;
+      }
       absl::StatusOr<std::vector<float>> y = RunVariant(*g, v);
       if (!y.ok()) {
         std::printf("FAIL %-14s %-42s %s\n", v.c_str(), name.c_str(),

@@ -1,0 +1,57 @@
+#!/bin/bash
+# The GPU check, on a GPU host with no Bazel (packed by tools/make_gpu_bundle.sh).
+#   ./run.sh                      every step
+#   ./run.sh tests regress ...    some steps: tests regress sanitize bench kernelbot
+# Logs go to $OUT (default ./out). Ends with "N passed, N failed" over the steps.
+cd "$(dirname "$0")"
+export LD_LIBRARY_PATH="$PWD/lib:/usr/local/cuda/lib64:${LD_LIBRARY_PATH:-}"
+OUT="${OUT:-$PWD/out}"
+mkdir -p "$OUT"
+steps=("$@")
+[ ${#steps[@]} -gt 0 ] || steps=(tests regress sanitize bench kernelbot)
+passed=0
+failed=0
+failed_names=""
+
+step() {  # step NAME TIMEOUT CMD...
+  local name=$1 limit=$2
+  shift 2
+  echo "=== $name: $*"
+  local t0=$SECONDS
+  timeout "$limit" "$@" > "$OUT/$name.log" 2>&1
+  local rc=$?
+  tail -n "${TAIL:-15}" "$OUT/$name.log"
+  if [ $rc -eq 0 ]; then
+    passed=$((passed + 1)); echo "=== $name: PASS ($((SECONDS - t0)) s)"
+  else
+    failed=$((failed + 1)); failed_names="$failed_names $name"
+    echo "=== $name: FAIL rc=$rc ($((SECONDS - t0)) s)"
+  fi
+}
+
+nvidia-smi --query-gpu=name,driver_version,clocks.sm,clocks.mem --format=csv,noheader
+for s in "${steps[@]}"; do
+  case $s in
+    tests)
+      for t in tests/*; do TAIL=4 step "test_$(basename "$t")" 900 "$t"; done ;;
+    regress)
+      step regress 900 bin/regress --testdata=testdata ;;
+    sanitize)
+      # memcheck over the golden files (the fp64 oracle is skipped on the big sampled cases to
+      # keep the time bounded; it runs unsanitized in `regress`), and over the C ABI's errors.
+      step sanitize_regress 900 compute-sanitizer --tool memcheck --error-exitcode 99 \
+        bin/regress --testdata=testdata --skip_oracle_above=20000000
+      step sanitize_c_api 300 compute-sanitizer --tool memcheck --error-exitcode 99 tests/c_api_test
+      step racecheck 600 compute-sanitizer --tool racecheck --error-exitcode 99 \
+        bin/regress --testdata=testdata --filter=_s300 ;;
+    bench)
+      step bench 900 bin/benchmark --json_out="$OUT/bench.json" ;;
+    kernelbot)
+      CONV2D_LIB="$PWD/lib/libconv2d.so" step kernelbot 600 python3 kernelbot.py ;;
+    *)
+      echo "unknown step $s"; failed=$((failed + 1)) ;;
+  esac
+done
+echo "failed steps:${failed_names:- none}"
+echo "$passed passed, $failed failed"
+[ $failed -eq 0 ]

@@ -1,0 +1,27 @@
+#!/bin/bash
+# Builds every test, the regression tool, the benchmark and libconv2d.so, and packs them with the
+# golden files and a runner into gpu_bundle/ (git-ignored), for a GPU host that has no Bazel:
+#   tools/make_gpu_bundle.sh            # here
+#   gpu_bundle/run.sh [STEP...]         # there; STEP: tests regress sanitize bench kernelbot (all)
+set -euo pipefail
+cd "$(dirname "$0")/.."
+BUNDLE=gpu_bundle
+tests=$(bazel query 'kind("cc_test", //conv/... + //reference/... + //tools/...)' 2>/dev/null)
+bazel build $tests //tools:regress //tools:benchmark //conv:libconv2d.so
+rm -rf "$BUNDLE"
+mkdir -p "$BUNDLE/bin" "$BUNDLE/tests" "$BUNDLE/lib" "$BUNDLE/testdata"
+for t in $tests; do
+  path="bazel-bin/$(echo "${t#//}" | tr ':' '/')"
+  cp "$path" "$BUNDLE/tests/"
+done
+cp bazel-bin/tools/regress bazel-bin/tools/benchmark "$BUNDLE/bin/"
+cp bazel-bin/conv/libconv2d.so "$BUNDLE/lib/"
+cp testdata/*.golden "$BUNDLE/testdata/"
+cp tools/kernelbot.py tools/gpu_run.sh "$BUNDLE/"
+mv "$BUNDLE/gpu_run.sh" "$BUNDLE/run.sh"
+# The shared libraries that are not on a CUDA host: Debian's Abseil and Google Benchmark.
+for f in "$BUNDLE"/bin/* "$BUNDLE"/tests/* "$BUNDLE"/lib/libconv2d.so; do
+  ldd "$f" | awk '/=> \// {print $3}' | grep -E 'libabsl_|libbenchmark' || true
+done | sort -u | while read -r lib; do cp -L "$lib" "$BUNDLE/lib/"; done
+chmod -R u+w "$BUNDLE"
+echo "bundle: $(du -sh "$BUNDLE" | cut -f1) in $BUNDLE ($(ls "$BUNDLE/tests" | wc -l) tests)"
