@@ -1,0 +1,166 @@
+#include "tools/cudnn_conv.h"
+
+#include <cudnn.h>
+
+#include <algorithm>
+#include <limits>
+#include <vector>
+
+#include "absl/strings/str_cat.h"
+#include "conv/status_macros.h"
+
+namespace conv2d {
+
+namespace {
+
+absl::Status CudnnStatus(cudnnStatus_t st, const char* what) {
+  if (st == CUDNN_STATUS_SUCCESS) return absl::OkStatus();
+  return absl::InternalError(absl::StrCat("cuDNN ", what, ": ", cudnnGetErrorString(st), " (",
+                                          static_cast<int>(st), ")"));
+}
+
+const char* AlgoName(cudnnConvolutionFwdAlgo_t a) {
+  switch (a) {
+    case CUDNN_CONVOLUTION_FWD_ALGO_IMPLICIT_GEMM: return "IMPLICIT_GEMM";
+    case CUDNN_CONVOLUTION_FWD_ALGO_IMPLICIT_PRECOMP_GEMM: return "IMPLICIT_PRECOMP_GEMM";
+    case CUDNN_CONVOLUTION_FWD_ALGO_GEMM: return "GEMM";
+    case CUDNN_CONVOLUTION_FWD_ALGO_DIRECT: return "DIRECT";
+    case CUDNN_CONVOLUTION_FWD_ALGO_FFT: return "FFT";
+    case CUDNN_CONVOLUTION_FWD_ALGO_FFT_TILING: return "FFT_TILING";
+    case CUDNN_CONVOLUTION_FWD_ALGO_WINOGRAD: return "WINOGRAD";
+    case CUDNN_CONVOLUTION_FWD_ALGO_WINOGRAD_NONFUSED: return "WINOGRAD_NONFUSED";
+    default: return "UNKNOWN";
+  }
+}
+
+absl::StatusOr<int> ToInt(int64_t v, const char* what) {
+  if (v > std::numeric_limits<int>::max()) {
+    return absl::InvalidArgumentError(absl::StrCat("cuDNN: ", what, " = ", v, " exceeds int"));
+  }
+  return static_cast<int>(v);
+}
+
+}  // namespace
+
+struct CudnnConv::Handles {
+  cudnnHandle_t handle = nullptr;
+  cudnnTensorDescriptor_t x = nullptr;
+  cudnnTensorDescriptor_t y = nullptr;
+  cudnnFilterDescriptor_t w = nullptr;
+  cudnnConvolutionDescriptor_t conv = nullptr;
+  cudnnConvolutionFwdAlgo_t algo = CUDNN_CONVOLUTION_FWD_ALGO_IMPLICIT_GEMM;
+
+  ~Handles() {
+    // Teardown errors have nowhere to go; the process is usually about to exit anyway.
+    if (conv) cudnnDestroyConvolutionDescriptor(conv);
+    if (w) cudnnDestroyFilterDescriptor(w);
+    if (y) cudnnDestroyTensorDescriptor(y);
+    if (x) cudnnDestroyTensorDescriptor(x);
+    if (handle) cudnnDestroy(handle);
+  }
+};
+
+CudnnConv::CudnnConv(const Shape& shape) : shape_(shape), h_(new Handles) {}
+CudnnConv::~CudnnConv() = default;
+
+absl::StatusOr<std::unique_ptr<CudnnConv>> CudnnConv::Create(const Shape& s) {
+  RETURN_IF_ERROR(ValidateShape(s));
+  ASSIGN_OR_RETURN(int b, ToInt(s.batch, "batch"));
+  ASSIGN_OR_RETURN(int ci, ToInt(s.in_channels, "in_channels"));
+  ASSIGN_OR_RETURN(int co, ToInt(s.out_channels, "out_channels"));
+  ASSIGN_OR_RETURN(int hh, ToInt(s.height, "height"));
+  ASSIGN_OR_RETURN(int ww, ToInt(s.width, "width"));
+  ASSIGN_OR_RETURN(int kh, ToInt(s.kernel_h, "kernel_h"));
+  ASSIGN_OR_RETURN(int kw, ToInt(s.kernel_w, "kernel_w"));
+
+  std::unique_ptr<CudnnConv> c(new CudnnConv(s));
+  Handles& h = *c->h_;
+  RETURN_IF_ERROR(CudnnStatus(cudnnCreate(&h.handle), "cudnnCreate"));
+  RETURN_IF_ERROR(CudnnStatus(cudnnCreateTensorDescriptor(&h.x), "create x descriptor"));
+  RETURN_IF_ERROR(CudnnStatus(cudnnCreateTensorDescriptor(&h.y), "create y descriptor"));
+  RETURN_IF_ERROR(CudnnStatus(cudnnCreateFilterDescriptor(&h.w), "create w descriptor"));
+  RETURN_IF_ERROR(CudnnStatus(cudnnCreateConvolutionDescriptor(&h.conv), "create conv descriptor"));
+  RETURN_IF_ERROR(CudnnStatus(
+      cudnnSetTensor4dDescriptor(h.x, CUDNN_TENSOR_NCHW, CUDNN_DATA_FLOAT, b, ci, hh, ww),
+      "set x descriptor"));
+  RETURN_IF_ERROR(CudnnStatus(
+      cudnnSetFilter4dDescriptor(h.w, CUDNN_DATA_FLOAT, CUDNN_TENSOR_NCHW, co, ci, kh, kw),
+      "set w descriptor"));
+  // No padding, stride 1, dilation 1; cross-correlation is what F.conv2d and the library compute.
+  RETURN_IF_ERROR(CudnnStatus(cudnnSetConvolution2dDescriptor(h.conv, 0, 0, 1, 1, 1, 1,
+                                                              CUDNN_CROSS_CORRELATION,
+                                                              CUDNN_DATA_FLOAT),
+                              "set conv descriptor"));
+  // FMA math forbids TF32 tensor cores, which miss the accuracy bar by 60-470x.
+  RETURN_IF_ERROR(CudnnStatus(cudnnSetConvolutionMathType(h.conv, CUDNN_FMA_MATH),
+                              "set math type"));
+  int on = 0, oc = 0, oh = 0, ow = 0;
+  RETURN_IF_ERROR(CudnnStatus(
+      cudnnGetConvolution2dForwardOutputDim(h.conv, h.x, h.w, &on, &oc, &oh, &ow),
+      "output dims"));
+  if (on != s.batch || oc != s.out_channels || oh != s.out_h() || ow != s.out_w()) {
+    return absl::InternalError(absl::StrCat("cuDNN output dims ", on, "x", oc, "x", oh, "x", ow,
+                                            " disagree with ", s.ToString()));
+  }
+  RETURN_IF_ERROR(CudnnStatus(
+      cudnnSetTensor4dDescriptor(h.y, CUDNN_TENSOR_NCHW, CUDNN_DATA_FLOAT, on, oc, oh, ow),
+      "set y descriptor"));
+
+  int max_algos = 0;
+  RETURN_IF_ERROR(CudnnStatus(cudnnGetConvolutionForwardAlgorithmMaxCount(h.handle, &max_algos),
+                              "algorithm count"));
+  std::vector<cudnnConvolutionFwdAlgoPerf_t> perf(std::max(max_algos, 1));
+  int returned = 0;
+  RETURN_IF_ERROR(CudnnStatus(
+      cudnnFindConvolutionForwardAlgorithm(h.handle, h.x, h.w, h.conv, h.y,
+                                           static_cast<int>(perf.size()), &returned, perf.data()),
+      "cudnnFindConvolutionForwardAlgorithm"));
+  // Results come sorted by time; the math-type filter guards against a TF32 entry slipping in.
+  const cudnnConvolutionFwdAlgoPerf_t* best = nullptr;
+  for (int i = 0; i < returned; ++i) {
+    if (perf[i].status == CUDNN_STATUS_SUCCESS && perf[i].mathType == CUDNN_FMA_MATH) {
+      best = &perf[i];
+      break;
+    }
+  }
+  if (best == nullptr) {
+    return absl::UnimplementedError(
+        absl::StrCat("cuDNN found no FMA-math forward algorithm for ", s.ToString(), " (",
+                     returned, " tried)"));
+  }
+  h.algo = best->algo;
+  c->algorithm_ = AlgoName(best->algo);
+  c->search_ms_ = best->time;
+  RETURN_IF_ERROR(CudnnStatus(cudnnSetConvolutionMathType(h.conv, best->mathType),
+                              "set math type"));
+  RETURN_IF_ERROR(CudnnStatus(cudnnGetConvolutionForwardWorkspaceSize(h.handle, h.x, h.w, h.conv,
+                                                                      h.y, h.algo,
+                                                                      &c->workspace_bytes_),
+                              "workspace size"));
+  return c;
+}
+
+absl::Status CudnnConv::Run(const float* x, const float* w, float* y, void* workspace,
+                            size_t workspace_bytes, cudaStream_t stream) const {
+  if (x == nullptr || w == nullptr || y == nullptr) {
+    return absl::InvalidArgumentError("cuDNN: null tensor pointer");
+  }
+  if (workspace_bytes < workspace_bytes_ || (workspace_bytes_ > 0 && workspace == nullptr)) {
+    return absl::InvalidArgumentError(absl::StrCat("cuDNN: workspace of ", workspace_bytes,
+                                                   " bytes, ", workspace_bytes_, " needed"));
+  }
+  RETURN_IF_ERROR(CudnnStatus(cudnnSetStream(h_->handle, stream), "set stream"));
+  const float alpha = 1.0f, beta = 0.0f;  // beta 0: y is not read, so a poisoned y is fine
+  return CudnnStatus(cudnnConvolutionForward(h_->handle, &alpha, h_->x, x, h_->w, w, h_->conv,
+                                             h_->algo, workspace, workspace_bytes_, &beta, h_->y,
+                                             y),
+                     "cudnnConvolutionForward");
+}
+
+std::string CudnnVersion() {
+  const size_t v = cudnnGetVersion();
+  // cuDNN 9 encodes major*10000 + minor*100 + patch.
+  return absl::StrCat(v / 10000, ".", (v / 100) % 100, ".", v % 100);
+}
+
+}  // namespace conv2d

@@ -1,0 +1,54 @@
+// The cuDNN fp32 peer the benchmark measures every variant against. FMA math only (no TF32), NCHW,
+// cross-correlation, the fastest algorithm cuDNN's own search finds for the shape.
+// Used only by tools/benchmark.cc; not part of the library.
+#ifndef CONV2D_TOOLS_CUDNN_CONV_H_
+#define CONV2D_TOOLS_CUDNN_CONV_H_
+
+#include <cstddef>
+#include <memory>
+#include <string>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "conv/shape.h"
+
+typedef struct CUstream_st* cudaStream_t;  // the same declaration as cuda_runtime.h
+
+namespace conv2d {
+
+class CudnnConv {
+ public:
+  // Creates a handle and descriptors and runs cuDNN's algorithm search (it allocates and times its
+  // own buffers, so it needs a device and free memory). Errors: InvalidArgument (a dimension does
+  // not fit cuDNN's int), Unimplemented (no FMA-math algorithm ran), Internal (cuDNN/CUDA errors).
+  static absl::StatusOr<std::unique_ptr<CudnnConv>> Create(const Shape& shape);
+  ~CudnnConv();
+  CudnnConv(const CudnnConv&) = delete;
+  CudnnConv& operator=(const CudnnConv&) = delete;
+
+  const Shape& shape() const { return shape_; }
+  size_t workspace_bytes() const { return workspace_bytes_; }
+  // The chosen algorithm, e.g. "IMPLICIT_PRECOMP_GEMM", and what the search measured for it.
+  const std::string& algorithm() const { return algorithm_; }
+  float search_ms() const { return search_ms_; }
+
+  // y = conv(x, w) on `stream` (enqueued, not synchronized). y is written without being read.
+  absl::Status Run(const float* x, const float* w, float* y, void* workspace,
+                   size_t workspace_bytes, cudaStream_t stream) const;
+
+ private:
+  struct Handles;
+  explicit CudnnConv(const Shape& shape);
+  Shape shape_;
+  std::unique_ptr<Handles> h_;
+  size_t workspace_bytes_ = 0;
+  std::string algorithm_;
+  float search_ms_ = 0;
+};
+
+// The cuDNN library version actually loaded, e.g. "9.14.0".
+std::string CudnnVersion();
+
+}  // namespace conv2d
+
+#endif  // CONV2D_TOOLS_CUDNN_CONV_H_

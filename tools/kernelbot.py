@@ -1,0 +1,128 @@
+"""GPU MODE KernelBot conv2d entry point backed by libconv2d.so (the C ABI of conv/conv2d_c.h).
+
+    custom_kernel((input, kernel, output)) -> output   # KernelBot's interface, torch CUDA tensors
+    python3 tools/kernelbot.py                         # check against float64 F.conv2d (GPU host)
+
+The library is $CONV2D_LIB, else libconv2d.so next to this file; $CONV2D_ALGORITHM names the
+variant (default "auto"). torch is imported where it is used, so that the ctypes layer loads (and
+reports "no CUDA device") on machines without PyTorch.
+"""
+import ctypes
+import os
+import sys
+
+_lib = None
+_plans = {}  # (B, Cin, Cout, H, W, Kh, Kw, algorithm, device) -> (plan, workspace tensor, bytes)
+
+
+def _load():
+    global _lib
+    if _lib is None:
+        here = os.path.dirname(os.path.abspath(__file__))
+        lib = ctypes.CDLL(os.environ.get("CONV2D_LIB") or os.path.join(here, "libconv2d.so"))
+        vp, i64 = ctypes.c_void_p, ctypes.c_int64
+        lib.conv2d_plan_create.argtypes = [i64] * 7 + [ctypes.c_char_p, ctypes.POINTER(vp)]
+        lib.conv2d_plan_workspace_size.argtypes = [vp, ctypes.POINTER(ctypes.c_size_t)]
+        lib.conv2d_plan_run.argtypes = [vp, vp, vp, vp, vp, ctypes.c_size_t, vp]
+        lib.conv2d_plan_destroy.argtypes = [vp]
+        lib.conv2d_plan_destroy.restype = None
+        lib.conv2d_plan_algorithm.argtypes = [vp]
+        lib.conv2d_plan_algorithm.restype = ctypes.c_char_p
+        lib.conv2d_last_error.restype = ctypes.c_char_p
+        _lib = lib
+    return _lib
+
+
+def _check(rc, what):
+    if rc != 0:
+        raise RuntimeError(f"{what}: {_load().conv2d_last_error().decode()} (code {rc})")
+
+
+def _create_plan(dims, algorithm):
+    lib, plan = _load(), ctypes.c_void_p()
+    _check(lib.conv2d_plan_create(*dims, algorithm.encode(), ctypes.byref(plan)),
+           f"conv2d_plan_create{tuple(dims)}")
+    size = ctypes.c_size_t()
+    rc = lib.conv2d_plan_workspace_size(plan, ctypes.byref(size))
+    if rc != 0:
+        lib.conv2d_plan_destroy(plan)
+        _check(rc, "conv2d_plan_workspace_size")
+    return plan, size.value
+
+
+def _plan(dims, device):
+    import torch
+    algorithm = os.environ.get("CONV2D_ALGORITHM", "auto")
+    key = (*dims, algorithm, device)
+    if key not in _plans:
+        plan, nbytes = _create_plan(dims, algorithm)
+        ws = torch.empty(nbytes, dtype=torch.uint8, device=device) if nbytes else None
+        # Plans live until the process exits: destroying them during interpreter teardown could
+        # race the CUDA context's own teardown.
+        _plans[key] = (plan, ws, nbytes)
+    return _plans[key]
+
+
+def custom_kernel(data):
+    import torch
+    x, w = data[0], data[1]
+    y = data[2] if len(data) > 2 else None
+    if x.dtype != torch.float32 or w.dtype != torch.float32 or not (x.is_cuda and w.is_cuda):
+        raise TypeError("conv2d: input and kernel must be float32 CUDA tensors")
+    (b, c, h, wd), (o, c2, kh, kw) = x.shape, w.shape
+    if c2 != c or kh > h or kw > wd:
+        raise ValueError(f"conv2d: input {tuple(x.shape)} and kernel {tuple(w.shape)} mismatch")
+    out_shape = (b, o, h - kh + 1, wd - kw + 1)
+    if y is None:
+        y = torch.empty(out_shape, dtype=torch.float32, device=x.device)
+    if tuple(y.shape) != out_shape or y.dtype != torch.float32 or y.device != x.device:
+        raise ValueError(f"conv2d: output must be float32 {out_shape} on {x.device}")
+    x, w = x.contiguous(), w.contiguous()
+    dst = y if y.is_contiguous() else torch.empty(out_shape, dtype=torch.float32, device=x.device)
+    with torch.cuda.device(x.device):
+        plan, ws, nbytes = _plan((b, c, o, h, wd, kh, kw), x.device)
+        stream = torch.cuda.current_stream(x.device).cuda_stream
+        _check(_load().conv2d_plan_run(plan, x.data_ptr(), w.data_ptr(), dst.data_ptr(),
+                                       ws.data_ptr() if ws is not None else None, nbytes, stream),
+               "conv2d_plan_run")
+    if dst is not y:
+        y.copy_(dst)
+    return y
+
+
+def _main():
+    import torch
+    import torch.nn.functional as F
+    # (size, kernelsize, channels, batch, seed): KernelBot's five benchmark cases, then its tests.
+    cases = [(128, 8, 64, 4, 1), (128, 16, 64, 4, 2), (256, 16, 128, 2, 3), (256, 16, 128, 2, 4),
+             (256, 32, 128, 1, 5), (32, 4, 16, 1, 4242), (32, 4, 16, 2, 5236), (64, 4, 32, 1, 1001),
+             (64, 8, 32, 2, 5531), (128, 8, 64, 1, 9173)]
+    failed = 0
+    for size, k, ch, batch, seed in cases:
+        gen = torch.Generator(device="cuda").manual_seed(seed)
+        x = torch.randn(batch, ch, size, size, device="cuda", generator=gen)
+        w = torch.randn(ch, ch, k, k, device="cuda", generator=gen)
+        ref = F.conv2d(x.double(), w.double())
+        y = torch.empty_like(ref, dtype=torch.float32)
+        max_err = worst = 0.0
+        for _ in range(2):  # the second call runs the cached plan
+            y.fill_(float("nan"))
+            custom_kernel((x, w, y))
+            torch.cuda.synchronize()
+            err = (y.double() - ref).abs()
+            ratio = err / (1e-3 + 1e-3 * ref.abs())
+            finite = bool(torch.isfinite(y).all())
+            max_err = max(max_err, err.max().item() if finite else float("inf"))
+            worst = max(worst, ratio.max().item() if finite else float("inf"))
+        ok = worst <= 1.0
+        failed += not ok
+        algo = _load().conv2d_plan_algorithm(
+            _plan((batch, ch, ch, size, size, k, k), x.device)[0]).decode()
+        print(f"size={size:3d} k={k:2d} channels={ch:3d} batch={batch} {algo:>14s}: "
+              f"max_abs_err={max_err:.3e} worst_ratio={worst:.4f} {'PASS' if ok else 'FAIL'}")
+    print(f"{len(cases) - failed}/{len(cases)} shapes pass |y - y64| <= 1e-3 + 1e-3|y64|")
+    return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    sys.exit(_main())
