@@ -4,6 +4,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "conv/direct.h"
+#include "conv/fft_tiled.h"
 
 
 namespace conv2d {
@@ -17,6 +18,7 @@ std::mutex& RegistryMutex() {
 
 void RegisterAll(Registry& registry) {
   RegisterDirect(registry);
+  RegisterFftTiled(registry);
 
 }
 
