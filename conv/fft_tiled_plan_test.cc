@@ -19,11 +19,6 @@ namespace conv2d {
 namespace fft_tiled {
 namespace {
 
-std::vector<Shape> DistinctBenchmarkShapes() {
-  return {Shape::KernelBot(128, 8, 64, 4), Shape::KernelBot(128, 16, 64, 4),
-          Shape::KernelBot(256, 16, 128, 2), Shape::KernelBot(256, 32, 128, 1)};
-}
-
 std::vector<Shape> AllListedShapes() {
   std::vector<Shape> shapes = EdgeShapes();
   for (const Shape& s : KernelBotTestShapes()) shapes.push_back(s);
@@ -41,8 +36,12 @@ TEST(FftTiledPlanTest, CandidatesAreFastRadicesFromKernelToCover) {
       while (r % 2 == 0) r /= 2;
       EXPECT_TRUE(r == 1 || r == 3) << c[i];
       EXPECT_GE(c[i], std::max<int64_t>(k, 2));
-      if (i > 0) EXPECT_GT(c[i], c[i - 1]);
-      if (i + 1 < c.size()) EXPECT_LT(c[i], std::max<int64_t>(extent, 2));
+      if (i > 0) {
+        EXPECT_GT(c[i], c[i - 1]);
+      }
+      if (i + 1 < c.size()) {
+        EXPECT_LT(c[i], std::max<int64_t>(extent, 2));
+      }
     }
     EXPECT_GE(c.back(), std::max<int64_t>(extent, 2));
   }
