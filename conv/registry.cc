@@ -4,6 +4,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "conv/direct.h"
+#include "conv/direct_tiled.h"
 #include "conv/fft_tiled.h"
 
 
@@ -18,6 +19,7 @@ std::mutex& RegistryMutex() {
 
 void RegisterAll(Registry& registry) {
   RegisterDirect(registry);
+  RegisterDirectTiled(registry);
   RegisterFftTiled(registry);
 
 }
