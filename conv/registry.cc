@@ -6,6 +6,7 @@
 #include "conv/direct.h"
 #include "conv/direct_tiled.h"
 #include "conv/fft_tiled.h"
+#include "conv/implicit_gemm_3xtf32.h"
 
 
 namespace conv2d {
@@ -21,6 +22,7 @@ void RegisterAll(Registry& registry) {
   RegisterDirect(registry);
   RegisterDirectTiled(registry);
   RegisterFftTiled(registry);
+  RegisterImplicitGemm3xTf32(registry);
 
 }
 
