@@ -13,8 +13,9 @@ passed=0
 failed=0
 failed_names=""
 
-step() {  # step NAME TIMEOUT CMD...
+step() {  # step NAME TIMEOUT CMD...   ($LIMIT, if set, caps every step's timeout)
   local name=$1 limit=$2
+  [ -n "${LIMIT:-}" ] && [ "$LIMIT" -lt "$limit" ] && limit=$LIMIT
   shift 2
   echo "=== $name: $*"
   local t0=$SECONDS
