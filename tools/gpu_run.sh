@@ -2,11 +2,14 @@
 # The GPU check, on a GPU host with no Bazel (packed by tools/make_gpu_bundle.sh).
 #   ./run.sh                      every step
 #   ./run.sh tests regress ...    some steps: tests regress sanitize bench kernelbot
-# Logs go to $OUT (default ./out). Ends with "N passed, N failed" over the steps.
+# Every step's output is appended to $OUT/all.log (default ./out); per-step logs are kept in
+# $LOGS (default /tmp/conv2d_logs) and packed into $OUT/logs.tgz at the end.
+# Ends with "N passed, N failed" over the steps.
 cd "$(dirname "$0")"
 export LD_LIBRARY_PATH="$PWD/lib:/usr/local/cuda/lib64:${LD_LIBRARY_PATH:-}"
 OUT="${OUT:-$PWD/out}"
-mkdir -p "$OUT"
+LOGS="${LOGS:-/tmp/conv2d_logs}"
+mkdir -p "$OUT" "$LOGS"
 steps=("$@")
 [ ${#steps[@]} -gt 0 ] || steps=(tests regress sanitize bench kernelbot)
 passed=0
@@ -19,9 +22,11 @@ step() {  # step NAME TIMEOUT CMD...   ($LIMIT, if set, caps every step's timeou
   shift 2
   echo "=== $name: $*"
   local t0=$SECONDS
-  timeout "$limit" "$@" > "$OUT/$name.log" 2>&1
+  echo "=== $name: $*" >> "$OUT/all.log"
+  timeout "$limit" "$@" > "$LOGS/$name.log" 2>&1
   local rc=$?
-  tail -n "${TAIL:-15}" "$OUT/$name.log"
+  cat "$LOGS/$name.log" >> "$OUT/all.log"
+  tail -n "${TAIL:-15}" "$LOGS/$name.log"
   if [ $rc -eq 0 ]; then
     passed=$((passed + 1)); echo "=== $name: PASS ($((SECONDS - t0)) s)"
   else
@@ -53,6 +58,7 @@ for s in "${steps[@]}"; do
       echo "unknown step $s"; failed=$((failed + 1)) ;;
   esac
 done
+tar -czf "$OUT/logs.tgz" -C "$LOGS" . 2>/dev/null
 echo "failed steps:${failed_names:- none}"
 echo "$passed passed, $failed failed"
 [ $failed -eq 0 ]
