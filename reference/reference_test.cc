@@ -80,3 +80,22 @@ TEST(RandomTest, RealValuedInRangeAndReproducible) {
 
 }  // namespace
 }  // namespace conv2d
+
+namespace conv2d {
+namespace {
+TEST(RandomTest, NormalHasUnitVarianceAndIsReproducible) {
+  const auto v = RandomTensor(9, kInputTensor, 200000, Distribution::kNormal);
+  double sum = 0, sq = 0;
+  for (float f : v) {
+    ASSERT_TRUE(std::isfinite(f));
+    sum += f;
+    sq += double{f} * f;
+  }
+  const double mean = sum / v.size(), var = sq / v.size() - mean * mean;
+  EXPECT_NEAR(mean, 0.0, 0.01);
+  EXPECT_NEAR(var, 1.0, 0.02);
+  EXPECT_EQ(RandomNormalValue(9, kInputTensor, 123), v[123]);
+  EXPECT_NE(RandomTensor(9, kInputTensor, 4, Distribution::kUniform)[0], v[0]);
+}
+}  // namespace
+}  // namespace conv2d

@@ -64,6 +64,7 @@ struct Flags {
   int64_t positions = 4096;
   uint64_t seed = 1;
   bool include_oracle = false;
+  Distribution inputs = Distribution::kNormal;  // KernelBot draws torch.randn
   std::string suite = "kernelbot";
   bool suite_given = false;
   std::vector<Shape> shapes;
@@ -78,6 +79,7 @@ constexpr const char kUsage[] =
     "                              Replaces the suite unless --suite is also given.\n"
     "  --variants=a,b,c            only these (names: cudnn, auto, and the registered ones)\n"
     "  --include_oracle            also time oracle algorithms (e.g. \"direct\"; slow)\n"
+    "  --inputs=normal|uniform     input distribution (default normal, as KernelBot's randn)\n"
     "  --calls=N                   timed calls per variant and case (default 20)\n"
     "  --warmup=N                  untimed calls before them (default 2)\n"
     "  --positions=N               output positions checked against fp64 (default 4096)\n"
@@ -142,6 +144,11 @@ absl::Status ParseFlags(int* argc, char** argv, Flags* f, bool* help) {
         return absl::InvalidArgumentError(absl::StrCat("--include_oracle wants a bool: ", arg));
       }
       f->include_oracle = !has_value || value == "true" || value == "1";
+    } else if (key == "--inputs") {
+      if (value != "normal" && value != "uniform") {
+        return absl::InvalidArgumentError(absl::StrCat("--inputs is normal or uniform: ", arg));
+      }
+      f->inputs = value == "normal" ? Distribution::kNormal : Distribution::kUniform;
     } else if (key == "--suite") {
       if (value != "kernelbot" && value != "cnn") {
         return absl::InvalidArgumentError(absl::StrCat("--suite is kernelbot or cnn: ", arg));
@@ -360,7 +367,7 @@ class GpuBench {
     if (problem_case_ != ci) {
       problem_.reset();
       problem_case_ = -1;
-      ASSIGN_OR_RETURN(DeviceProblem p, DeviceProblem::Create(c.shape, c.seed));
+      ASSIGN_OR_RETURN(DeviceProblem p, DeviceProblem::Create(c.shape, c.seed, flags_.inputs));
       problem_ = std::make_unique<DeviceProblem>(std::move(p));
       problem_case_ = ci;
     }
@@ -636,7 +643,7 @@ absl::Status GpuBench::WriteJson(const std::string& path, const std::string& dev
   absl::StrAppend(&j, "  \"device\": ", JsonString(device), ",\n");
   absl::StrAppend(&j, "  \"cudnn_version\": ", JsonString(CudnnVersion()), ",\n");
   absl::StrAppend(&j, "  \"calls\": ", flags_.calls, ",\n  \"warmup\": ", flags_.warmup,
-                  ",\n  \"positions\": ", flags_.positions, ",\n  \"seed\": ", flags_.seed,
+                  ",\n  \"positions\": ", flags_.positions, ",\n  \"inputs\": \"", DistributionName(flags_.inputs), "\",\n  \"seed\": ", flags_.seed,
                   ",\n  \"atol\": ", JsonNumber(kAbsTol), ",\n  \"rtol\": ", JsonNumber(kRelTol),
                   ",\n");
   j += "  \"cases\": [\n";

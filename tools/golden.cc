@@ -20,6 +20,7 @@ absl::Status WriteGolden(const Golden& g, const std::string& path) {
     << "shape " << s.batch << " " << s.in_channels << " " << s.out_channels << " " << s.height
     << " " << s.width << " " << s.kernel_h << " " << s.kernel_w << "\n"
     << "seed " << g.seed << "\n"
+    << "inputs " << DistributionName(g.inputs) << "\n"
     << "tolerance " << g.atol << " " << g.rtol << "\n"
     << "positions " << (g.positions.empty() ? std::string("all") : std::to_string(g.positions.size()))
     << "\n"
@@ -58,6 +59,10 @@ absl::StatusOr<Golden> ReadGolden(const std::string& path) {
     } else if (key == "seed") {
       in >> g.seed;
       have_seed = !in.fail();
+    } else if (key == "inputs") {
+      in >> type;
+      if (type != "uniform" && type != "normal") return bad("inputs must be uniform or normal");
+      g.inputs = type == "normal" ? Distribution::kNormal : Distribution::kUniform;
     } else if (key == "tolerance") {
       in >> g.atol >> g.rtol;
       if (in.fail() || !(g.atol >= 0) || !(g.rtol >= 0)) return bad("bad tolerance");

@@ -7,6 +7,7 @@
 //   conv2d-golden 1
 //   shape <batch> <in_channels> <out_channels> <height> <width> <kernel_h> <kernel_w>
 //   seed <seed>
+//   inputs uniform | normal        (reference/random.h; absent means uniform)
 //   tolerance <atol> <rtol>
 //   positions all | <count>        (sampled: <count> int64 flat output indices come first)
 //   values f32 | f64               (full outputs are stored as fp32 to keep testdata small;
@@ -20,12 +21,14 @@
 
 #include "absl/status/statusor.h"
 #include "conv/shape.h"
+#include "reference/random.h"
 
 namespace conv2d {
 
 struct Golden {
   Shape shape;
   uint64_t seed = 0;
+  Distribution inputs = Distribution::kUniform;
   double atol = 1e-3;
   double rtol = 1e-3;
   std::vector<int64_t> positions;  // empty: every output element

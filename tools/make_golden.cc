@@ -11,12 +11,14 @@
 namespace conv2d {
 namespace {
 
-int Write(const std::string& dir, const Shape& s, uint64_t seed, int64_t samples) {
+int Write(const std::string& dir, const Shape& s, uint64_t seed, int64_t samples,
+          Distribution inputs) {
   Golden g;
   g.shape = s;
   g.seed = seed;
-  const auto x = RandomTensor(seed, kInputTensor, s.input_elements());
-  const auto w = RandomTensor(seed, kFilterTensor, s.filter_elements());
+  g.inputs = inputs;
+  const auto x = RandomTensor(seed, kInputTensor, s.input_elements(), inputs);
+  const auto w = RandomTensor(seed, kFilterTensor, s.filter_elements(), inputs);
   if (samples > 0 && samples < s.output_elements()) {
     g.positions = SamplePositions(s, samples, seed);
     g.values = ReferenceConvAt(s, x.data(), w.data(), g.positions);
@@ -51,10 +53,15 @@ int main(int argc, char** argv) {
   using namespace conv2d;
   int failures = 0;
   uint64_t seed = 1000;
-  for (const Shape& s : KernelBotTestShapes()) failures += Write(out, s, ++seed, 0);
+  // KernelBot's own shapes with its input distribution (randn); edge shapes uniform.
+  for (const Shape& s : KernelBotTestShapes()) {
+    failures += Write(out, s, ++seed, 0, Distribution::kNormal);
+  }
   seed = 2000;
-  for (const Shape& s : KernelBotBenchmarkShapes()) failures += Write(out, s, ++seed, 4096);
+  for (const Shape& s : KernelBotBenchmarkShapes()) {
+    failures += Write(out, s, ++seed, 4096, Distribution::kNormal);
+  }
   seed = 3000;
-  for (const Shape& s : EdgeShapes()) failures += Write(out, s, ++seed, 0);
+  for (const Shape& s : EdgeShapes()) failures += Write(out, s, ++seed, 0, Distribution::kUniform);
   return failures ? 1 : 0;
 }

@@ -49,14 +49,14 @@ std::vector<std::string> GoldenFiles(const std::string& dir, const std::string& 
 
 absl::StatusOr<std::vector<float>> RunVariant(const Golden& g, const std::string& variant) {
   if (variant == "reference") {
-    const auto x = RandomTensor(g.seed, kInputTensor, g.shape.input_elements());
-    const auto w = RandomTensor(g.seed, kFilterTensor, g.shape.filter_elements());
+    const auto x = RandomTensor(g.seed, kInputTensor, g.shape.input_elements(), g.inputs);
+    const auto w = RandomTensor(g.seed, kFilterTensor, g.shape.filter_elements(), g.inputs);
     std::vector<double> y = g.positions.empty() ? ReferenceConv(g.shape, x.data(), w.data())
                                                 : ReferenceConvAt(g.shape, x.data(), w.data(),
                                                                   g.positions);
     return std::vector<float>(y.begin(), y.end());
   }
-  absl::StatusOr<DeviceProblem> problem = DeviceProblem::Create(g.shape, g.seed);
+  absl::StatusOr<DeviceProblem> problem = DeviceProblem::Create(g.shape, g.seed, g.inputs);
   if (!problem.ok()) return problem.status();
   return RunOnce(*problem, variant, g.positions);
 }

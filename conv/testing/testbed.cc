@@ -43,12 +43,13 @@ Comparison Compare(const std::vector<float>& y, const std::vector<double>& y64,
   return c;
 }
 
-absl::StatusOr<DeviceProblem> DeviceProblem::Create(const Shape& shape, uint64_t seed) {
+absl::StatusOr<DeviceProblem> DeviceProblem::Create(const Shape& shape, uint64_t seed,
+                                                    Distribution dist) {
   RETURN_IF_ERROR(ValidateShape(shape));
   DeviceProblem p;
   p.shape_ = shape;
-  p.x_ = RandomTensor(seed, kInputTensor, shape.input_elements());
-  p.w_ = RandomTensor(seed, kFilterTensor, shape.filter_elements());
+  p.x_ = RandomTensor(seed, kInputTensor, shape.input_elements(), dist);
+  p.w_ = RandomTensor(seed, kFilterTensor, shape.filter_elements(), dist);
   RETURN_IF_ERROR(CudaStatus(cudaMalloc(&p.dx_, p.x_.size() * sizeof(float)), "cudaMalloc x"));
   RETURN_IF_ERROR(CudaStatus(cudaMalloc(&p.dw_, p.w_.size() * sizeof(float)), "cudaMalloc w"));
   RETURN_IF_ERROR(
@@ -112,8 +113,9 @@ absl::StatusOr<std::vector<float>> RunOnce(const DeviceProblem& problem,
 }
 
 absl::StatusOr<Comparison> CheckAgainstReference(const Shape& shape, const std::string& algorithm,
-                                                 uint64_t seed, int64_t max_positions) {
-  ASSIGN_OR_RETURN(DeviceProblem problem, DeviceProblem::Create(shape, seed));
+                                                 uint64_t seed, int64_t max_positions,
+                                                 Distribution dist) {
+  ASSIGN_OR_RETURN(DeviceProblem problem, DeviceProblem::Create(shape, seed, dist));
   std::vector<int64_t> positions;
   std::vector<double> y64;
   if (shape.output_elements() <= max_positions) {

@@ -10,6 +10,7 @@
 
 #include "absl/status/statusor.h"
 #include "conv/shape.h"
+#include "reference/random.h"
 
 namespace conv2d {
 
@@ -31,7 +32,8 @@ Comparison Compare(const std::vector<float>& y, const std::vector<double>& y64,
 // fp32 device buffers for one shape, inputs filled from the seeded generator.
 class DeviceProblem {
  public:
-  static absl::StatusOr<DeviceProblem> Create(const Shape& shape, uint64_t seed);
+  static absl::StatusOr<DeviceProblem> Create(const Shape& shape, uint64_t seed,
+                                              Distribution dist = Distribution::kUniform);
   DeviceProblem(DeviceProblem&&) noexcept;
   DeviceProblem& operator=(DeviceProblem&&) = delete;
   ~DeviceProblem();
@@ -66,7 +68,8 @@ absl::StatusOr<std::vector<float>> RunOnce(const DeviceProblem& problem,
 // Everything at once: inputs from `seed`, the reference at up to `max_positions` sampled positions
 // (every element if the output is smaller), the variant's output compared against it.
 absl::StatusOr<Comparison> CheckAgainstReference(const Shape& shape, const std::string& algorithm,
-                                                 uint64_t seed, int64_t max_positions);
+                                                 uint64_t seed, int64_t max_positions,
+                                                 Distribution dist = Distribution::kUniform);
 
 }  // namespace conv2d
 
