@@ -4,6 +4,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "conv/direct.h"
+#include "conv/triton/triton_igemm.h"
 #include "conv/direct_tiled.h"
 #include "conv/fft_tiled.h"
 #include "conv/implicit_gemm_3xtf32.h"
@@ -20,6 +21,7 @@ std::mutex& RegistryMutex() {
 
 void RegisterAll(Registry& registry) {
   RegisterDirect(registry);
+  RegisterTritonIgemm(registry);
   RegisterDirectTiled(registry);
   RegisterFftTiled(registry);
   RegisterImplicitGemm3xTf32(registry);
