@@ -3,6 +3,8 @@
 // (layout, index algebra and the cuFFT/cuBLAS parameters: fft_tiled_internal.h):
 //   pad filter -> filter R2C (or D2Z + round) -> gather input tiles -> input R2C
 //   -> per-frequency CGEMM (conj of the filter spectrum) -> C2R -> crop and scale by 1/(Th*Tw).
+// The CGEMM is cuBLAS's fp32 one, or with Options::gemm_3xtf32 (registered as "fft_tiled_3xtf32")
+// cgemm_3xtf32's split-precision tensor-core kernel.
 // The FFTs write frequency-major spectra directly (ostride = transform count, odist = 1), so the
 // GEMM needs no transposes.
 #include <cublas_v2.h>
@@ -13,8 +15,11 @@
 #include <cstdint>
 #include <limits>
 #include <memory>
+#include <string>
+#include <utility>
 
 #include "absl/strings/str_cat.h"
+#include "conv/cgemm_3xtf32.h"
 #include "conv/cuda_status.h"
 #include "conv/fft_tiled.h"
 #include "conv/fft_tiled_internal.h"
@@ -175,6 +180,7 @@ class FftTiledRunner : public Runner {
           " needs ", layout_.total_bytes, " bytes of workspace (cuFFT work area ",
           layout_.bytes[kFftWork], "); the limit is ", kMaxWorkspaceBytes));
     }
+    if (options_.gemm_3xtf32) return absl::OkStatus();  // the channel mix needs no cuBLAS
     RETURN_IF_ERROR(CublasStatus(cublasCreate(&blas_), "cublasCreate"));
     // Pedantic: fp32 FMA on the CUDA cores only. Neither TF32 nor any emulation may be chosen,
     // whatever the environment says; TF32 would miss the accuracy bar by 60-470x.
@@ -198,10 +204,13 @@ class FftTiledRunner : public Runner {
     RETURN_IF_ERROR(filter_plan_.Bind(stream, at(kFftWork)));
     RETURN_IF_ERROR(input_plan_.Bind(stream, at(kFftWork)));
     RETURN_IF_ERROR(inverse_plan_.Bind(stream, at(kFftWork)));
-    RETURN_IF_ERROR(CublasStatus(cublasSetStream(blas_, stream), "cublasSetStream"));
-    // After cublasSetStream, which resets the handle to cuBLAS's own workspace pool.
-    RETURN_IF_ERROR(CublasStatus(
-        cublasSetWorkspace(blas_, at(kBlasWork), layout_.bytes[kBlasWork]), "cublasSetWorkspace"));
+    if (blas_ != nullptr) {
+      RETURN_IF_ERROR(CublasStatus(cublasSetStream(blas_, stream), "cublasSetStream"));
+      // After cublasSetStream, which resets the handle to cuBLAS's own workspace pool.
+      RETURN_IF_ERROR(CublasStatus(
+          cublasSetWorkspace(blas_, at(kBlasWork), layout_.bytes[kBlasWork]),
+          "cublasSetWorkspace"));
+    }
 
     // Filter spectrum, recomputed every call.
     const unsigned filter_blocks = static_cast<unsigned>(shape_.in_channels * shape_.out_channels);
@@ -245,7 +254,9 @@ class FftTiledRunner : public Runner {
     const auto* xs = static_cast<const cuComplex*>(at(kInputSpectrum));
     const auto* ws = static_cast<const cuComplex*>(at(kFilterSpectrum));
     auto* ys = static_cast<cuComplex*>(at(kOutputSpectrum));
-    if (options_.gemm_3m) {
+    if (options_.gemm_3xtf32) {
+      RETURN_IF_ERROR(CgemmConjBatched3xTf32(l, xs, ws, ys, stream));
+    } else if (options_.gemm_3m) {
       RETURN_IF_ERROR(CublasStatus(
           cublasCgemm3mStridedBatched(blas_, CUBLAS_OP_N, CUBLAS_OP_C, l.m, l.n, l.k, &one, xs,
                                       l.lda, l.stride_a, ws, l.ldb, l.stride_b, &zero, ys, l.ldc,
@@ -283,17 +294,23 @@ class FftTiledRunner : public Runner {
 
 class FftTiled : public Algorithm {
  public:
-  std::string name() const override { return "fft_tiled"; }
+  FftTiled(std::string name, const Options& options)
+      : name_(std::move(name)), options_(options) {}
+  std::string name() const override { return name_; }
   absl::Status CanImplement(const Shape& shape) const override {
-    return ChooseConfig(shape, Options{}).status();
+    return ChooseConfig(shape, options_).status();
   }
   absl::StatusOr<std::unique_ptr<Runner>> Initialize(const Shape& shape) const override {
-    return CreateRunner(shape, Options{});
+    return CreateRunner(shape, options_);
   }
   double EstimateSeconds(const Shape& shape) const override {
-    absl::StatusOr<Config> c = ChooseConfig(shape, Options{});
+    absl::StatusOr<Config> c = ChooseConfig(shape, options_);
     return c.ok() ? c->cost.seconds : std::numeric_limits<double>::infinity();
   }
+
+ private:
+  std::string name_;
+  Options options_;
 };
 
 }  // namespace
@@ -308,7 +325,12 @@ absl::StatusOr<std::unique_ptr<Runner>> CreateRunner(const Shape& shape, const O
 }  // namespace fft_tiled
 
 void RegisterFftTiled(Registry& registry) {
-  (void)registry.Add(std::make_unique<fft_tiled::FftTiled>());
+  (void)registry.Add(std::make_unique<fft_tiled::FftTiled>("fft_tiled", fft_tiled::Options{}));
+  // The same with the channel mix on the tensor cores (3xTF32), side by side for measurement.
+  // Registered second with the same cost estimate, so "auto" keeps choosing fft_tiled.
+  fft_tiled::Options tensor_cores;
+  tensor_cores.gemm_3xtf32 = true;
+  (void)registry.Add(std::make_unique<fft_tiled::FftTiled>("fft_tiled_3xtf32", tensor_cores));
 }
 
 }  // namespace conv2d

@@ -4,6 +4,8 @@
 // transform's valid part is written to y. The filter is transformed on every call. Tile size per
 // shape from a cost model; workspace carved from the caller's buffer (under 1 GiB on the
 // KernelBot cases, at most 2 GiB for any accepted shape). Internals: conv/fft_tiled_internal.h.
+// "fft_tiled_3xtf32" is the same with the channel mix on the tensor cores in split precision
+// (conv/cgemm_3xtf32.h) instead of cuBLAS.
 #ifndef CONV2D_CONV_FFT_TILED_H_
 #define CONV2D_CONV_FFT_TILED_H_
 

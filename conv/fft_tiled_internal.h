@@ -61,6 +61,10 @@ struct Options {
   // Channel mix with Gauss's 3-multiplication complex GEMM (cublasCgemm3mStridedBatched): 25%
   // fewer real products, normwise stable (Higham 1992).
   bool gemm_3m = false;
+  // Channel mix on the tensor cores in split precision (CgemmConjBatched3xTf32, 3xTF32 with
+  // fp32 accumulation: fp32-level error) instead of cuBLAS's fp32 SIMT CGEMM. Takes precedence
+  // over gemm_3m; no cuBLAS handle is created. The cost model does not model it yet.
+  bool gemm_3xtf32 = false;
 };
 
 // Limits. Every workspace buffer stays below 2 GiB, so every element index, cuFFT parameter and

@@ -1,6 +1,7 @@
 // fft_tiled on the GPU against the fp64 reference: edge shapes, the KernelBot test shapes, forced
-// tile sizes, both precision options, inputs and filters changed between calls on one plan, and
-// the worst error ratio on the benchmark shapes. Fails (never skips) when no GPU is present.
+// tile sizes, the precision options (fp64 filter transform; 3m or 3xTF32 channel mix), inputs and
+// filters changed between calls on one plan, and the worst error ratio on the benchmark shapes.
+// Fails (never skips) when no GPU is present.
 #include <cuda_runtime_api.h>
 
 #include <algorithm>
@@ -36,6 +37,7 @@ std::string TileName(const Shape& s, const Options& o) {
   std::string name = std::to_string(c->geometry.tile_h) + "x" + std::to_string(c->geometry.tile_w);
   if (o.filter_fp64) name += " fp64w";
   if (o.gemm_3m) name += " 3m";
+  if (o.gemm_3xtf32) name += " 3xtf32";
   return name;
 }
 
@@ -92,6 +94,7 @@ absl::StatusOr<Comparison> CheckWithOptions(const Shape& s, const Options& o, ui
 TEST(FftTiledTest, IsRegistered) {
   const std::vector<std::string> names = Algorithms();
   EXPECT_NE(std::find(names.begin(), names.end(), "fft_tiled"), names.end());
+  EXPECT_NE(std::find(names.begin(), names.end(), "fft_tiled_3xtf32"), names.end());
   for (const Shape& s : KernelBotBenchmarkShapes()) {
     absl::StatusOr<std::string> chosen = ChooseAlgorithm(s);
     std::printf("auto picks %s for %s\n", chosen.ok() ? chosen->c_str() : "nothing",
@@ -157,10 +160,11 @@ TEST(FftTiledTest, ForcedTileSizes) {
 
 TEST(FftTiledTest, PrecisionOptions) {
   for (const Shape& s : {Shape{3, 7, 13, 19, 23, 5, 4}, Shape::KernelBot(256, 32, 128, 1)}) {
-    for (int variant = 0; variant < 3; ++variant) {
+    for (int variant = 0; variant < 5; ++variant) {
       Options o;
-      o.filter_fp64 = variant == 1;
+      o.filter_fp64 = variant == 1 || variant == 4;
       o.gemm_3m = variant == 2;
+      o.gemm_3xtf32 = variant == 3 || variant == 4;
       absl::StatusOr<Comparison> r = CheckWithOptions(s, o, 3, 4096);
       ASSERT_TRUE(r.ok()) << s.ToString() << ": " << r.status();
       Print(TileName(s, o), s, 3, *r);
