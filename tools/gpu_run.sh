@@ -2,6 +2,7 @@
 # The GPU check, on a GPU host with no Bazel (packed by tools/make_gpu_bundle.sh).
 #   ./run.sh                      every step
 #   ./run.sh tests regress ...    some steps: tests regress sanitize bench kernelbot
+#                                 (and, not by default: bench_cnn profile)
 # Every step's output is appended to $OUT/all.log (default ./out); per-step logs are kept in
 # $LOGS (default /tmp/conv2d_logs) and packed into $OUT/logs.tgz at the end.
 # Ends with "N passed, N failed" over the steps.
@@ -52,6 +53,13 @@ for s in "${steps[@]}"; do
         bin/regress --testdata=testdata --filter=_s300 ;;
     bench)
       step bench 900 bin/benchmark --json_out="$OUT/bench.json" ;;
+    bench_cnn)
+      step bench_cnn 900 bin/benchmark --suite=cnn --json_out="$OUT/bench_cnn.json" ;;
+    profile)
+      # Per-kernel device time of the FFT variants on the largest KernelBot case (one call each).
+      step profile 600 ncu --clock-control none --metrics gpu__time_duration.sum \
+        --print-summary per-kernel bin/benchmark --shape=1,128,128,256,256,32,32 \
+        --variants="${PROFILE_VARIANTS:-fft_tiled}" --calls=1 --warmup=0 ;;
     kernelbot)
       CONV2D_LIB="$PWD/lib/libconv2d.so" step kernelbot 600 python3 kernelbot.py ;;
     *)
