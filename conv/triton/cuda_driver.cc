@@ -45,10 +45,10 @@ absl::StatusOr<CudaDriver> OpenDriver() {
   CudaDriver d;
   bool missing = false;
   std::string missing_names;
-  auto load = [&](auto& fn, const char* name) {
+  auto load = [&](auto& fn, const char* name, int version = CUDA_VERSION) {
     void* p = nullptr;
     CUdriverProcAddressQueryResult found;
-    if (get_proc(name, &p, CUDA_VERSION, CU_GET_PROC_ADDRESS_DEFAULT, &found) != CUDA_SUCCESS ||
+    if (get_proc(name, &p, version, CU_GET_PROC_ADDRESS_DEFAULT, &found) != CUDA_SUCCESS ||
         p == nullptr || found != CU_GET_PROC_ADDRESS_SUCCESS) {
       missing = true;
       absl::StrAppend(&missing_names, missing_names.empty() ? "" : ", ", name);
@@ -63,7 +63,10 @@ absl::StatusOr<CudaDriver> OpenDriver() {
   load(d.DevicePrimaryCtxRetain, "cuDevicePrimaryCtxRetain");
   load(d.DevicePrimaryCtxRelease, "cuDevicePrimaryCtxRelease");
   load(d.CtxGetCurrent, "cuCtxGetCurrent");
-  load(d.CtxGetDevice, "cuCtxGetDevice");
+  // At CUDA_VERSION 13000 "cuCtxGetDevice" resolves to the two-argument cuCtxGetDevice_v2
+  // (device, ctx) while cuda.h declares the one-argument form: ask for the 2.0 ABI explicitly
+  // (cudaTypedefs.h: PFN_cuCtxGetDevice_v2000). Seen on the H200: the wrong ABI read garbage.
+  load(d.CtxGetDevice, "cuCtxGetDevice", 2000);
   load(d.CtxPushCurrent, "cuCtxPushCurrent");
   load(d.CtxPopCurrent, "cuCtxPopCurrent");
   load(d.ModuleLoadDataEx, "cuModuleLoadDataEx");
