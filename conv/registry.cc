@@ -6,6 +6,7 @@
 #include "conv/direct.h"
 #include "conv/triton/triton_igemm.h"
 #include "conv/direct_tiled.h"
+#include "conv/fft_fused.h"
 #include "conv/fft_tiled.h"
 #include "conv/implicit_gemm_3xtf32.h"
 
@@ -24,6 +25,7 @@ void RegisterAll(Registry& registry) {
   RegisterTritonIgemm(registry);
   RegisterDirectTiled(registry);
   RegisterFftTiled(registry);
+  RegisterFftFused(registry);
   RegisterImplicitGemm3xTf32(registry);
 
 }

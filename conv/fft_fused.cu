@@ -1,0 +1,300 @@
+// "fft_fused": fft_tiled's overlap-save FFT convolution with its cuFFT transforms and the pad,
+// gather and crop kernels replaced by three fused shared-memory FFT kernels (their bodies, the
+// index algebra and the planning are in fft_fused_internal.h, shared with the CPU tests):
+//   filter kernel (w -> filter spectrum) -> input kernel (x -> input spectrum)
+//   -> per-frequency CGEMM (conj of the filter spectrum) -> inverse kernel (-> y).
+// The spectra are frequency-major exactly as fft_tiled's, so the channel mix is unchanged: cuBLAS
+// fp32 CGEMM, or for "fft_fused_3xtf32" cgemm_3xtf32's split-precision tensor-core kernel.
+#include <cublas_v2.h>
+#include <cuda_runtime.h>
+
+#include <algorithm>
+#include <cstdint>
+#include <limits>
+#include <memory>
+
+#include "absl/strings/str_cat.h"
+#include "conv/cgemm_3xtf32.h"
+#include "conv/cuda_status.h"
+#include "conv/fft_fused.h"
+#include "conv/fft_fused_internal.h"
+#include "conv/status_macros.h"
+
+namespace conv2d {
+namespace fft_fused {
+namespace {
+
+// The CTA's view for the kernel bodies: its shared memory, its threads, its barrier.
+struct DeviceCtx {
+  Cf* data;
+  Cf* tw;
+  TransformMeta* meta_;
+
+  __device__ Cf Ld(int i) const { return data[i]; }
+  __device__ void St(int i, Cf v) const { data[i] = v; }
+  __device__ Cf Tw(int k) const { return tw[k]; }
+  __device__ void SetTw(int k, Cf v) const { tw[k] = v; }
+  __device__ TransformMeta* meta() const { return meta_; }
+  template <class F>
+  __device__ void ForEach(int n, F&& f) const {
+    for (int i = threadIdx.x; i < n; i += kThreads) f(i);
+  }
+  __device__ void Sync(const char*) const { __syncthreads(); }
+};
+
+__device__ DeviceCtx MakeCtx(const KernelParams& k) {
+  extern __shared__ float4 smem[];  // float4: 16-byte alignment for the metadata
+  DeviceCtx c;
+  c.meta_ = reinterpret_cast<TransformMeta*>(smem);
+  c.tw = reinterpret_cast<Cf*>(c.meta_ + 2 * k.pairs);
+  c.data = c.tw + kTwiddles;
+  return c;
+}
+
+__global__ void __launch_bounds__(kThreads) FilterKernel(KernelParams k, const float* __restrict__ w,
+                                                         Cf* __restrict__ spectrum) {
+  DeviceCtx ctx = MakeCtx(k);
+  FilterCta(ctx, k, w, spectrum, static_cast<int>(blockIdx.x));
+}
+
+__global__ void __launch_bounds__(kThreads) InputKernel(KernelParams k, const float* __restrict__ x,
+                                                        Cf* __restrict__ spectrum) {
+  DeviceCtx ctx = MakeCtx(k);
+  InputCta(ctx, k, x, spectrum, static_cast<int>(blockIdx.x));
+}
+
+__global__ void __launch_bounds__(kThreads) InverseKernel(KernelParams k,
+                                                          const Cf* __restrict__ spectrum,
+                                                          float* __restrict__ y) {
+  DeviceCtx ctx = MakeCtx(k);
+  InverseCta(ctx, k, spectrum, y, static_cast<int>(blockIdx.x));
+}
+
+absl::Status CublasStatus(cublasStatus_t s, const char* what) {
+  if (s == CUBLAS_STATUS_SUCCESS) return absl::OkStatus();
+  return absl::InternalError(absl::StrCat("fft_fused: ", what, ": ", cublasGetStatusName(s), " (",
+                                          cublasGetStatusString(s), ")"));
+}
+
+// Lets a kernel use the device's whole opt-in shared memory (not just this plan's need, so that
+// plans of different shapes never lower the limit under each other), with the carveout at its
+// maximum so that several CTAs fit per SM.
+absl::Status AllowSmem(const void* kernel, int optin) {
+  RETURN_IF_ERROR(CudaStatus(
+      cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, optin),
+      "fft_fused: cudaFuncSetAttribute(MaxDynamicSharedMemorySize)"));
+  return CudaStatus(cudaFuncSetAttribute(kernel, cudaFuncAttributePreferredSharedMemoryCarveout,
+                                         cudaSharedmemCarveoutMaxShared),
+                    "fft_fused: cudaFuncSetAttribute(PreferredSharedMemoryCarveout)");
+}
+
+class FftFusedRunner : public Runner {
+ public:
+  FftFusedRunner(const Shape& shape, const Options& options, const Config& config)
+      : shape_(shape),
+        options_(options),
+        config_(config),
+        fwd_(MakeKernelParams(shape, config, /*inverse=*/false)),
+        inv_(MakeKernelParams(shape, config, /*inverse=*/true)) {}
+  FftFusedRunner(const FftFusedRunner&) = delete;
+  FftFusedRunner& operator=(const FftFusedRunner&) = delete;
+  ~FftFusedRunner() override {
+    if (blas_ != nullptr) cublasDestroy(blas_);
+  }
+
+  absl::Status Init() {
+    int device = 0, optin = 0;
+    RETURN_IF_ERROR(CudaStatus(cudaGetDevice(&device), "fft_fused: cudaGetDevice"));
+    RETURN_IF_ERROR(CudaStatus(
+        cudaDeviceGetAttribute(&optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, device),
+        "fft_fused: cudaDeviceGetAttribute"));
+    const size_t need = std::max(config_.smem.bytes_fwd, config_.smem.bytes_inv);
+    if (need > static_cast<size_t>(optin)) {
+      return absl::UnimplementedError(absl::StrCat("fft_fused: needs ", need,
+                                                   " bytes of shared memory per block, the "
+                                                   "device allows ",
+                                                   optin));
+    }
+    RETURN_IF_ERROR(AllowSmem(reinterpret_cast<const void*>(FilterKernel), optin));
+    RETURN_IF_ERROR(AllowSmem(reinterpret_cast<const void*>(InputKernel), optin));
+    RETURN_IF_ERROR(AllowSmem(reinterpret_cast<const void*>(InverseKernel), optin));
+    if (options_.gemm_3xtf32) return absl::OkStatus();  // the channel mix needs no cuBLAS
+    RETURN_IF_ERROR(CublasStatus(cublasCreate(&blas_), "cublasCreate"));
+    // Pedantic: fp32 FMA on the CUDA cores only; TF32 would miss the accuracy bar by 60-470x.
+    return CublasStatus(cublasSetMathMode(blas_, CUBLAS_PEDANTIC_MATH), "cublasSetMathMode");
+  }
+
+  size_t workspace_bytes() const override { return config_.workspace.total_bytes; }
+
+  absl::Status Run(const RunArgs& a) const override {
+    for (int stage = 0; stage < kNumStages; ++stage) {
+      RETURN_IF_ERROR(RunStage(static_cast<Stage>(stage), a));
+    }
+    return absl::OkStatus();
+  }
+
+  // One step of Run; Run is the four in order.
+  absl::Status RunStage(Stage stage, const RunArgs& a) const {
+    const WorkspaceLayout& l = config_.workspace;
+    if (a.workspace == nullptr || a.workspace_bytes < l.total_bytes) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "fft_fused: workspace of ", a.workspace_bytes, " bytes given, ", l.total_bytes,
+          " needed"));
+    }
+    const uintptr_t p = reinterpret_cast<uintptr_t>(a.workspace);
+    char* base = reinterpret_cast<char*>((p + fft_tiled::kAlignment - 1) /
+                                         fft_tiled::kAlignment * fft_tiled::kAlignment);
+    auto at = [&](Buffer b) { return static_cast<void*>(base + l.offset[b]); };
+    auto* filter_spectrum = static_cast<Cf*>(at(kFilterSpectrum));
+    auto* input_spectrum = static_cast<Cf*>(at(kInputSpectrum));
+    auto* output_spectrum = static_cast<Cf*>(at(kOutputSpectrum));
+    const cudaStream_t stream = a.stream;
+
+    switch (stage) {
+      case kFilterStage:
+        FilterKernel<<<FilterCtas(fwd_), kThreads, config_.smem.bytes_fwd, stream>>>(
+            fwd_, a.w, filter_spectrum);
+        return LaunchStatus("fft_fused filter kernel");
+      case kInputStage:
+        InputKernel<<<InputCtas(fwd_), kThreads, config_.smem.bytes_fwd, stream>>>(
+            fwd_, a.x, input_spectrum);
+        return LaunchStatus("fft_fused input kernel");
+      case kMixStage: {
+        // Y_f = X_f * W_f^H for every frequency f, exactly as fft_tiled.
+        const fft_tiled::GemmLayout g = fft_tiled::ChannelMixLayout(shape_, config_.geometry);
+        if (options_.gemm_3xtf32) {
+          return CgemmConjBatched3xTf32(g, input_spectrum, filter_spectrum, output_spectrum,
+                                        stream);
+        }
+        RETURN_IF_ERROR(CublasStatus(cublasSetStream(blas_, stream), "cublasSetStream"));
+        // After cublasSetStream, which resets the handle to cuBLAS's own workspace pool.
+        RETURN_IF_ERROR(CublasStatus(
+            cublasSetWorkspace(blas_, at(kBlasWork), l.bytes[kBlasWork]), "cublasSetWorkspace"));
+        const cuComplex one = make_cuComplex(1.0f, 0.0f), zero = make_cuComplex(0.0f, 0.0f);
+        return CublasStatus(
+            cublasCgemmStridedBatched(
+                blas_, CUBLAS_OP_N, CUBLAS_OP_C, g.m, g.n, g.k, &one,
+                reinterpret_cast<const cuComplex*>(input_spectrum), g.lda, g.stride_a,
+                reinterpret_cast<const cuComplex*>(filter_spectrum), g.ldb, g.stride_b, &zero,
+                reinterpret_cast<cuComplex*>(output_spectrum), g.ldc, g.stride_c, g.batch),
+            "cublasCgemmStridedBatched");
+      }
+      case kInverseStage:
+        InverseKernel<<<InverseCtas(inv_), kThreads, config_.smem.bytes_inv, stream>>>(
+            inv_, output_spectrum, a.y);
+        return LaunchStatus("fft_fused inverse kernel");
+      case kNumStages: break;
+    }
+    return absl::InternalError("fft_fused: bad stage");
+  }
+
+ private:
+  Shape shape_;
+  Options options_;
+  Config config_;
+  KernelParams fwd_, inv_;
+  cublasHandle_t blas_ = nullptr;
+};
+
+class FftFused : public Algorithm {
+ public:
+  FftFused(std::string name, const Options& options)
+      : name_(std::move(name)), options_(options) {}
+  std::string name() const override { return name_; }
+  absl::Status CanImplement(const Shape& shape) const override {
+    return ChooseConfig(shape, options_).status();
+  }
+  absl::StatusOr<std::unique_ptr<Runner>> Initialize(const Shape& shape) const override {
+    return CreateRunner(shape, options_);
+  }
+  double EstimateSeconds(const Shape& shape) const override {
+    absl::StatusOr<Config> c = ChooseConfig(shape, options_);
+    return c.ok() ? c->cost.seconds : std::numeric_limits<double>::infinity();
+  }
+
+ private:
+  std::string name_;
+  Options options_;
+};
+
+struct DeviceMemory {
+  void* p = nullptr;
+  ~DeviceMemory() { cudaFree(p); }
+};
+
+}  // namespace
+
+absl::StatusOr<StageTimes> TimeStages(const Shape& shape, const Options& options,
+                                      int iterations) {
+  ASSIGN_OR_RETURN(Config config, ChooseConfig(shape, options));
+  auto runner = std::make_unique<FftFusedRunner>(shape, options, config);
+  RETURN_IF_ERROR(runner->Init());
+  DeviceMemory x, w, y, ws;
+  RETURN_IF_ERROR(CudaStatus(cudaMalloc(&x.p, 4 * shape.input_elements()), "cudaMalloc x"));
+  RETURN_IF_ERROR(CudaStatus(cudaMalloc(&w.p, 4 * shape.filter_elements()), "cudaMalloc w"));
+  RETURN_IF_ERROR(CudaStatus(cudaMalloc(&y.p, 4 * shape.output_elements()), "cudaMalloc y"));
+  RETURN_IF_ERROR(CudaStatus(cudaMalloc(&ws.p, runner->workspace_bytes()), "cudaMalloc ws"));
+  // 0x3c3c3c3c = 0.0115 in every element: finite, non-zero.
+  RETURN_IF_ERROR(CudaStatus(cudaMemset(x.p, 0x3c, 4 * shape.input_elements()), "memset"));
+  RETURN_IF_ERROR(CudaStatus(cudaMemset(w.p, 0x3c, 4 * shape.filter_elements()), "memset"));
+  RunArgs a;
+  a.x = static_cast<const float*>(x.p);
+  a.w = static_cast<const float*>(w.p);
+  a.y = static_cast<float*>(y.p);
+  a.workspace = ws.p;
+  a.workspace_bytes = runner->workspace_bytes();
+  cudaEvent_t start = nullptr, stop = nullptr;
+  RETURN_IF_ERROR(CudaStatus(cudaEventCreate(&start), "cudaEventCreate"));
+  RETURN_IF_ERROR(CudaStatus(cudaEventCreate(&stop), "cudaEventCreate"));
+  auto time = [&](int stage) -> absl::StatusOr<double> {
+    for (int i = 0; i < iterations + 2; ++i) {
+      if (i == 2) RETURN_IF_ERROR(CudaStatus(cudaEventRecord(start, a.stream), "record"));
+      if (stage < kNumStages) {
+        RETURN_IF_ERROR(runner->RunStage(static_cast<Stage>(stage), a));
+      } else {
+        RETURN_IF_ERROR(runner->Run(a));
+      }
+    }
+    RETURN_IF_ERROR(CudaStatus(cudaEventRecord(stop, a.stream), "record"));
+    RETURN_IF_ERROR(CudaStatus(cudaEventSynchronize(stop), "cudaEventSynchronize"));
+    float ms = 0;
+    RETURN_IF_ERROR(CudaStatus(cudaEventElapsedTime(&ms, start, stop), "elapsed"));
+    return 1e-3 * ms / iterations;
+  };
+  StageTimes t;
+  absl::Status status = absl::OkStatus();
+  for (int stage = 0; stage <= kNumStages && status.ok(); ++stage) {
+    absl::StatusOr<double> s = time(stage);
+    if (!s.ok()) {
+      status = s.status();
+    } else if (stage < kNumStages) {
+      t.seconds[stage] = *s;
+    } else {
+      t.total_seconds = *s;
+    }
+  }
+  cudaEventDestroy(start);
+  cudaEventDestroy(stop);
+  RETURN_IF_ERROR(status);
+  t.config = config;
+  return t;
+}
+
+absl::StatusOr<std::unique_ptr<Runner>> CreateRunner(const Shape& shape, const Options& options) {
+  ASSIGN_OR_RETURN(Config config, ChooseConfig(shape, options));
+  auto runner = std::make_unique<FftFusedRunner>(shape, options, config);
+  RETURN_IF_ERROR(runner->Init());
+  return std::unique_ptr<Runner>(std::move(runner));
+}
+
+}  // namespace fft_fused
+
+void RegisterFftFused(Registry& registry) {
+  (void)registry.Add(std::make_unique<fft_fused::FftFused>("fft_fused", fft_fused::Options{}));
+  fft_fused::Options tensor_cores;
+  tensor_cores.gemm_3xtf32 = true;
+  (void)registry.Add(
+      std::make_unique<fft_fused::FftFused>("fft_fused_3xtf32", tensor_cores));
+}
+
+}  // namespace conv2d
