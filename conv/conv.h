@@ -33,7 +33,9 @@ class Runner;
 
 class Plan {
  public:
-  // `algorithm`: "auto", or a name from Algorithms().
+  // `algorithm`: "auto" (the model's choice), "autotune" (time every candidate once per shape
+  // in this process and keep the fastest; the first Create for a shape takes that long), or a
+  // name from Algorithms().
   // Errors: InvalidArgument (bad shape), NotFound (unknown algorithm), OutOfRange or Unimplemented
   // (the named algorithm cannot take this shape), FailedPrecondition (no CUDA device), Internal.
   static absl::StatusOr<Plan> Create(const Shape& shape, absl::string_view algorithm = "auto");

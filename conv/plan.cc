@@ -7,6 +7,8 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "conv/algorithm.h"
+#include "conv/autotune.h"
+#include "conv/calibration.h"
 #include "conv/conv.h"
 #include "conv/registry.h"
 #include "conv/status_macros.h"
@@ -43,7 +45,7 @@ absl::StatusOr<std::string> ChooseAlgorithm(const Shape& shape) {
       reasons.push_back(absl::StrCat(a->name(), ": ", can.message()));
       continue;
     }
-    double t = a->EstimateSeconds(shape);
+    double t = a->EstimateSeconds(shape) * CalibrationFactor(a->name());
     if (!std::isfinite(t)) {
       reasons.push_back(absl::StrCat(a->name(), ": reference only, never chosen automatically"));
     } else if (t < best_seconds) {
@@ -69,10 +71,13 @@ absl::StatusOr<Plan> Plan::Create(const Shape& shape, absl::string_view algorith
   std::string name(algorithm);
   if (name == "auto") {
     ASSIGN_OR_RETURN(name, ChooseAlgorithm(shape));
+  } else if (name == "autotune") {
+    RETURN_IF_ERROR(CheckDevice());
+    ASSIGN_OR_RETURN(name, AutotuneAlgorithm(shape));
   }
   const Algorithm* a = Registry::Global().Find(name);
   if (a == nullptr) {
-    return absl::NotFoundError(absl::StrCat("unknown algorithm '", name, "'; registered: auto, ",
+    return absl::NotFoundError(absl::StrCat("unknown algorithm '", name, "'; registered: auto, autotune, ",
                                             absl::StrJoin(Registry::Global().Names(), ", ")));
   }
   RETURN_IF_ERROR(a->CanImplement(shape));

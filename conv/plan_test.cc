@@ -68,6 +68,8 @@ TEST(PlanTest, ErrorsComeInOrderShapeThenNameThenDevice) {
     EXPECT_EQ(plan->workspace_bytes(), 0u);
   } else {
     std::printf("NOTE: no CUDA device here: checking that Plan::Create says so.\n");
+    EXPECT_EQ(Plan::Create(Shape{1, 1, 1, 4, 4, 1, 1}, "autotune").status().code(),
+              absl::StatusCode::kFailedPrecondition);
     EXPECT_EQ(plan.status().code(), absl::StatusCode::kFailedPrecondition);
     EXPECT_NE(plan.status().message().find("no CUDA device"), absl::string_view::npos);
   }

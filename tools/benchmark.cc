@@ -221,6 +221,7 @@ struct Result {
   double tflops = kNaN;
   double speedup = kNaN;  // cuDNN ms / ms
   double workspace_mb = kNaN;
+  double estimate_ms = kNaN;  // the algorithm's own model, before calibration (tools/fit_auto.py)
   Comparison cmp;
   bool pass = false;
 };
@@ -449,6 +450,9 @@ class GpuBench {
     ASSIGN_OR_RETURN(Prepared p, PrepareVariant(variant, c.shape));
     r->label = p.label;
     r->workspace_mb = p.workspace_bytes / 1048576.0;
+    if (const Algorithm* a = Registry::Global().Find(variant)) {
+      r->estimate_ms = a->EstimateSeconds(c.shape) * 1e3;
+    }
     state.SetLabel(p.label);
 
     // Checked cold (first call of a fresh plan) and again after the timed calls.
@@ -669,6 +673,7 @@ absl::Status GpuBench::WriteJson(const std::string& path, const std::string& dev
       absl::StrAppend(&j, ", \"ms\": ", JsonNumber(r.ms), ", \"tflops\": ", JsonNumber(r.tflops),
                       ", \"vs_cudnn\": ", JsonNumber(r.speedup),
                       ", \"workspace_mb\": ", JsonNumber(r.workspace_mb),
+                      ", \"estimate_ms\": ", JsonNumber(r.estimate_ms),
                       ", \"checked\": ", r.cmp.checked, ", \"failures\": ", r.cmp.failures,
                       ", \"max_abs_error\": ", JsonNumber(r.cmp.max_abs_error),
                       ", \"rms_error\": ", JsonNumber(r.cmp.rms_error),
