@@ -171,6 +171,15 @@ class FftFusedRunner : public Runner {
         RETURN_IF_ERROR(CublasStatus(
             cublasSetWorkspace(blas_, at(kBlasWork), l.bytes[kBlasWork]), "cublasSetWorkspace"));
         const cuComplex one = make_cuComplex(1.0f, 0.0f), zero = make_cuComplex(0.0f, 0.0f);
+        if (options_.gemm_3m) {
+          return CublasStatus(
+              cublasCgemm3mStridedBatched(
+                  blas_, CUBLAS_OP_N, CUBLAS_OP_C, g.m, g.n, g.k, &one,
+                  reinterpret_cast<const cuComplex*>(input_spectrum), g.lda, g.stride_a,
+                  reinterpret_cast<const cuComplex*>(filter_spectrum), g.ldb, g.stride_b, &zero,
+                  reinterpret_cast<cuComplex*>(output_spectrum), g.ldc, g.stride_c, g.batch),
+              "cublasCgemm3mStridedBatched");
+        }
         return CublasStatus(
             cublasCgemmStridedBatched(
                 blas_, CUBLAS_OP_N, CUBLAS_OP_C, g.m, g.n, g.k, &one,
@@ -202,6 +211,13 @@ class FftFused : public Algorithm {
       : name_(std::move(name)), options_(options) {}
   std::string name() const override { return name_; }
   absl::Status CanImplement(const Shape& shape) const override {
+    const int64_t reduction = shape.in_channels * shape.kernel_h * shape.kernel_w;
+    if (options_.gemm_3xtf32 && reduction > kMax3xTf32Reduction) {
+      return absl::UnimplementedError(absl::StrCat(
+          name_, ": a reduction of ", reduction, " terms (Cin*Kh*Kw) exceeds ",
+          kMax3xTf32Reduction, ", beyond which its split-precision channel mix was measured "
+          "outside the accuracy margin; use fft_fused"));
+    }
     return ChooseConfig(shape, options_).status();
   }
   absl::StatusOr<std::unique_ptr<Runner>> Initialize(const Shape& shape) const override {
@@ -295,6 +311,9 @@ void RegisterFftFused(Registry& registry) {
   tensor_cores.gemm_3xtf32 = true;
   (void)registry.Add(
       std::make_unique<fft_fused::FftFused>("fft_fused_3xtf32", tensor_cores));
+  fft_fused::Options gauss;
+  gauss.gemm_3m = true;
+  (void)registry.Add(std::make_unique<fft_fused::FftFused>("fft_fused_3m", gauss));
 }
 
 }  // namespace conv2d

@@ -100,7 +100,7 @@ int main(int argc, char** argv) {
                  filter.c_str());
     return 1;
   }
-  int passed = 0, failed = 0;
+  int passed = 0, failed = 0, skipped = 0;
   for (const std::string& file : files) {
     absl::StatusOr<Golden> g = ReadGolden(file);
     if (!g.ok()) {
@@ -111,11 +111,21 @@ int main(int argc, char** argv) {
     const std::string name = file.substr(file.rfind('/') + 1);
     for (const std::string& v : variants) {
       const Algorithm* algo = Registry::Global().Find(v);
+      if (algo != nullptr) {
+        absl::Status can = algo->CanImplement(g->shape);
+        if (!can.ok()) {
+          std::printf("SKIP %-14s %-42s (does not take this shape: %s)\n", v.c_str(),
+                      name.c_str(), std::string(can.message()).c_str());
+          ++skipped;
+          continue;
+        }
+      }
       if (skip_oracle_above >= 0 && algo != nullptr &&
           !std::isfinite(algo->EstimateSeconds(g->shape)) &&
           g->shape.flops() / 2 > skip_oracle_above) {
         std::printf("SKIP %-14s %-42s (oracle, above --skip_oracle_above)\n", v.c_str(),
                     name.c_str());
+        ++skipped;
         continue;
       }
       absl::StatusOr<std::vector<float>> y = RunVariant(*g, v);
@@ -138,6 +148,6 @@ int main(int argc, char** argv) {
     }
     std::fflush(stdout);
   }
-  std::printf("regress: %d passed, %d failed\n", passed, failed);
+  std::printf("regress: %d passed, %d failed, %d skipped\n", passed, failed, skipped);
   return failed ? 1 : 0;
 }
