@@ -15,9 +15,6 @@ double CalibrationFactor(absl::string_view algorithm) {
       {"fft_tiled_3xtf32", 2.114},
       {"implicit_gemm_3xtf32", 2.604},
       {"triton_igemm", 1.885},
-      // Round 4 measured it under cuBLAS's pedantic mode, where cgemm3m ran as plain CGEMM;
-      // until it is measured in the default mode, assume it misses its model as fft_fused does.
-      {"fft_fused_3m", 1.468},
   };
 
   for (const auto& f : kFactors) {

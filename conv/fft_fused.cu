@@ -121,12 +121,10 @@ class FftFusedRunner : public Runner {
     if (options_.gemm_3xtf32) return absl::OkStatus();  // the channel mix needs no cuBLAS
     RETURN_IF_ERROR(CublasStatus(cublasCreate(&blas_), "cublasCreate"));
     // Pedantic: fp32 FMA on the CUDA cores only; TF32 would miss the accuracy bar by 60-470x.
-    // Pedantic also runs cgemm3m as plain CGEMM (measured on the H200, round 4: identical times
-    // and results), so the 3M variant uses the default mode, which for fp32 excludes TF32 too
-    // (TF32 needs CUBLAS_TF32_TENSOR_OP_MATH); its accuracy test would show TF32 at once.
-    return CublasStatus(
-        cublasSetMathMode(blas_, options_.gemm_3m ? CUBLAS_DEFAULT_MATH : CUBLAS_PEDANTIC_MATH),
-        "cublasSetMathMode");
+    // (cublasCgemm3mStridedBatched was tried here as a 25%-fewer-products mix: on the H200 it ran
+    // the same kernel as CGEMM for these sizes, in pedantic and default mode alike, with identical
+    // times and results (PERF.md, rounds 4-5), so it was removed.)
+    return CublasStatus(cublasSetMathMode(blas_, CUBLAS_PEDANTIC_MATH), "cublasSetMathMode");
   }
 
   size_t workspace_bytes() const override { return config_.workspace.total_bytes; }
@@ -176,15 +174,6 @@ class FftFusedRunner : public Runner {
         RETURN_IF_ERROR(CublasStatus(
             cublasSetWorkspace(blas_, at(kBlasWork), l.bytes[kBlasWork]), "cublasSetWorkspace"));
         const cuComplex one = make_cuComplex(1.0f, 0.0f), zero = make_cuComplex(0.0f, 0.0f);
-        if (options_.gemm_3m) {
-          return CublasStatus(
-              cublasCgemm3mStridedBatched(
-                  blas_, CUBLAS_OP_N, CUBLAS_OP_C, g.m, g.n, g.k, &one,
-                  reinterpret_cast<const cuComplex*>(input_spectrum), g.lda, g.stride_a,
-                  reinterpret_cast<const cuComplex*>(filter_spectrum), g.ldb, g.stride_b, &zero,
-                  reinterpret_cast<cuComplex*>(output_spectrum), g.ldc, g.stride_c, g.batch),
-              "cublasCgemm3mStridedBatched");
-        }
         return CublasStatus(
             cublasCgemmStridedBatched(
                 blas_, CUBLAS_OP_N, CUBLAS_OP_C, g.m, g.n, g.k, &one,
@@ -316,9 +305,6 @@ void RegisterFftFused(Registry& registry) {
   tensor_cores.gemm_3xtf32 = true;
   (void)registry.Add(
       std::make_unique<fft_fused::FftFused>("fft_fused_3xtf32", tensor_cores));
-  fft_fused::Options gauss;
-  gauss.gemm_3m = true;
-  (void)registry.Add(std::make_unique<fft_fused::FftFused>("fft_fused_3m", gauss));
 }
 
 }  // namespace conv2d

@@ -75,9 +75,6 @@ struct Options {
   // Channel mix on the tensor cores in split precision (CgemmConjBatched3xTf32, fp32-level
   // error) instead of cuBLAS's fp32 SIMT CGEMM; then no cuBLAS handle and no cuBLAS workspace.
   bool gemm_3xtf32 = false;
-  // Channel mix with Gauss's 3-multiplication CGEMM (cublasCgemm3mStridedBatched): 25% fewer
-  // real products than cuBLAS's CGEMM, fp32 throughout.
-  bool gemm_3m = false;
 };
 
 

@@ -224,10 +224,8 @@ Cost EstimateCost(const Shape& s, const Geometry& g, const SmemLayout& smem, con
     c.gemm_seconds = std::max(gemm_bytes / kBandwidth,
                               c.gemm_flops / (kTensorRate * padded(m, 8) * padded(co, 16)));
   } else {
-    // Gauss's 3M form does three real products per complex product where CGEMM does four.
-    const double products = o.gemm_3m ? 0.75 : 1.0;
-    c.gemm_seconds = std::max(gemm_bytes / kBandwidth, products * c.gemm_flops /
-                                                           (kFlopRate * quantised(m) * quantised(co)));
+    c.gemm_seconds = std::max(gemm_bytes / kBandwidth,
+                              c.gemm_flops / (kFlopRate * quantised(m) * quantised(co)));
   }
   c.gemm_seconds += kLaunchSeconds;
   c.seconds = c.filter_seconds + c.input_seconds + c.gemm_seconds + c.inverse_seconds;

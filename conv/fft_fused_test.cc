@@ -92,14 +92,12 @@ absl::StatusOr<Comparison> CheckWithOptions(const Shape& s, const Options& o, ui
   return RunAndCompare(*runner, p, e, ws.p, runner->workspace_bytes(), nullptr);
 }
 
-// The registered variants: the channel mix on cuBLAS (CGEMM, or Gauss's 3M) and on the tensor
-// cores (3xTF32).
-const char* const kVariants[] = {"fft_fused", "fft_fused_3m", "fft_fused_3xtf32"};
+// The registered variants: the channel mix on cuBLAS's CGEMM and on the tensor cores (3xTF32).
+const char* const kVariants[] = {"fft_fused", "fft_fused_3xtf32"};
 
 Options VariantOptions(const std::string& name) {
   Options o;
   o.gemm_3xtf32 = name == "fft_fused_3xtf32";
-  o.gemm_3m = name == "fft_fused_3m";
   return o;
 }
 
