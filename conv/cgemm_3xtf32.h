@@ -7,8 +7,12 @@
 #ifndef CONV2D_CONV_CGEMM_3XTF32_H_
 #define CONV2D_CONV_CGEMM_3XTF32_H_
 
+#include <string>
+
 #include "absl/status/status.h"
+#include "absl/strings/str_cat.h"
 #include "conv/fft_tiled_internal.h"
+#include "conv/shape.h"
 
 typedef struct CUstream_st* cudaStream_t;  // the same declaration as cuda_runtime.h
 
@@ -20,6 +24,18 @@ namespace conv2d {
 // (128,16,64,4) stayed at 0.21. So the FFT variants with this channel mix refuse reductions
 // longer than this many terms (Cin*Kh*Kw), the largest measured inside the 0.6 margin.
 constexpr int64_t kMax3xTf32Reduction = 64 * 16 * 16;
+
+// Unimplemented, naming `variant` and the `alternative`, when `shape`'s reduction is beyond
+// kMax3xTf32Reduction; OK otherwise.
+inline absl::Status Check3xTf32Reduction(const Shape& shape, const std::string& variant,
+                                         const char* alternative) {
+  const int64_t reduction = shape.in_channels * shape.kernel_h * shape.kernel_w;
+  if (reduction <= kMax3xTf32Reduction) return absl::OkStatus();
+  return absl::UnimplementedError(absl::StrCat(
+      variant, ": a reduction of ", reduction, " terms (Cin*Kh*Kw) exceeds ", kMax3xTf32Reduction,
+      ", beyond which its split-precision channel mix was measured outside the accuracy margin; "
+      "use ", alternative));
+}
 
 
 // Enqueues, on `stream`, for every f < layout.batch (column-major, complex = interleaved float2,

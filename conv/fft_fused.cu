@@ -205,12 +205,8 @@ class FftFused : public Algorithm {
       : name_(std::move(name)), options_(options) {}
   std::string name() const override { return name_; }
   absl::Status CanImplement(const Shape& shape) const override {
-    const int64_t reduction = shape.in_channels * shape.kernel_h * shape.kernel_w;
-    if (options_.gemm_3xtf32 && reduction > kMax3xTf32Reduction) {
-      return absl::UnimplementedError(absl::StrCat(
-          name_, ": a reduction of ", reduction, " terms (Cin*Kh*Kw) exceeds ",
-          kMax3xTf32Reduction, ", beyond which its split-precision channel mix was measured "
-          "outside the accuracy margin; use fft_fused"));
+    if (options_.gemm_3xtf32) {
+      RETURN_IF_ERROR(Check3xTf32Reduction(shape, name_, "fft_fused"));
     }
     return ChooseConfig(shape, options_).status();
   }
