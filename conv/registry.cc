@@ -4,12 +4,11 @@
 
 #include "absl/strings/str_cat.h"
 #include "conv/direct.h"
-#include "conv/triton/triton_igemm.h"
 #include "conv/direct_tiled.h"
 #include "conv/fft_fused.h"
 #include "conv/fft_tiled.h"
 #include "conv/implicit_gemm_3xtf32.h"
-
+#include "conv/triton/triton_igemm.h"
 
 namespace conv2d {
 
@@ -27,9 +26,7 @@ void RegisterAll(Registry& registry) {
   RegisterFftTiled(registry);
   RegisterFftFused(registry);
   RegisterImplicitGemm3xTf32(registry);
-
 }
-
 
 Registry& Registry::Global() {
   static Registry* registry = [] {
