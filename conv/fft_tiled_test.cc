@@ -41,51 +41,12 @@ std::string TileName(const Shape& s, const Options& o) {
   return name;
 }
 
-struct DeviceBuffer {
-  void* p = nullptr;
-  ~DeviceBuffer() { cudaFree(p); }
-};
-
-struct Expected {
-  std::vector<int64_t> positions;  // empty: every element
-  std::vector<double> y64;
-};
-
-Expected Reference(const DeviceProblem& p, int64_t max_positions, uint64_t seed) {
-  Expected e;
-  const Shape& s = p.shape();
-  if (s.output_elements() <= max_positions) {
-    e.y64 = ReferenceConv(s, p.host_x().data(), p.host_w().data());
-  } else {
-    e.positions = SamplePositions(s, max_positions, seed);
-    e.y64 = ReferenceConvAt(s, p.host_x().data(), p.host_w().data(), e.positions);
-  }
-  return e;
-}
-
-absl::StatusOr<Comparison> RunAndCompare(const Runner& runner, const DeviceProblem& p,
-                                         const Expected& e, void* workspace,
-                                         size_t workspace_bytes, cudaStream_t stream) {
-  RETURN_IF_ERROR(p.PoisonOutput());
-  RunArgs a;
-  a.x = p.x();
-  a.w = p.w();
-  a.y = p.y();
-  a.workspace = workspace;
-  a.workspace_bytes = workspace_bytes;
-  a.stream = stream;
-  RETURN_IF_ERROR(runner.Run(a));
-  RETURN_IF_ERROR(CudaStatus(cudaStreamSynchronize(stream), "fft_tiled run"));
-  ASSIGN_OR_RETURN(std::vector<float> y, p.ReadOutput(e.positions));
-  return Compare(y, e.y64, e.positions, kAbsTol, kRelTol);
-}
-
 // A runner with explicit options, on seeded inputs, against the reference.
 absl::StatusOr<Comparison> CheckWithOptions(const Shape& s, const Options& o, uint64_t seed,
                                             int64_t max_positions) {
   ASSIGN_OR_RETURN(std::unique_ptr<Runner> runner, CreateRunner(s, o));
   ASSIGN_OR_RETURN(DeviceProblem p, DeviceProblem::Create(s, seed));
-  const Expected e = Reference(p, max_positions, seed);
+  const Expected e = ReferenceFor(p, max_positions, seed);
   DeviceBuffer ws;
   RETURN_IF_ERROR(CudaStatus(cudaMalloc(&ws.p, runner->workspace_bytes()), "cudaMalloc ws"));
   return RunAndCompare(*runner, p, e, ws.p, runner->workspace_bytes(), nullptr);
@@ -182,7 +143,7 @@ TEST(FftTiledTest, InputsChangeBetweenCalls) {
   absl::StatusOr<DeviceProblem> a = DeviceProblem::Create(s, 101);
   absl::StatusOr<DeviceProblem> b = DeviceProblem::Create(s, 202);
   ASSERT_TRUE(a.ok() && b.ok());
-  const Expected ea = Reference(*a, kPositions, 101), eb = Reference(*b, kPositions, 202);
+  const Expected ea = ReferenceFor(*a, kPositions, 101), eb = ReferenceFor(*b, kPositions, 202);
   DeviceBuffer ws;
   ASSERT_TRUE(CudaStatus(cudaMalloc(&ws.p, plan->workspace_bytes() + 64), "cudaMalloc").ok());
   void* unaligned = static_cast<char*>(ws.p) + 4;

@@ -94,6 +94,37 @@ absl::StatusOr<std::vector<float>> DeviceProblem::ReadOutput(
   return out;
 }
 
+DeviceBuffer::~DeviceBuffer() { cudaFree(p); }
+
+Expected ReferenceFor(const DeviceProblem& problem, int64_t max_positions, uint64_t seed) {
+  Expected e;
+  const Shape& s = problem.shape();
+  if (s.output_elements() <= max_positions) {
+    e.y64 = ReferenceConv(s, problem.host_x().data(), problem.host_w().data());
+  } else {
+    e.positions = SamplePositions(s, max_positions, seed);
+    e.y64 = ReferenceConvAt(s, problem.host_x().data(), problem.host_w().data(), e.positions);
+  }
+  return e;
+}
+
+absl::StatusOr<Comparison> RunAndCompare(const Runner& runner, const DeviceProblem& problem,
+                                         const Expected& expected, void* workspace,
+                                         size_t workspace_bytes, cudaStream_t stream) {
+  RETURN_IF_ERROR(problem.PoisonOutput());
+  RunArgs a;
+  a.x = problem.x();
+  a.w = problem.w();
+  a.y = problem.y();
+  a.workspace = workspace;
+  a.workspace_bytes = workspace_bytes;
+  a.stream = stream;
+  RETURN_IF_ERROR(runner.Run(a));
+  RETURN_IF_ERROR(CudaStatus(cudaStreamSynchronize(stream), "run"));
+  ASSIGN_OR_RETURN(std::vector<float> y, problem.ReadOutput(expected.positions));
+  return Compare(y, expected.y64, expected.positions, kAbsTol, kRelTol);
+}
+
 absl::StatusOr<std::vector<float>> RunOnce(const DeviceProblem& problem,
                                            const std::string& algorithm,
                                            const std::vector<int64_t>& positions) {
@@ -116,16 +147,9 @@ absl::StatusOr<Comparison> CheckAgainstReference(const Shape& shape, const std::
                                                  uint64_t seed, int64_t max_positions,
                                                  Distribution dist) {
   ASSIGN_OR_RETURN(DeviceProblem problem, DeviceProblem::Create(shape, seed, dist));
-  std::vector<int64_t> positions;
-  std::vector<double> y64;
-  if (shape.output_elements() <= max_positions) {
-    y64 = ReferenceConv(shape, problem.host_x().data(), problem.host_w().data());
-  } else {
-    positions = SamplePositions(shape, max_positions, seed);
-    y64 = ReferenceConvAt(shape, problem.host_x().data(), problem.host_w().data(), positions);
-  }
-  ASSIGN_OR_RETURN(std::vector<float> y, RunOnce(problem, algorithm, positions));
-  return Compare(y, y64, positions, kAbsTol, kRelTol);
+  const Expected e = ReferenceFor(problem, max_positions, seed);
+  ASSIGN_OR_RETURN(std::vector<float> y, RunOnce(problem, algorithm, e.positions));
+  return Compare(y, e.y64, e.positions, kAbsTol, kRelTol);
 }
 
 }  // namespace conv2d

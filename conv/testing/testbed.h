@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "conv/algorithm.h"
 #include "conv/shape.h"
 #include "reference/random.h"
 
@@ -58,6 +59,29 @@ class DeviceProblem {
   float* dw_ = nullptr;
   float* dy_ = nullptr;
 };
+
+// Device memory freed when it goes out of scope.
+struct DeviceBuffer {
+  void* p = nullptr;
+  DeviceBuffer() = default;
+  DeviceBuffer(const DeviceBuffer&) = delete;
+  DeviceBuffer& operator=(const DeviceBuffer&) = delete;
+  ~DeviceBuffer();
+};
+
+// The fp64 reference for a problem: every element when the output has at most `max_positions`
+// elements, else `max_positions` positions sampled with `seed`.
+struct Expected {
+  std::vector<int64_t> positions;  // empty: every element
+  std::vector<double> y64;
+};
+Expected ReferenceFor(const DeviceProblem& problem, int64_t max_positions, uint64_t seed);
+
+// Runs a Runner directly (a variant with non-default options) once on `problem`, its output
+// poisoned first, and compares with `expected`.
+absl::StatusOr<Comparison> RunAndCompare(const Runner& runner, const DeviceProblem& problem,
+                                         const Expected& expected, void* workspace,
+                                         size_t workspace_bytes, cudaStream_t stream);
 
 // Runs `algorithm` once on `problem` (output poisoned first, workspace allocated and freed here)
 // and returns the output at `positions` (every element if empty).
