@@ -356,15 +356,3 @@ TEST(Cgemm3xTf32Test, RejectsBadArguments) {
 
 }  // namespace
 }  // namespace conv2d
-
-int main(int argc, char** argv) {
-  ::testing::InitGoogleTest(&argc, argv);
-  int count = 0;
-  const cudaError_t err = cudaGetDeviceCount(&count);
-  if (err != cudaSuccess || count == 0) {
-    std::fprintf(stderr, "FAILED: cgemm_3xtf32_test needs a CUDA GPU and found none (%s)\n",
-                 err == cudaSuccess ? "0 devices" : cudaGetErrorString(err));
-    return 1;
-  }
-  return RUN_ALL_TESTS();
-}

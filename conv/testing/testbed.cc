@@ -125,6 +125,45 @@ absl::StatusOr<Comparison> RunAndCompare(const Runner& runner, const DeviceProbl
   return Compare(y, expected.y64, expected.positions, kAbsTol, kRelTol);
 }
 
+absl::Status CheckInputsChangeBetweenCalls(const std::string& algorithm) {
+  const Shape s{2, 5, 7, 37, 29, 6, 5};
+  constexpr int64_t kPositions = 1 << 16;
+  ASSIGN_OR_RETURN(Plan plan, Plan::Create(s, algorithm));
+  ASSIGN_OR_RETURN(DeviceProblem a, DeviceProblem::Create(s, 101));
+  ASSIGN_OR_RETURN(DeviceProblem b, DeviceProblem::Create(s, 202));
+  const Expected ea = ReferenceFor(a, kPositions, 101), eb = ReferenceFor(b, kPositions, 202);
+  DeviceBuffer ws;
+  RETURN_IF_ERROR(CudaStatus(cudaMalloc(&ws.p, plan.workspace_bytes() + 64), "cudaMalloc"));
+  void* unaligned = static_cast<char*>(ws.p) + 4;
+  cudaStream_t stream = nullptr;
+  RETURN_IF_ERROR(CudaStatus(cudaStreamCreate(&stream), "cudaStreamCreate"));
+  absl::Status status = absl::OkStatus();
+  int call = 0;
+  for (const auto& [p, e] : {std::pair<const DeviceProblem*, const Expected*>{&a, &ea},
+                             {&b, &eb}, {&a, &ea}}) {
+    ++call;
+    status = p->PoisonOutput();
+    if (status.ok()) {
+      status = plan.Run(p->x(), p->w(), p->y(), unaligned, plan.workspace_bytes(), stream);
+    }
+    if (status.ok()) status = CudaStatus(cudaStreamSynchronize(stream), "sync");
+    if (!status.ok()) break;
+    absl::StatusOr<std::vector<float>> y = p->ReadOutput(e->positions);
+    if (!y.ok()) {
+      status = y.status();
+      break;
+    }
+    const Comparison c = Compare(*y, e->y64, e->positions, kAbsTol, kRelTol);
+    if (!c.ok()) {
+      status = absl::InternalError(
+          absl::StrCat(algorithm, ", call ", call, " of 3: ", c.ToString()));
+      break;
+    }
+  }
+  cudaStreamDestroy(stream);
+  return status;
+}
+
 absl::StatusOr<std::vector<float>> RunOnce(const DeviceProblem& problem,
                                            const std::string& algorithm,
                                            const std::vector<int64_t>& positions) {

@@ -83,6 +83,11 @@ absl::StatusOr<Comparison> RunAndCompare(const Runner& runner, const DeviceProbl
                                          const Expected& expected, void* workspace,
                                          size_t workspace_bytes, cudaStream_t stream);
 
+// One plan of `algorithm`, one workspace at an unaligned address, a non-default stream, run on
+// problem A, then B, then A again (different seeds): each result must match its own reference,
+// so nothing from an earlier call (a filter, an input) may be reused. OK when all three do.
+absl::Status CheckInputsChangeBetweenCalls(const std::string& algorithm);
+
 // Runs `algorithm` once on `problem` (output poisoned first, workspace allocated and freed here)
 // and returns the output at `positions` (every element if empty).
 absl::StatusOr<std::vector<float>> RunOnce(const DeviceProblem& problem,
