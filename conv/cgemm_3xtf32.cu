@@ -6,7 +6,9 @@
 // k is streamed through shared memory in stages of 16 complex values with 8-byte cp.async (any
 // m, lda and alignment works: the input spectra have odd leading dimensions such as 49), three
 // stages in flight, zero-filled past m, n and k. Operands are split into TF32 hi/lo in registers
-// after each shared load: six MMAs per 16x8 complex tile per four complex k.
+// after each shared load: six MMAs per 16x8 complex tile per four complex k. The tensor cores sum
+// each stage into fresh partials, which fp32 adds then fold into the running sums
+// (ComputeStage says why).
 #include <cuda_runtime.h>
 
 #include <algorithm>
@@ -43,9 +45,9 @@ struct Cfg {
   static constexpr int kStage = kBk * (kLdsB + kLdsA);
   static constexpr int kCopiesB = BN * kBk / kThreads;
   static constexpr int kCopiesA = BM * kBk / kThreads;
-  // At most 128 registers a thread: two 256-thread CTAs (or four 128-thread ones) per SM, as
-  // many as shared memory allows for the larger tiles.
-  static constexpr int kMinBlocks = 65536 / (kThreads * 128);
+  // The running sums and the stage's partials take 128 registers: the compiler gets all 255
+  // (one 256-thread CTA per SM; capped at 128 it spilled hundreds of bytes).
+  static constexpr int kMinBlocks = 1;
   static_assert(BN % kWarpN == 0 && BM % kWarpM == 0, "tile");
   static_assert(kLdsB % 16 == kPad && kLdsA % 16 == kPad, "bank-conflict-free padding");
   static_assert(kCopiesB * kThreads == BN * kBk && kCopiesA * kThreads == BM * kBk, "copies");
@@ -79,11 +81,30 @@ __device__ __forceinline__ void Mma(float (&d)[4], const uint32_t (&a)[4], uint3
 // One pipeline stage (kBk complex k) of one warp's 32 x 32 tile. sb/sa point at the warp's first
 // row/column in the stage's B/A parts. kFull: every MMA tile of the warp is inside n and m;
 // otherwise tiles past n_act (m16 tiles) or m_act (n8 tiles) are skipped (warp-uniform).
+//
+// The tensor cores sum the stage (32 real products per output) into fresh partials, which are
+// then added into the running sums on the FP32 pipe. Fed the running sums directly, the split
+// product was 3.5x less accurate than cuBLAS's fp32 CGEMM and failed the bar on K = 32 through
+// the FFT; this way it is 2.3x more accurate (PERF.md, round 9). Why: the tensor cores' fp32
+// accumulation truncates (as published for earlier NVIDIA tensor cores), up to one ulp of the
+// sum per MMA and always toward zero, which adds up over a long sum of one sign but stays small
+// and unbiased on short partials of random sign. Folding after every MMA k-step was 1.3x more
+// accurate again, but one tile at a time (fewer registers) it was up to 1.5x slower on the small
+// mixes, and with all 16 partials live (fold every 2 k-steps) 1.4x slower on the large ones.
 template <bool kFull, int kLdsB, int kLdsA>
 __device__ __forceinline__ void ComputeStage(const float2* __restrict__ sb,
                                              const float2* __restrict__ sa, int g, int t,
                                              int n_act, int m_act, float (&re)[2][4][4],
                                              float (&im)[2][4][4]) {
+  float pr[2][4][4], pi[2][4][4];
+#pragma unroll
+  for (int wn = 0; wn < 2; ++wn) {
+#pragma unroll
+    for (int wm = 0; wm < 4; ++wm) {
+#pragma unroll
+      for (int v = 0; v < 4; ++v) pr[wn][wm][v] = pi[wn][wm][v] = 0.0f;
+    }
+  }
 #pragma unroll
   for (int ks = 0; ks < kBk / 4; ++ks) {
     // This lane's k slots (t, t+4) are complex l = 4*ks + t: real and imaginary part.
@@ -107,8 +128,8 @@ __device__ __forceinline__ void ComputeStage(const float2* __restrict__ sb,
       SplitTf32(u.x, bhi[wm][0], blo[wm][0]);
       SplitTf32(u.y, bhi[wm][1], blo[wm][1]);
     }
-    // Small terms first (lo*hi, hi*lo), then hi*hi; each pass over all 16 accumulators keeps
-    // the dependent MMAs of one accumulator 16 issues apart.
+    // Small terms first (lo*hi, hi*lo), then hi*hi; each pass over all 16 partials keeps the
+    // dependent MMAs of one partial 16 issues apart.
 #pragma unroll
     for (int pass = 0; pass < 3; ++pass) {
 #pragma unroll
@@ -118,10 +139,21 @@ __device__ __forceinline__ void ComputeStage(const float2* __restrict__ sb,
           if (kFull || (wn < n_act && wm < m_act)) {
             const uint32_t(&a)[4] = pass == 0 ? alo[wn] : ahi[wn];
             const uint32_t(&b)[2] = pass == 1 ? blo[wm] : bhi[wm];
-            Mma(re[wn][wm], a, b[0], b[1]);
-            Mma(im[wn][wm], a, b[1], b[0] ^ 0x80000000u);  // exact negation of the split
+            Mma(pr[wn][wm], a, b[0], b[1]);
+            Mma(pi[wn][wm], a, b[1], b[0] ^ 0x80000000u);  // exact negation of the split
           }
         }
+      }
+    }
+  }
+#pragma unroll
+  for (int wn = 0; wn < 2; ++wn) {
+#pragma unroll
+    for (int wm = 0; wm < 4; ++wm) {
+#pragma unroll
+      for (int v = 0; v < 4; ++v) {
+        re[wn][wm][v] += pr[wn][wm][v];
+        im[wn][wm][v] += pi[wn][wm][v];
       }
     }
   }

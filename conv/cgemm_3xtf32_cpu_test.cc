@@ -158,6 +158,10 @@ class KernelReplay {
         if (n_act == 0 || m_act == 0) continue;
         const int sb = (chunk % kStages) * T.stage_complex + warp_n * kWarpN;
         const int sa = (chunk % kStages) * T.stage_complex + kBk * T.lds_b + warp_m * kWarpM;
+        // The stage is summed into fresh partials, then added to the running sums.
+        static float part_re[2][4][32][4], part_im[2][4][32][4];
+        std::memset(part_re, 0, sizeof part_re);
+        std::memset(part_im, 0, sizeof part_im);
         for (int ks = 0; ks < kBk / 4; ++ks) {
           uint32_t ahi[32][2][4], alo[32][2][4], bhi[32][4][2], blo[32][4][2];
           for (int lane = 0; lane < 32; ++lane) {
@@ -192,8 +196,20 @@ class KernelReplay {
                   mim.b[lane][0] = b[1];
                   mim.b[lane][1] = b[0] ^ 0x80000000u;
                 }
-                EmulateMma(mre, acc(acc_re, warp, wn, wm), &dirty_operands_);
-                EmulateMma(mim, acc(acc_im, warp, wn, wm), &dirty_operands_);
+                EmulateMma(mre, part_re[wn][wm], &dirty_operands_);
+                EmulateMma(mim, part_im[wn][wm], &dirty_operands_);
+              }
+            }
+          }
+        }
+        for (int wn = 0; wn < 2; ++wn) {
+          for (int wm = 0; wm < 4; ++wm) {
+            float(&re)[32][4] = acc(acc_re, warp, wn, wm);
+            float(&im)[32][4] = acc(acc_im, warp, wn, wm);
+            for (int lane = 0; lane < 32; ++lane) {
+              for (int v = 0; v < 4; ++v) {
+                re[lane][v] += part_re[wn][wm][lane][v];
+                im[lane][v] += part_im[wn][wm][lane][v];
               }
             }
           }

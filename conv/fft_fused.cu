@@ -205,9 +205,6 @@ class FftFused : public Algorithm {
       : name_(std::move(name)), options_(options) {}
   std::string name() const override { return name_; }
   absl::Status CanImplement(const Shape& shape) const override {
-    if (options_.gemm_3xtf32) {
-      RETURN_IF_ERROR(Check3xTf32Reduction(shape, name_, "fft_fused"));
-    }
     return ChooseConfig(shape, options_).status();
   }
   absl::StatusOr<std::unique_ptr<Runner>> Initialize(const Shape& shape) const override {

@@ -62,19 +62,13 @@ Options VariantOptions(const std::string& name) {
   return o;
 }
 
-// True when `variant` refuses `shape` by design: the 3xTF32 mix on reductions longer than
-// kMax3xTf32Reduction. Any other refusal is a test failure.
-bool RefusedByDesign(const std::string& variant, const Shape& s) {
+// Every variant takes every shape here; a refusal is a test failure.
+bool Refused(const std::string& variant, const Shape& s) {
   const Algorithm* a = Registry::Global().Find(variant);
   if (a == nullptr) return false;
   absl::Status can = a->CanImplement(s);
-  if (can.ok()) return false;
-  const bool expected = variant == "fft_fused_3xtf32" &&
-                        s.in_channels * s.kernel_h * s.kernel_w > kMax3xTf32Reduction &&
-                        can.code() == absl::StatusCode::kUnimplemented;
-  EXPECT_TRUE(expected) << variant << " refused " << s.ToString() << ": " << can;
-  if (expected) std::printf("%s refuses %s (by design)\n", variant.c_str(), s.ToString().c_str());
-  return true;
+  EXPECT_TRUE(can.ok()) << variant << " refused " << s.ToString() << ": " << can;
+  return !can.ok();
 }
 
 TEST(FftFusedTest, IsRegistered) {
@@ -92,7 +86,7 @@ class FftFusedShapeTest : public ::testing::TestWithParam<Shape> {};
 TEST_P(FftFusedShapeTest, MatchesFp64Reference) {
   const Shape s = GetParam();
   for (const char* v : kVariants) {
-    if (RefusedByDesign(v, s)) continue;
+    if (Refused(v, s)) continue;
     for (uint64_t seed : {uint64_t{1}, uint64_t{2}}) {
       absl::StatusOr<Comparison> c = CheckAgainstReference(s, v, seed, kPositions);
       ASSERT_TRUE(c.ok()) << v << ": " << c.status();
@@ -171,7 +165,7 @@ TEST(FftFusedTest, BenchmarkShapesWorstRatio) {
   shapes.erase(shapes.begin() + 3);  // the fourth case repeats the third
   for (const char* v : kVariants) {
     for (const Shape& s : shapes) {
-      if (RefusedByDesign(v, s)) continue;
+      if (Refused(v, s)) continue;
       absl::StatusOr<Plan> plan = Plan::Create(s, v);
       ASSERT_TRUE(plan.ok()) << plan.status();
       std::printf("%s %s config %s workspace %.1f MiB\n", v, s.ToString().c_str(),
