@@ -1,5 +1,6 @@
 // Split-precision (3xTF32) batched CGEMM C_f = A_f * B_f^H on mma.sync m16n8k8 (layout algebra
-// and the reasons behind it: cgemm_3xtf32_internal.h).
+// and the reasons behind it: cgemm_3xtf32_internal.h); on sm_90 devices the entry point hands
+// over to the wgmma kernel of cgemm_3xtf32_sm90.cu.
 //
 // One CTA computes a bn x bm tile of C_f^T (n rows, m columns) for one frequency f; warps own
 // 32 x 32 sub-tiles (two m16 by four n8 MMA tiles, real and imaginary accumulators: 64 floats).
@@ -18,6 +19,7 @@
 #include "absl/strings/str_cat.h"
 #include "conv/cgemm_3xtf32.h"
 #include "conv/cgemm_3xtf32_internal.h"
+#include "conv/cgemm_3xtf32_sm90.h"
 #include "conv/cuda_status.h"
 #include "conv/status_macros.h"
 
@@ -298,7 +300,7 @@ absl::Status Launch(const Params& p, int64_t blocks, cudaStream_t stream) {
 }  // namespace cgemm_3xtf32
 
 absl::Status CgemmConjBatched3xTf32(const fft_tiled::GemmLayout& l, const void* a, const void* b,
-                                    void* c, cudaStream_t stream) {
+                                    void* c, cudaStream_t stream, CgemmKernel kernel) {
   using namespace cgemm_3xtf32;  // NOLINT: the file's own internals
   if (l.m < 1 || l.n < 1 || l.k < 1 || l.batch < 1) {
     return absl::InvalidArgumentError(absl::StrCat("cgemm_3xtf32: m, n, k, batch must be >= 1, got ",
@@ -317,6 +319,13 @@ absl::Status CgemmConjBatched3xTf32(const fft_tiled::GemmLayout& l, const void* 
       return absl::InvalidArgumentError(
           "cgemm_3xtf32: a, b and c must be non-null and 8-byte aligned");
     }
+  }
+  if (kernel == CgemmKernel::kWgmma && !CgemmSm90Supported()) {
+    return absl::FailedPreconditionError(
+        "cgemm_3xtf32: the wgmma kernel needs a compute capability 9.0 device");
+  }
+  if (kernel != CgemmKernel::kMmaSync && CgemmSm90Supported()) {
+    return CgemmConjBatched3xTf32Sm90(l, a, b, c, stream);
   }
   const Tile tile = ChooseTile(l);
   const Grid grid = MakeGrid(l, tile);

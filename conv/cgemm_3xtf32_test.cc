@@ -1,4 +1,5 @@
-// cgemm_3xtf32 on the GPU against a CPU fp64 reference: the four channel-mix sizes of the
+// cgemm_3xtf32 on the GPU against a CPU fp64 reference, both kernels (mma.sync and, on sm_90,
+// wgmma): the four channel-mix sizes of the
 // KernelBot benchmark and awkward ones (m = 1, odd leading dimensions, tails in every
 // dimension, padded strides, a batch stride of 0, mixed magnitudes). Every output element must
 // be written (C is NaN-poisoned), nothing outside C's m x n blocks may be (the padding keeps its
@@ -204,8 +205,9 @@ float TimeMs(cudaStream_t stream, int reps, const std::function<void()>& call) {
   return ms / reps;
 }
 
-void RunCase(const Case& cs) {
-  SCOPED_TRACE(cs.name);
+void RunCaseWith(const Case& cs, CgemmKernel kernel) {
+  const char* kernel_name = kernel == CgemmKernel::kWgmma ? "wgmma" : "mma.sync";
+  SCOPED_TRACE(cs.name + " " + kernel_name);
   const GemmLayout l = LayoutOf(cs);
   const std::vector<float> a = MakeOperand(cs, kInputTensor, l.stride_a, l.lda, l.m, l.k);
   const std::vector<float> b = MakeOperand(cs, kFilterTensor, l.stride_b, l.ldb, l.n, l.k);
@@ -222,7 +224,7 @@ void RunCase(const Case& cs) {
   CUDA_OK(cudaMemcpy(db.p, b.data(), b.size() * sizeof(float), cudaMemcpyHostToDevice));
   CUDA_OK(cudaMemset(dc.p, 0xFF, c_bytes));
 
-  const absl::Status st = CgemmConjBatched3xTf32(l, da.p, db.p, dc.p, stream);
+  const absl::Status st = CgemmConjBatched3xTf32(l, da.p, db.p, dc.p, stream, kernel);
   ASSERT_TRUE(st.ok()) << st;
   CUDA_OK(cudaStreamSynchronize(stream));
   std::vector<float> c(2 * c_extent);
@@ -255,7 +257,7 @@ void RunCase(const Case& cs) {
     CUDA_OK(cudaMemcpy(cb.data(), dc.p, c_bytes, cudaMemcpyDeviceToHost));
     const Check theirs = CheckOutput(l, a, b, cb, cs.seed);
     const float ms_ours =
-        TimeMs(stream, 20, [&] { (void)CgemmConjBatched3xTf32(l, da.p, db.p, dc.p, stream); });
+        TimeMs(stream, 20, [&] { (void)CgemmConjBatched3xTf32(l, da.p, db.p, dc.p, stream, kernel); });
     const float ms_cublas = TimeMs(stream, 20, [&] { (void)cublas(); });
     CUDA_OK(cudaStreamSynchronize(stream));
     CUDA_OK(cudaGetLastError());
@@ -268,11 +270,18 @@ void RunCase(const Case& cs) {
     cublas_note = note;
     cublasDestroy(h);
   }
-  std::printf("cgemm_3xtf32 %-28s m %4d n %4d k %4d F %5d: checked %9lld max_ratio %.4f%s\n",
-              cs.name.c_str(), l.m, l.n, l.k, l.batch, static_cast<long long>(ours.checked),
+  std::printf("cgemm_3xtf32 %-8s %-28s m %4d n %4d k %4d F %5d: checked %9lld max_ratio %.4f%s\n",
+              kernel_name, cs.name.c_str(), l.m, l.n, l.k, l.batch,
+              static_cast<long long>(ours.checked),
               ours.max_ratio, cublas_note.c_str());
   std::fflush(stdout);
   cudaStreamDestroy(stream);
+}
+
+// Both kernels: mma.sync (any device) and wgmma (sm_90: the one the library runs on an H200).
+void RunCase(const Case& cs) {
+  RunCaseWith(cs, CgemmKernel::kMmaSync);
+  RunCaseWith(cs, CgemmKernel::kWgmma);
 }
 
 TEST(Cgemm3xTf32Test, KernelBotSizes) {

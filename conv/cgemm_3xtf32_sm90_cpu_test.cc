@@ -1,0 +1,293 @@
+// The wgmma kernel of the 3xTF32 channel mix (cgemm_3xtf32_sm90.cu) replayed on the CPU: each
+// thread's global loads and shared stores (into a NaN-filled image of the two TF32 planes), its
+// A fragments, the shared operand read back through the matrix descriptor as the PTX ISA defines
+// it (start address, leading byte offset between K-adjacent core matrices, stride byte offset
+// between the next 8 columns; no swizzle), wgmma.m64nNk8 emulated from the ISA's fragment maps
+// written out independently here, the fold, and the epilogue. C is compared with fp64 on every
+// element and checked written exactly on the m x n blocks. What it cannot check is the hardware
+// itself: that runs in cgemm_3xtf32_test on the GPU. No GPU.
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <complex>
+#include <cstdint>
+#include <cstring>
+#include <string>
+#include <vector>
+
+#include "conv/cgemm_3xtf32_internal.h"
+#include "conv/cgemm_3xtf32_sm90_internal.h"
+#include "conv/fft_tiled_internal.h"
+#include "gtest/gtest.h"
+#include "reference/random.h"
+
+namespace conv2d {
+namespace cgemm_3xtf32_sm90 {
+namespace {
+
+using cgemm_3xtf32::BitsFloat;
+using cgemm_3xtf32::FloatBits;
+using cgemm_3xtf32::SplitTf32;
+using fft_tiled::GemmLayout;
+
+struct Cplx {
+  float x, y;
+};
+
+// The tile choice and the layout claims.
+TEST(Sm90LayoutTest, TilesAndPlanes) {
+  GemmLayout l;
+  l.m = 49;
+  l.n = 128;
+  EXPECT_EQ(ChooseTile(l).wgs, 2);
+  EXPECT_EQ(ChooseTile(l).n_cols, 56);
+  l.m = 28;
+  l.n = 64;
+  EXPECT_EQ(ChooseTile(l).wgs, 1);
+  EXPECT_EQ(ChooseTile(l).n_cols, 32);
+  for (int n_cols : {32, 56}) {
+    // Every (column, K step, slot) of a plane has its own 4 bytes inside the plane.
+    std::vector<int> hits(MakeTile(1, n_cols).plane_bytes / 4, 0);
+    for (int c = 0; c < n_cols; ++c) {
+      for (int s = 0; s < kSteps; ++s) {
+        for (int q = 0; q < 8; ++q) ++hits.at(PlaneOffset(n_cols, c, s, q) / 4);
+      }
+    }
+    for (int h : hits) EXPECT_EQ(h, 1);
+    // The copies cover every complex of a stage once; a warp's stores hit 32 distinct banks.
+    for (int threads : {128, 256}) {
+      std::vector<int> seen(kBk * n_cols, 0);
+      for (int r = 0; r < CopiesPerThread(n_cols, threads); ++r) {
+        for (int warp = 0; warp < threads / 32; ++warp) {
+          std::vector<int> banks;
+          for (int lane = 0; lane < 32; ++lane) {
+            const Copy cp = CopyOf(n_cols, threads, 32 * warp + lane, r);
+            if (!cp.valid) continue;
+            ++seen.at(cp.kk * n_cols + cp.c);
+            banks.push_back(PlaneOffset(n_cols, cp.c, cp.kk / 4, cp.kk % 4) / 4 % 32);
+          }
+          std::sort(banks.begin(), banks.end());
+          EXPECT_EQ(std::unique(banks.begin(), banks.end()), banks.end()) << "bank conflict";
+        }
+      }
+      for (int v : seen) EXPECT_EQ(v, 1);
+    }
+  }
+}
+
+// wgmma.mma_async.m64nNk8.f32.tf32.tf32 with A in registers, for one warpgroup, from the ISA:
+//   A 64x8: warp w, lane 4g+t: a0 (16w+g, t), a1 (16w+g+8, t), a2 (16w+g, t+4), a3 (16w+g+8, t+4)
+//   B 8xN:  element (k, col) of a K-major operand without swizzle at
+//           start + (k / 4) * LBO + (col / 8) * SBO + (col % 8) * 16 + (k % 4) * 4 bytes
+//   D 64xN: d[4j + v] at row 16w + g + 8 (v >> 1), column 8j + 2t + (v & 1)
+// Products exact (TF32 operands, low 13 bits required clear), summed in double, rounded once.
+void EmulateWgmma(int n_cols, const uint32_t (&a)[128][4], const std::vector<uint32_t>& smem,
+                  uint32_t start, uint32_t lbo, uint32_t sbo, bool scale_d,
+                  std::vector<std::vector<float>>& d, int* dirty) {
+  double A[64][8];
+  auto value = [&](uint32_t bits) {
+    if ((bits & 0x1fffu) != 0) ++*dirty;
+    return static_cast<double>(BitsFloat(bits & 0xffffe000u));
+  };
+  for (int tid = 0; tid < 128; ++tid) {
+    const int w = tid / 32, g = (tid % 32) / 4, t = tid % 4;
+    A[16 * w + g][t] = value(a[tid][0]);
+    A[16 * w + g + 8][t] = value(a[tid][1]);
+    A[16 * w + g][t + 4] = value(a[tid][2]);
+    A[16 * w + g + 8][t + 4] = value(a[tid][3]);
+  }
+  for (int row = 0; row < 64; ++row) {
+    for (int col = 0; col < n_cols; ++col) {
+      const int w = row / 16, g = row % 8, j = col / 8, t = (col % 8) / 2;
+      const int v = 2 * ((row % 16) / 8) + (col & 1);
+      float& dst = d[32 * w + 4 * g + t][4 * j + v];
+      double s = scale_d ? dst : 0.0;
+      for (int k = 0; k < 8; ++k) {
+        const uint32_t byte = start + (k / 4) * lbo + (col / 8) * sbo + (col % 8) * 16 + (k % 4) * 4;
+        s += A[row][k] * value(smem.at(byte / 4));
+      }
+      dst = static_cast<float>(s);
+    }
+  }
+}
+
+// The kernel for all items, one CTA (of `grid_ctas`) after another, in its own item order.
+void Replay(const GemmLayout& l, const std::vector<Cplx>& a, const std::vector<Cplx>& b,
+            std::vector<Cplx>& c, int grid_ctas, int* dirty) {
+  const Tile T = ChooseTile(l);
+  const Grid G = MakeGrid(l, T);
+  const int kN = T.n_cols, kAcc = kN / 2;
+  const int chunks = (l.k + kBk - 1) / kBk;
+  const uint32_t kNan = 0x7fc00000u;
+  for (int cta = 0; cta < grid_ctas; ++cta) {
+    for (int64_t item = cta; item < G.items; item += grid_ctas) {
+      const Item it = ItemOf(item, G.tiles_m, G.tiles_n);
+      const int64_t fa = it.f * l.stride_a, fb = it.f * l.stride_b, fc = it.f * l.stride_c;
+      // run[tid][v], par[tid][v] for Re and Im, per warpgroup.
+      std::vector<std::vector<std::vector<float>>> run_re(T.wgs), run_im(T.wgs);
+      for (int wg = 0; wg < T.wgs; ++wg) {
+        run_re[wg].assign(128, std::vector<float>(kAcc, 0.0f));
+        run_im[wg].assign(128, std::vector<float>(kAcc, 0.0f));
+      }
+      for (int chunk = 0; chunk < chunks; ++chunk) {
+        const int l0 = chunk * kBk;
+        // Shared stores of the stage (the buffer is NaN before).
+        std::vector<uint32_t> smem(T.buffer_bytes / 4, kNan);
+        for (int tid = 0; tid < T.threads; ++tid) {
+          for (int r = 0; r < CopiesPerThread(kN, T.threads); ++r) {
+            const Copy cp = CopyOf(kN, T.threads, tid, r);
+            if (!cp.valid) continue;
+            const int i = it.tm * kN + cp.c, ll = l0 + cp.kk;
+            const Cplx x = i < l.m && ll < l.k ? a.at(fa + i + static_cast<int64_t>(ll) * l.lda)
+                                               : Cplx{0, 0};
+            uint32_t hi, lo;
+            const int s = cp.kk / 4, q = cp.kk % 4;
+            SplitTf32(x.x, hi, lo);
+            smem.at(PlaneOffset(kN, cp.c, s, q) / 4) = hi;
+            smem.at((T.plane_bytes + PlaneOffset(kN, cp.c, s, q)) / 4) = lo;
+            SplitTf32(x.y, hi, lo);
+            smem.at(PlaneOffset(kN, cp.c, s, q + 4) / 4) = hi;
+            smem.at((T.plane_bytes + PlaneOffset(kN, cp.c, s, q + 4)) / 4) = lo;
+          }
+        }
+        for (int wg = 0; wg < T.wgs; ++wg) {
+          std::vector<std::vector<float>> par_re(128, std::vector<float>(kAcc, 0.0f));
+          std::vector<std::vector<float>> par_im = par_re;
+          for (int s = 0; s < kSteps; ++s) {
+            uint32_t re_hi[128][4], re_lo[128][4], im_hi[128][4], im_lo[128][4];
+            for (int tid = 0; tid < 128; ++tid) {
+              const int warp = tid / 32, lane = tid % 32, t = lane % 4;
+              Cplx f[2];
+              for (int h = 0; h < 2; ++h) {
+                const int j = it.tn * kRowsPerWg * T.wgs + kRowsPerWg * wg + FragRow(warp, lane, h);
+                const int ll = l0 + 4 * s + t;
+                f[h] = j < l.n && ll < l.k ? b.at(fb + j + static_cast<int64_t>(ll) * l.ldb)
+                                           : Cplx{0, 0};
+              }
+              SplitTf32(f[0].x, re_hi[tid][0], re_lo[tid][0]);
+              SplitTf32(f[1].x, re_hi[tid][1], re_lo[tid][1]);
+              SplitTf32(f[0].y, re_hi[tid][2], re_lo[tid][2]);
+              SplitTf32(f[1].y, re_hi[tid][3], re_lo[tid][3]);
+              const uint32_t kSign = 0x80000000u;
+              im_hi[tid][0] = re_hi[tid][2] ^ kSign;
+              im_hi[tid][1] = re_hi[tid][3] ^ kSign;
+              im_hi[tid][2] = re_hi[tid][0];
+              im_hi[tid][3] = re_hi[tid][1];
+              im_lo[tid][0] = re_lo[tid][2] ^ kSign;
+              im_lo[tid][1] = re_lo[tid][3] ^ kSign;
+              im_lo[tid][2] = re_lo[tid][0];
+              im_lo[tid][3] = re_lo[tid][1];
+            }
+            const uint32_t hi = s * (kN / 8) * kStrideBytes, lo = T.plane_bytes + hi;
+            const uint64_t desc = Descriptor(hi);
+            // The descriptor's fields, decoded as the hardware does.
+            const uint32_t lbo = static_cast<uint32_t>((desc >> 16) & 0x3fff) << 4;
+            const uint32_t sbo = static_cast<uint32_t>((desc >> 32) & 0x3fff) << 4;
+            ASSERT_EQ(static_cast<uint32_t>(desc & 0x3fff) << 4, hi);
+            EmulateWgmma(kN, re_lo, smem, hi, lbo, sbo, s > 0, par_re, dirty);
+            EmulateWgmma(kN, im_lo, smem, hi, lbo, sbo, s > 0, par_im, dirty);
+            EmulateWgmma(kN, re_hi, smem, lo, lbo, sbo, true, par_re, dirty);
+            EmulateWgmma(kN, im_hi, smem, lo, lbo, sbo, true, par_im, dirty);
+            EmulateWgmma(kN, re_hi, smem, hi, lbo, sbo, true, par_re, dirty);
+            EmulateWgmma(kN, im_hi, smem, hi, lbo, sbo, true, par_im, dirty);
+          }
+          for (int tid = 0; tid < 128; ++tid) {
+            for (int v = 0; v < kAcc; ++v) {
+              run_re[wg][tid][v] += par_re[tid][v];
+              run_im[wg][tid][v] += par_im[tid][v];
+            }
+          }
+        }
+      }
+      for (int wg = 0; wg < T.wgs; ++wg) {
+        for (int tid = 0; tid < 128; ++tid) {
+          const int warp = tid / 32, lane = tid % 32;
+          for (int v = 0; v < kAcc; ++v) {
+            const int j = it.tn * kRowsPerWg * T.wgs + kRowsPerWg * wg + AccRow(warp, lane, v);
+            const int i = it.tm * kN + AccCol(lane, v);
+            if (j < l.n && i < l.m) {
+              c.at(fc + static_cast<int64_t>(j) * l.ldc + i) =
+                  Cplx{run_re[wg][tid][v], run_im[wg][tid][v]};
+            }
+          }
+        }
+      }
+    }
+  }
+}
+
+struct Case {
+  std::string name;
+  int m, n, k, batch, grid_ctas;
+};
+
+void RunCase(const Case& cs) {
+  SCOPED_TRACE(cs.name);
+  GemmLayout l;
+  l.m = cs.m;
+  l.n = cs.n;
+  l.k = cs.k;
+  l.lda = cs.m + 3;  // padded leading dimensions, as the channel mix's are not
+  l.ldb = cs.n + 1;
+  l.ldc = cs.m + 2;
+  l.stride_a = static_cast<int64_t>(l.lda) * cs.k + 5;
+  l.stride_b = static_cast<int64_t>(l.ldb) * cs.k + 7;
+  l.stride_c = static_cast<int64_t>(l.ldc) * cs.n + 1;
+  l.batch = cs.batch;
+  std::vector<Cplx> a(l.stride_a * cs.batch), b(l.stride_b * cs.batch);
+  for (size_t e = 0; e < a.size(); ++e) a[e] = Cplx{RandomValue(17, 0, 2 * e), RandomValue(17, 0, 2 * e + 1)};
+  for (size_t e = 0; e < b.size(); ++e) b[e] = Cplx{RandomValue(17, 1, 2 * e), RandomValue(17, 1, 2 * e + 1)};
+  const float kPoison = NAN;
+  std::vector<Cplx> c(l.stride_c * cs.batch, Cplx{kPoison, kPoison});
+  int dirty = 0;
+  Replay(l, a, b, c, cs.grid_ctas, &dirty);
+  EXPECT_EQ(dirty, 0) << "operands with bits below TF32";
+  int64_t bad = 0, unwritten = 0, outside = 0;
+  double worst = 0;
+  for (int f = 0; f < cs.batch; ++f) {
+    for (int j = 0; j < cs.n; ++j) {
+      for (int i = 0; i < l.ldc; ++i) {
+        const Cplx got = c[f * l.stride_c + static_cast<int64_t>(j) * l.ldc + i];
+        if (i >= cs.m) {
+          if (!std::isnan(got.x)) ++outside;
+          continue;
+        }
+        std::complex<double> ref = 0;
+        double mag = 0;
+        for (int ll = 0; ll < cs.k; ++ll) {
+          const Cplx x = a[f * l.stride_a + i + static_cast<int64_t>(ll) * l.lda];
+          const Cplx y = b[f * l.stride_b + j + static_cast<int64_t>(ll) * l.ldb];
+          const std::complex<double> p = std::complex<double>(x.x, x.y) *
+                                         std::conj(std::complex<double>(y.x, y.y));
+          ref += p;
+          mag += std::abs(p);
+        }
+        if (!std::isfinite(got.x) || !std::isfinite(got.y)) {
+          ++unwritten;
+          continue;
+        }
+        // fp32-level bound: 8 (k + 4) 2^-24 sum |a||b|.
+        const double bound = 8.0 * (cs.k + 4) * std::ldexp(1.0, -24) * mag + 1e-30;
+        const double err = std::abs(std::complex<double>(got.x, got.y) - ref);
+        worst = std::max(worst, err / bound);
+        if (err > bound) ++bad;
+      }
+    }
+  }
+  EXPECT_EQ(unwritten, 0);
+  EXPECT_EQ(outside, 0) << "written past m";
+  EXPECT_EQ(bad, 0);
+  std::printf("%-26s m %3d n %3d k %3d F %d: worst %.4f of the bound\n", cs.name.c_str(), cs.m,
+              cs.n, cs.k, cs.batch, worst);
+}
+
+TEST(Sm90ReplayTest, MatchesFp64) {
+  RunCase({"kernelbot-like (2 wg x 56)", 49, 128, 32, 2, 3});
+  RunCase({"one wg x 32", 28, 64, 20, 2, 1});
+  RunCase({"tails everywhere", 61, 70, 19, 3, 2});
+  RunCase({"tiny", 1, 1, 1, 1, 1});
+}
+
+}  // namespace
+}  // namespace cgemm_3xtf32_sm90
+}  // namespace conv2d

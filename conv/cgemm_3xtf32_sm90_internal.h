@@ -1,0 +1,141 @@
+// The Hopper (sm_90a, wgmma) kernel of the 3xTF32 channel mix: its index algebra in plain C++,
+// shared by the kernel (cgemm_3xtf32_sm90.cu) and a CPU test that replays it against fp64.
+//
+// The product is cgemm_3xtf32.h's, C_f = A_f * B_f^H, computed transposed as in the mma.sync
+// kernel: C_f^T (n x m) = conj(B_f) (n x k) * A_f^T (k x m). The wgmma M dimension (64 rows per
+// warpgroup) runs over n (output channels), its N dimension (kN columns) over m (tiles), its K
+// (8 per instruction) over four complex k values l = l0 + t (t < 4): K slot t holds the real
+// part, slot t + 4 the imaginary part. So one instruction pair gives both outputs:
+//   Re C = sum Br*Ar + Bi*Ai : A operand slots (Br, Bi), B operand slots (Ar, Ai)
+//   Im C = sum Br*Ai - Bi*Ar : A operand slots (-Bi, Br), the same B operand
+// The A operand (the filter spectrum) comes from registers, loaded by each thread straight from
+// global memory in the wgmma fragment layout and split there (each element is split once per CTA,
+// by the one thread that holds it). The B operand (the input spectrum) goes global -> registers ->
+// split -> shared memory as two TF32 planes (hi, lo), in the no-swizzle K-major layout that wgmma
+// reads through a matrix descriptor: 8 x 16-byte core matrices of 8 columns by 4 K slots, the K
+// neighbour 128 bytes on (the descriptor's leading byte offset), the column-group neighbour 256
+// bytes on (its stride byte offset).
+//
+// Each product a*b is lo_a*hi_b + hi_a*lo_b + hi_a*hi_b. The tensor cores sum each stage of kBk
+// complex k (the first instruction with scale-d = 0) into partials that fp32 adds fold into the
+// running sums: see cgemm_3xtf32.cu's ComputeStage for why (accuracy).
+//
+// CTAs are persistent: each walks work items (f, m tile, n tile) = blockIdx.x, + gridDim.x, ...,
+// and its pipeline (registers for the next stage's operands, two shared-memory buffers) runs on
+// across items, so the load latency of one item's first stage hides behind the last one's math.
+#ifndef CONV2D_CONV_CGEMM_3XTF32_SM90_INTERNAL_H_
+#define CONV2D_CONV_CGEMM_3XTF32_SM90_INTERNAL_H_
+
+#include <cstdint>
+
+#include "conv/fft_tiled_internal.h"  // GemmLayout, CONV2D_HOST_DEVICE
+
+namespace conv2d {
+namespace cgemm_3xtf32_sm90 {
+
+constexpr int kBk = 16;            // complex k per stage (four wgmma K steps)
+constexpr int kSteps = kBk / 4;    // wgmma K steps per stage
+constexpr int kRowsPerWg = 64;     // n rows per warpgroup (wgmma M)
+constexpr int kCoreBytes = 128;    // one core matrix: 8 columns x 16 bytes
+constexpr int kLeadingBytes = 128;  // descriptor LBO: the K-neighbour core matrix
+constexpr int kStrideBytes = 256;   // descriptor SBO: the next 8 columns
+
+// A CTA: kWgs warpgroups (n rows 64*kWgs) by kN columns of m.
+struct Tile {
+  int wgs = 0;   // 1 or 2
+  int n_cols = 0;  // kN: 32 or 56
+  int threads = 0;
+  int plane_bytes = 0;  // one TF32 plane of one stage: kSteps K steps of kN columns
+  int buffer_bytes = 0;  // hi and lo planes
+  int smem_bytes = 0;    // two buffers
+};
+CONV2D_HOST_DEVICE constexpr Tile MakeTile(int wgs, int n_cols) {
+  Tile t;
+  t.wgs = wgs;
+  t.n_cols = n_cols;
+  t.threads = 128 * wgs;
+  t.plane_bytes = kSteps * (n_cols / 8) * 2 * kCoreBytes;
+  t.buffer_bytes = 2 * t.plane_bytes;
+  t.smem_bytes = 2 * t.buffer_bytes;
+  return t;
+}
+
+// One warpgroup for n <= 64, else two; 32 columns for m <= 32, else 56 (64 spilled registers).
+inline Tile ChooseTile(const fft_tiled::GemmLayout& l) {
+  return MakeTile(l.n > kRowsPerWg ? 2 : 1, l.m <= 32 ? 32 : 56);
+}
+
+struct Grid {
+  int tiles_m = 0, tiles_n = 0;
+  int64_t items = 0;  // batch * tiles_n * tiles_m
+};
+inline Grid MakeGrid(const fft_tiled::GemmLayout& l, const Tile& t) {
+  Grid g;
+  g.tiles_m = (l.m + t.n_cols - 1) / t.n_cols;
+  g.tiles_n = (l.n + kRowsPerWg * t.wgs - 1) / (kRowsPerWg * t.wgs);
+  g.items = static_cast<int64_t>(g.tiles_m) * g.tiles_n * l.batch;
+  return g;
+}
+
+// Work item -> (m tile, n tile, f); m tiles vary fastest (they share B_f in L2).
+struct Item {
+  int tm, tn;
+  int64_t f;
+};
+CONV2D_HOST_DEVICE inline Item ItemOf(int64_t item, int tiles_m, int tiles_n) {
+  const int64_t rest = item / tiles_m;
+  return {static_cast<int>(item % tiles_m), static_cast<int>(rest % tiles_n), rest / tiles_n};
+}
+
+// Byte offset, within one plane of one stage, of B-operand element (column c < kN, K step s,
+// K slot q < 8): the no-swizzle K-major layout the descriptor below describes.
+CONV2D_HOST_DEVICE inline int PlaneOffset(int n_cols, int c, int s, int q) {
+  return s * (n_cols / 8) * kStrideBytes + (c >> 3) * kStrideBytes + (q >> 2) * kLeadingBytes +
+         (c & 7) * 16 + (q & 3) * 4;
+}
+
+// The element of a stage that copy r of thread tid moves: column c, complex k index kk < kBk
+// (K step kk / 4, slot kk % 4 for the real part, + 4 for the imaginary part). Four consecutive
+// threads take four consecutive k of one column, eight such groups eight consecutive columns: a
+// warp's shared stores of one plane hit 32 distinct banks. `valid` is false past the stage.
+struct Copy {
+  int c, kk;
+  bool valid;
+};
+CONV2D_HOST_DEVICE inline Copy CopyOf(int n_cols, int threads, int tid, int r) {
+  const int e = tid + r * threads;
+  const int t = e & 3, rest = e >> 2;
+  const int c = rest % n_cols, s = rest / n_cols;
+  return {c, 4 * s + t, s < kSteps};
+}
+// Copies per thread and stage.
+CONV2D_HOST_DEVICE constexpr int CopiesPerThread(int n_cols, int threads) {
+  return (kBk * n_cols + threads - 1) / threads;
+}
+
+// The wgmma fragment maps (PTX ISA, wgmma .m64nNk8 with .tf32; lane = 4*g + t, warp w < 4 of the
+// warpgroup):
+//   A (64 x 8, registers): a0 (16w+g, t), a1 (16w+g+8, t), a2 (16w+g, t+4), a3 (16w+g+8, t+4)
+//   D (64 x kN): d[4j+v] at row 16w + g + 8*(v >> 1), column 8j + 2t + (v & 1), j < kN/8
+CONV2D_HOST_DEVICE inline int FragRow(int warp, int lane, int half) {
+  return 16 * warp + (lane >> 2) + 8 * half;
+}
+CONV2D_HOST_DEVICE inline int AccRow(int warp, int lane, int v) {
+  return 16 * warp + (lane >> 2) + 8 * ((v & 3) >> 1);
+}
+CONV2D_HOST_DEVICE inline int AccCol(int lane, int v) {
+  return 8 * (v >> 2) + 2 * (lane & 3) + (v & 1);
+}
+
+// The shared-memory matrix descriptor (PTX ISA "matrix descriptor format"): start address, LBO
+// and SBO in 16-byte units in bits 0-13, 16-29, 32-45; base offset 0; swizzle mode 0 (none).
+CONV2D_HOST_DEVICE inline uint64_t Descriptor(uint32_t smem_address) {
+  return static_cast<uint64_t>((smem_address >> 4) & 0x3fff) |
+         (static_cast<uint64_t>(kLeadingBytes >> 4) << 16) |
+         (static_cast<uint64_t>(kStrideBytes >> 4) << 32);
+}
+
+}  // namespace cgemm_3xtf32_sm90
+}  // namespace conv2d
+
+#endif  // CONV2D_CONV_CGEMM_3XTF32_SM90_INTERNAL_H_
