@@ -1,16 +1,16 @@
 // The 3xTF32 channel mix on Hopper's warpgroup MMA (wgmma, sm_90a): the layout algebra and the
 // reasons are in cgemm_3xtf32_sm90_internal.h. cgemm_3xtf32.cu dispatches here on sm_90 devices.
 //
-// Per CTA: kWgs warpgroups (64 n rows each) by kN m columns; a 256-thread CTA holds its running
-// sums and partials (2 x kN floats each) and the next stage's operands in registers, so one CTA
-// runs per SM and the grid is persistent (one CTA per SM walking the work items).
-// Per stage of kBk = 16 complex k:
-//   1. split this stage's filter fragments (loaded one stage ahead) into TF32 hi/lo
+// Per CTA: kWgs warpgroups (64 n rows each) by kN m columns. A thread holds its running sums and
+// partials (2 x kN floats) and a stage's A fragments in registers (~200), so a 256-thread CTA
+// runs alone on its SM and the grid is persistent (the resident CTAs walk the work items).
+// Per stage q of kBk = 16 complex k (raw stages q+1, q+2 already in flight):
+//   1. split stage q's filter fragments (read from shared memory in step 3 of stage q-1)
 //   2. wgmma.fence; 4 K steps x 6 wgmma (Re and Im x lo*hi, hi*lo, hi*hi); commit
-//   3. issue the global loads of the next stage's operands (they fly while the tensor cores run)
-//   4. wait; fold the partials into the running sums; at an item's last stage, store C
-//   5. split the next stage's input-spectrum copies into the other shared buffer; fence.proxy.async;
-//      barrier
+//   3. while they run: cp.async stage q+3; wait for stage q+1's copies; barrier; read its filter
+//      fragments and split its input tile into the other pair of planes; fence.proxy.async
+//   4. wait for the wgmma; fold the partials into the running sums; after an item's last stage,
+//      store C; barrier
 #include <cuda_runtime.h>
 
 #include <algorithm>
@@ -43,7 +43,7 @@ struct Params {
   int m, n, k, lda, ldb, ldc;
   int64_t stride_a, stride_b, stride_c;
   int tiles_m, tiles_n;
-  int64_t items;
+  int items;
 };
 
 template <int kN>
@@ -100,6 +100,20 @@ __device__ __forceinline__ void PinRegister(float& r) { asm volatile("" : "+f"(r
 // operand register written between two wgmma makes ptxas insert a warpgroup.arrive there.
 __device__ __forceinline__ void PinOperand(uint32_t& r) { asm volatile("" : "+r"(r)); }
 __device__ __forceinline__ void PinOperand(uint64_t& r) { asm volatile("" : "+l"(r)); }
+__device__ __forceinline__ void CpAsync8(float2* smem, const float2* gmem, bool valid) {
+  const unsigned dst = static_cast<unsigned>(__cvta_generic_to_shared(smem));
+  // Source size 0 zero-fills the 8 bytes without reading global memory.
+  asm volatile("cp.async.ca.shared.global [%0], [%1], 8, %2;\n" ::"r"(dst), "l"(gmem),
+               "r"(valid ? 8 : 0)
+               : "memory");
+}
+__device__ __forceinline__ void CpAsyncCommit() {
+  asm volatile("cp.async.commit_group;\n" ::: "memory");
+}
+template <int kPending>
+__device__ __forceinline__ void CpAsyncWait() {
+  asm volatile("cp.async.wait_group %0;\n" ::"n"(kPending) : "memory");
+}
 // Makes this thread's generic-proxy shared stores visible to the tensor cores' async proxy.
 __device__ __forceinline__ void FenceProxyAsync() {
   asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");
@@ -111,74 +125,99 @@ __global__ void __launch_bounds__(128 * kWgs, 1) CgemmConjSm90Kernel(const __gri
 #if CONV2D_HAS_WGMMA
   constexpr Tile kT = MakeTile(kWgs, kN);
   constexpr int kThreads = 128 * kWgs;
-  constexpr int kCopies = CopiesPerThread(kN, kThreads);
   constexpr int kAcc = kN / 2;
   constexpr uint32_t kSign = 0x80000000u;
   extern __shared__ __align__(128) unsigned char smem[];
   const int tid = threadIdx.x, lane = tid & 31, warp = (tid >> 5) & 3, wg = tid >> 7;
   const int t = lane & 3;
   const int chunks = (p.k + kBk - 1) / kBk;
-  const uint32_t smem_base = static_cast<uint32_t>(__cvta_generic_to_shared(smem));
+  const int stages = (p.items - static_cast<int>(blockIdx.x) + static_cast<int>(gridDim.x) - 1) /
+                     static_cast<int>(gridDim.x) * chunks;
+  unsigned char* const planes = smem + kStaged * kT.staged_bytes;
+  const uint32_t planes_base = static_cast<uint32_t>(__cvta_generic_to_shared(planes));
+
+  // Stage q of this CTA: item blockIdx.x + (q / chunks) * gridDim.x, chunk q % chunks.
+  auto item_of = [&](int q) {
+    return static_cast<int>(blockIdx.x) + q / chunks * static_cast<int>(gridDim.x);
+  };
+  // Enqueues the raw copies of stage q into raw buffer q % kStaged (zeros past n, m and k).
+  auto fetch = [&](int q) {
+    if (q < stages) {
+      const Item it = ItemOf(item_of(q), p.tiles_m, p.tiles_n);
+      const int l0 = q % chunks * kBk;
+      const float2* A = p.a + it.f * p.stride_a;
+      const float2* B = p.b + it.f * p.stride_b;
+      float2* raw = reinterpret_cast<float2*>(smem + (q % kStaged) * kT.staged_bytes);
+      const int j0 = it.tn * kT.rows, i0 = it.tm * kN;
+#pragma unroll
+      for (int r = 0; r < FilterCopies(kT.rows, kThreads); ++r) {
+        const int e = tid + r * kThreads, x = e % kT.rows, kk = e / kT.rows;
+        const int j = j0 + x, l = l0 + kk;
+        const bool ok = j < p.n && l < p.k;
+        CpAsync8(raw + StagedOffset(kT.ld_filter, x, kk),
+                 ok ? B + j + static_cast<int64_t>(l) * p.ldb : B, ok);
+      }
+      float2* raw_in = raw + kBk * kT.ld_filter;
+#pragma unroll
+      for (int r = 0; r < InputCopies(kN, kThreads); ++r) {
+        const int e = tid + r * kThreads, x = e % kN, kk = e / kN;
+        if (kk < kBk) {
+          const int i = i0 + x, l = l0 + kk;
+          const bool ok = i < p.m && l < p.k;
+          CpAsync8(raw_in + StagedOffset(kT.ld_input, x, kk),
+                   ok ? A + i + static_cast<int64_t>(l) * p.lda : A, ok);
+        }
+      }
+    }
+    CpAsyncCommit();  // an empty group past the end keeps the group count uniform
+  };
 
   float2 fa[kSteps][2];  // the filter fragments of a stage: K step s, rows g and g + 8
-  float2 xb[kCopies];    // this thread's copies of a stage's input-spectrum tile
-
-  auto load = [&](int64_t item, int chunk) {
-    const Item it = ItemOf(item, p.tiles_m, p.tiles_n);
-    const float2* A = p.a + it.f * p.stride_a;
-    const float2* B = p.b + it.f * p.stride_b;
-    const int l0 = chunk * kBk;
-    const int j0 = it.tn * (kRowsPerWg * kWgs) + kRowsPerWg * wg;
+  // From raw stage q: this thread's filter fragments into fa, the input tile split into the
+  // planes of buffer q % 2.
+  auto prepare = [&](int q) {
+    const float2* raw = reinterpret_cast<const float2*>(smem + (q % kStaged) * kT.staged_bytes);
 #pragma unroll
     for (int s = 0; s < kSteps; ++s) {
 #pragma unroll
       for (int h = 0; h < 2; ++h) {
-        const int j = j0 + FragRow(warp, lane, h), l = l0 + 4 * s + t;
-        fa[s][h] = j < p.n && l < p.k ? __ldg(B + j + static_cast<int64_t>(l) * p.ldb)
-                                      : make_float2(0.0f, 0.0f);
+        fa[s][h] = raw[StagedOffset(kT.ld_filter, kRowsPerWg * wg + FragRow(warp, lane, h),
+                                    4 * s + t)];
       }
     }
-    const int i0 = it.tm * kN;
-#pragma unroll
-    for (int r = 0; r < kCopies; ++r) {
-      const Copy cp = CopyOf(kN, kThreads, tid, r);
-      const int i = i0 + cp.c, l = l0 + cp.kk;
-      xb[r] = cp.valid && i < p.m && l < p.k ? __ldg(A + i + static_cast<int64_t>(l) * p.lda)
-                                             : make_float2(0.0f, 0.0f);
-    }
-  };
-  // The copies, split, into buffer `buf`: real parts at K slot kk % 4, imaginary at + 4.
-  auto store = [&](int buf) {
-    unsigned char* hi_plane = smem + buf * kT.buffer_bytes;
+    const float2* raw_in = raw + kBk * kT.ld_filter;
+    unsigned char* hi_plane = planes + (q & 1) * kT.buffer_bytes;
     unsigned char* lo_plane = hi_plane + kT.plane_bytes;
 #pragma unroll
-    for (int r = 0; r < kCopies; ++r) {
+    for (int r = 0; r < CopiesPerThread(kN, kThreads); ++r) {
       const Copy cp = CopyOf(kN, kThreads, tid, r);
       if (!cp.valid) continue;
-      const int s = cp.kk >> 2, q = cp.kk & 3;
+      const float2 x = raw_in[StagedOffset(kT.ld_input, cp.c, cp.kk)];
+      const int s = cp.kk >> 2, q4 = cp.kk & 3;
       uint32_t hi, lo;
-      SplitTf32(xb[r].x, hi, lo);
-      *reinterpret_cast<uint32_t*>(hi_plane + PlaneOffset(kN, cp.c, s, q)) = hi;
-      *reinterpret_cast<uint32_t*>(lo_plane + PlaneOffset(kN, cp.c, s, q)) = lo;
-      SplitTf32(xb[r].y, hi, lo);
-      *reinterpret_cast<uint32_t*>(hi_plane + PlaneOffset(kN, cp.c, s, q + 4)) = hi;
-      *reinterpret_cast<uint32_t*>(lo_plane + PlaneOffset(kN, cp.c, s, q + 4)) = lo;
+      SplitTf32(x.x, hi, lo);
+      *reinterpret_cast<uint32_t*>(hi_plane + PlaneOffset(kN, cp.c, s, q4)) = hi;
+      *reinterpret_cast<uint32_t*>(lo_plane + PlaneOffset(kN, cp.c, s, q4)) = lo;
+      SplitTf32(x.y, hi, lo);
+      *reinterpret_cast<uint32_t*>(hi_plane + PlaneOffset(kN, cp.c, s, q4 + 4)) = hi;
+      *reinterpret_cast<uint32_t*>(lo_plane + PlaneOffset(kN, cp.c, s, q4 + 4)) = lo;
     }
     FenceProxyAsync();
   };
 
-  int64_t item = blockIdx.x;
-  if (item >= p.items) return;
-  int chunk = 0, buf = 0;
-  load(item, 0);
-  store(0);
+  if (stages == 0) return;
+#pragma unroll
+  for (int q = 0; q < kStaged - 1; ++q) fetch(q);
+  CpAsyncWait<kStaged - 2>();  // stage 0 landed (this thread's copies)...
+  __syncthreads();             // ...and everyone's
+  prepare(0);
   __syncthreads();
 
   float run_re[kAcc], run_im[kAcc], par_re[kAcc], par_im[kAcc];
 #pragma unroll
   for (int v = 0; v < kAcc; ++v) run_re[v] = run_im[v] = par_re[v] = par_im[v] = 0.0f;
 
-  while (true) {
+  for (int q = 0; q < stages; ++q) {
     // 1. A fragments: Re uses slots (Br, Bi), Im uses (-Bi, Br); the split commutes with negation.
     uint32_t re_hi[kSteps][4], re_lo[kSteps][4], im_hi[kSteps][4], im_lo[kSteps][4];
 #pragma unroll
@@ -196,14 +235,8 @@ __global__ void __launch_bounds__(128 * kWgs, 1) CgemmConjSm90Kernel(const __gri
       im_lo[s][2] = re_lo[s][0];
       im_lo[s][3] = re_lo[s][1];
     }
-    const Item cur = ItemOf(item, p.tiles_m, p.tiles_n);
-    const bool last_chunk = chunk == chunks - 1;
-    const int64_t next_item = last_chunk ? item + gridDim.x : item;
-    const int next_chunk = last_chunk ? 0 : chunk + 1;
-    const bool has_next = next_item < p.items;
-
     // 2. The stage on the tensor cores, small terms first; the first product starts the partials.
-    const uint32_t stage = smem_base + buf * kT.buffer_bytes;
+    const uint32_t stage = planes_base + static_cast<uint32_t>(q & 1) * kT.buffer_bytes;
     uint64_t desc_hi[kSteps], desc_lo[kSteps];
 #pragma unroll
     for (int s = 0; s < kSteps; ++s) {
@@ -231,8 +264,15 @@ __global__ void __launch_bounds__(128 * kWgs, 1) CgemmConjSm90Kernel(const __gri
     }
     WgmmaCommit();
 
-    // 3. The next stage's operands, in flight while the tensor cores work.
-    if (has_next) load(next_item, next_chunk);
+    // 3. While the tensor cores work: fetch stage q + 3 (into the raw buffer stage q - 1 used,
+    // read by everyone before the last barrier) and prepare stage q + 1 (its planes were last
+    // read by stage q - 1's wgmma, which every warpgroup waited for before the last barrier).
+    fetch(q + kStaged - 1);
+    if (q + 1 < stages) {
+      CpAsyncWait<kStaged - 2>();  // stage q + 1 landed (this thread's copies)...
+      __syncthreads();             // ...and everyone's
+      prepare(q + 1);
+    }
 
     // 4. Fold; store C after an item's last stage.
     WgmmaWaitAll();
@@ -243,9 +283,10 @@ __global__ void __launch_bounds__(128 * kWgs, 1) CgemmConjSm90Kernel(const __gri
       run_re[v] += par_re[v];
       run_im[v] += par_im[v];
     }
-    if (last_chunk) {
+    if (q % chunks == chunks - 1) {
+      const Item cur = ItemOf(item_of(q), p.tiles_m, p.tiles_n);
       float2* C = p.c + cur.f * p.stride_c;
-      const int j0 = cur.tn * (kRowsPerWg * kWgs) + kRowsPerWg * wg;
+      const int j0 = cur.tn * kT.rows + kRowsPerWg * wg;
       const int i0 = cur.tm * kN;
 #pragma unroll
       for (int v = 0; v < kAcc; v += 2) {
@@ -267,15 +308,9 @@ __global__ void __launch_bounds__(128 * kWgs, 1) CgemmConjSm90Kernel(const __gri
         run_re[v] = run_im[v] = run_re[v + 1] = run_im[v + 1] = 0.0f;
       }
     }
-    if (!has_next) break;
-
-    // 5. The next stage into the other buffer (its last readers finished before the last barrier).
-    store(buf ^ 1);
-    __syncthreads();
-    buf ^= 1;
-    item = next_item;
-    chunk = next_chunk;
+    __syncthreads();  // stage q + 1's planes are complete; raw stage q + 1 is read
   }
+  CpAsyncWait<0>();  // no copy may outlive the CTA's shared memory
 #endif
 }
 
@@ -342,7 +377,11 @@ absl::Status CgemmConjBatched3xTf32Sm90(const fft_tiled::GemmLayout& l, const vo
   p.stride_c = l.stride_c;
   p.tiles_m = grid.tiles_m;
   p.tiles_n = grid.tiles_n;
-  p.items = grid.items;
+  if (grid.items > std::numeric_limits<int>::max() / 2) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("cgemm_3xtf32: ", grid.items, " work items exceed the kernel's int range"));
+  }
+  p.items = static_cast<int>(grid.items);
   if (tile.wgs == 2) {
     return tile.n_cols == 32 ? Launch<2, 32>(p, stream) : Launch<2, 56>(p, stream);
   }

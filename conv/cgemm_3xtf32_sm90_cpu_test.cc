@@ -1,6 +1,6 @@
 // The wgmma kernel of the 3xTF32 channel mix (cgemm_3xtf32_sm90.cu) replayed on the CPU: each
-// thread's global loads and shared stores (into a NaN-filled image of the two TF32 planes), its
-// A fragments, the shared operand read back through the matrix descriptor as the PTX ISA defines
+// thread's copies into the raw stage and its split into the two TF32 planes (both NaN-filled
+// images), its A fragments, the shared operand read back through the matrix descriptor as the PTX ISA defines
 // it (start address, leading byte offset between K-adjacent core matrices, stride byte offset
 // between the next 8 columns; no swizzle), wgmma.m64nNk8 emulated from the ISA's fragment maps
 // written out independently here, the fold, and the epilogue. C is compared with fp64 on every
@@ -73,6 +73,28 @@ TEST(Sm90LayoutTest, TilesAndPlanes) {
       for (int v : seen) EXPECT_EQ(v, 1);
     }
   }
+  // Staged rows: a half-warp's 8-byte reads land on 16 distinct bank pairs, for the fragment
+  // loads (lanes: 8 rows g by 4 k t) and for the split (4 k by 4 columns).
+  for (int wgs : {1, 2}) {
+    for (int n_cols : {32, 56}) {
+      const Tile T = MakeTile(wgs, n_cols);
+      for (int ld : {T.ld_filter, T.ld_input}) {
+        EXPECT_EQ(ld % 16, kStagePad);
+        for (int half = 0; half < 2; ++half) {
+          std::vector<int> frag, split;
+          for (int lane = 16 * half; lane < 16 * half + 16; ++lane) {
+            frag.push_back(StagedOffset(ld, lane / 4, lane % 4) % 16);
+            split.push_back(StagedOffset(ld, (lane / 4) % 8, lane % 4) % 16);
+          }
+          for (auto* v : {&frag, &split}) {
+            std::sort(v->begin(), v->end());
+            EXPECT_EQ(std::unique(v->begin(), v->end()), v->end()) << "bank conflict, ld " << ld;
+          }
+        }
+      }
+      EXPECT_LE(T.smem_bytes, 227 * 1024);
+    }
+  }
 }
 
 // wgmma.mma_async.m64nNk8.f32.tf32.tf32 with A in registers, for one warpgroup, from the ISA:
@@ -120,7 +142,7 @@ void Replay(const GemmLayout& l, const std::vector<Cplx>& a, const std::vector<C
   const int chunks = (l.k + kBk - 1) / kBk;
   const uint32_t kNan = 0x7fc00000u;
   for (int cta = 0; cta < grid_ctas; ++cta) {
-    for (int64_t item = cta; item < G.items; item += grid_ctas) {
+    for (int item = cta; item < G.items; item += grid_ctas) {
       const Item it = ItemOf(item, G.tiles_m, G.tiles_n);
       const int64_t fa = it.f * l.stride_a, fb = it.f * l.stride_b, fc = it.f * l.stride_c;
       // run[tid][v], par[tid][v] for Re and Im, per warpgroup.
@@ -131,15 +153,31 @@ void Replay(const GemmLayout& l, const std::vector<Cplx>& a, const std::vector<C
       }
       for (int chunk = 0; chunk < chunks; ++chunk) {
         const int l0 = chunk * kBk;
-        // Shared stores of the stage (the buffer is NaN before).
+        // The raw stage, as the cp.async copies fill it (NaN where nothing is copied).
+        std::vector<Cplx> raw(kBk * (T.ld_filter + T.ld_input), Cplx{NAN, NAN});
+        Cplx* raw_in = raw.data() + kBk * T.ld_filter;
+        for (int tid = 0; tid < T.threads; ++tid) {
+          for (int r = 0; r < FilterCopies(T.rows, T.threads); ++r) {
+            const int e = tid + r * T.threads, x = e % T.rows, kk = e / T.rows;
+            const int j = it.tn * T.rows + x, ll = l0 + kk;
+            raw.at(StagedOffset(T.ld_filter, x, kk)) =
+                j < l.n && ll < l.k ? b.at(fb + j + static_cast<int64_t>(ll) * l.ldb) : Cplx{0, 0};
+          }
+          for (int r = 0; r < InputCopies(kN, T.threads); ++r) {
+            const int e = tid + r * T.threads, x = e % kN, kk = e / kN;
+            if (kk >= kBk) continue;
+            const int i = it.tm * kN + x, ll = l0 + kk;
+            raw_in[StagedOffset(T.ld_input, x, kk)] =
+                i < l.m && ll < l.k ? a.at(fa + i + static_cast<int64_t>(ll) * l.lda) : Cplx{0, 0};
+          }
+        }
+        // The split into the planes (NaN before).
         std::vector<uint32_t> smem(T.buffer_bytes / 4, kNan);
         for (int tid = 0; tid < T.threads; ++tid) {
           for (int r = 0; r < CopiesPerThread(kN, T.threads); ++r) {
             const Copy cp = CopyOf(kN, T.threads, tid, r);
             if (!cp.valid) continue;
-            const int i = it.tm * kN + cp.c, ll = l0 + cp.kk;
-            const Cplx x = i < l.m && ll < l.k ? a.at(fa + i + static_cast<int64_t>(ll) * l.lda)
-                                               : Cplx{0, 0};
+            const Cplx x = raw_in[StagedOffset(T.ld_input, cp.c, cp.kk)];
             uint32_t hi, lo;
             const int s = cp.kk / 4, q = cp.kk % 4;
             SplitTf32(x.x, hi, lo);
@@ -159,10 +197,8 @@ void Replay(const GemmLayout& l, const std::vector<Cplx>& a, const std::vector<C
               const int warp = tid / 32, lane = tid % 32, t = lane % 4;
               Cplx f[2];
               for (int h = 0; h < 2; ++h) {
-                const int j = it.tn * kRowsPerWg * T.wgs + kRowsPerWg * wg + FragRow(warp, lane, h);
-                const int ll = l0 + 4 * s + t;
-                f[h] = j < l.n && ll < l.k ? b.at(fb + j + static_cast<int64_t>(ll) * l.ldb)
-                                           : Cplx{0, 0};
+                f[h] = raw.at(
+                    StagedOffset(T.ld_filter, kRowsPerWg * wg + FragRow(warp, lane, h), 4 * s + t));
               }
               SplitTf32(f[0].x, re_hi[tid][0], re_lo[tid][0]);
               SplitTf32(f[1].x, re_hi[tid][1], re_lo[tid][1]);

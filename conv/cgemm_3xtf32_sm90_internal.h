@@ -8,21 +8,21 @@
 // part, slot t + 4 the imaginary part. So one instruction pair gives both outputs:
 //   Re C = sum Br*Ar + Bi*Ai : A operand slots (Br, Bi), B operand slots (Ar, Ai)
 //   Im C = sum Br*Ai - Bi*Ar : A operand slots (-Bi, Br), the same B operand
-// The A operand (the filter spectrum) comes from registers, loaded by each thread straight from
-// global memory in the wgmma fragment layout and split there (each element is split once per CTA,
-// by the one thread that holds it). The B operand (the input spectrum) goes global -> registers ->
-// split -> shared memory as two TF32 planes (hi, lo), in the no-swizzle K-major layout that wgmma
-// reads through a matrix descriptor: 8 x 16-byte core matrices of 8 columns by 4 K slots, the K
-// neighbour 128 bytes on (the descriptor's leading byte offset), the column-group neighbour 256
-// bytes on (its stride byte offset).
+// Both operands reach shared memory raw, by cp.async, kStaged stages ahead. The A operand (the
+// filter spectrum) goes on to registers in the wgmma fragment layout and is split there (each
+// element once per CTA, by the one thread that holds it). The B operand (the input spectrum) is
+// split into two TF32 planes (hi, lo) in the no-swizzle K-major layout that wgmma reads through a
+// matrix descriptor: 8 x 16-byte core matrices of 8 columns by 4 K slots, the K neighbour 128
+// bytes on (the descriptor's leading byte offset), the column-group neighbour 256 bytes on (its
+// stride byte offset).
 //
 // Each product a*b is lo_a*hi_b + hi_a*lo_b + hi_a*hi_b. The tensor cores sum each stage of kBk
 // complex k (the first instruction with scale-d = 0) into partials that fp32 adds fold into the
 // running sums: see cgemm_3xtf32.cu's ComputeStage for why (accuracy).
 //
 // CTAs are persistent: each walks work items (f, m tile, n tile) = blockIdx.x, + gridDim.x, ...,
-// and its pipeline (registers for the next stage's operands, two shared-memory buffers) runs on
-// across items, so the load latency of one item's first stage hides behind the last one's math.
+// and its pipeline (raw stages in flight, two split buffers) runs on across items, so the load
+// latency of one item's first stages hides behind the last one's math.
 #ifndef CONV2D_CONV_CGEMM_3XTF32_SM90_INTERNAL_H_
 #define CONV2D_CONV_CGEMM_3XTF32_SM90_INTERNAL_H_
 
@@ -40,25 +40,52 @@ constexpr int kCoreBytes = 128;    // one core matrix: 8 columns x 16 bytes
 constexpr int kLeadingBytes = 128;  // descriptor LBO: the K-neighbour core matrix
 constexpr int kStrideBytes = 256;   // descriptor SBO: the next 8 columns
 
+constexpr int kStaged = 4;          // stages of raw operands in flight (cp.async)
+constexpr int kStagePad = 4;        // staged rows padded to 4 (mod 16) complex: see StagedOffset
+
 // A CTA: kWgs warpgroups (n rows 64*kWgs) by kN columns of m.
 struct Tile {
-  int wgs = 0;   // 1 or 2
+  int wgs = 0;     // 1 or 2
   int n_cols = 0;  // kN: 32 or 56
   int threads = 0;
-  int plane_bytes = 0;  // one TF32 plane of one stage: kSteps K steps of kN columns
+  int rows = 0;          // n rows: 64 * wgs
+  int ld_filter = 0;     // staged filter rows (one per k), complex
+  int ld_input = 0;      // staged input-spectrum rows (one per k), complex
+  int staged_bytes = 0;  // one raw stage: filter [kBk][ld_filter] then input [kBk][ld_input]
+  int plane_bytes = 0;   // one TF32 plane of one stage: kSteps K steps of kN columns
   int buffer_bytes = 0;  // hi and lo planes
-  int smem_bytes = 0;    // two buffers
+  int smem_bytes = 0;    // kStaged raw stages, then two split buffers
 };
 CONV2D_HOST_DEVICE constexpr Tile MakeTile(int wgs, int n_cols) {
   Tile t;
   t.wgs = wgs;
   t.n_cols = n_cols;
   t.threads = 128 * wgs;
+  t.rows = kRowsPerWg * wgs;
+  t.ld_filter = t.rows + kStagePad;
+  t.ld_input = n_cols + ((kStagePad - n_cols) % 16 + 16) % 16;
+  t.staged_bytes = kBk * (t.ld_filter + t.ld_input) * 8;
   t.plane_bytes = kSteps * (n_cols / 8) * 2 * kCoreBytes;
   t.buffer_bytes = 2 * t.plane_bytes;
-  t.smem_bytes = 2 * t.buffer_bytes;
+  t.smem_bytes = kStaged * t.staged_bytes + 2 * t.buffer_bytes;
   return t;
 }
+
+// Raw stages are filled by 8-byte cp.async (the spectra's leading dimensions can be odd), copy
+// r of thread tid taking filter element (row j, k kk) = e % rows, e / rows and input element
+// (column c, k kk) = e % kN, e / kN for e = tid + r * threads: consecutive threads, consecutive
+// addresses in global and shared memory.
+CONV2D_HOST_DEVICE constexpr int FilterCopies(int rows, int threads) {
+  return kBk * rows / threads;
+}
+CONV2D_HOST_DEVICE constexpr int InputCopies(int n_cols, int threads) {
+  return (kBk * n_cols + threads - 1) / threads;
+}
+// Complex offset of staged element (row or column x, k kk) in a part with leading dimension ld.
+// ld = 4 (mod 16) complex keeps both readers conflict-free: fragment loads (8 lanes x, 4 lanes
+// kk) and the split (4 lanes kk, 8 lanes x) each put a half-warp's 16 8-byte words on 16
+// distinct bank pairs.
+CONV2D_HOST_DEVICE inline int StagedOffset(int ld, int x, int kk) { return kk * ld + x; }
 
 // One warpgroup for n <= 64, else two; 32 columns for m <= 32, else 56 (64 spilled registers).
 inline Tile ChooseTile(const fft_tiled::GemmLayout& l) {
@@ -79,12 +106,11 @@ inline Grid MakeGrid(const fft_tiled::GemmLayout& l, const Tile& t) {
 
 // Work item -> (m tile, n tile, f); m tiles vary fastest (they share B_f in L2).
 struct Item {
-  int tm, tn;
-  int64_t f;
+  int tm, tn, f;
 };
-CONV2D_HOST_DEVICE inline Item ItemOf(int64_t item, int tiles_m, int tiles_n) {
-  const int64_t rest = item / tiles_m;
-  return {static_cast<int>(item % tiles_m), static_cast<int>(rest % tiles_n), rest / tiles_n};
+CONV2D_HOST_DEVICE inline Item ItemOf(int item, int tiles_m, int tiles_n) {
+  const int rest = item / tiles_m;
+  return {item % tiles_m, rest % tiles_n, rest / tiles_n};
 }
 
 // Byte offset, within one plane of one stage, of B-operand element (column c < kN, K step s,
@@ -94,10 +120,11 @@ CONV2D_HOST_DEVICE inline int PlaneOffset(int n_cols, int c, int s, int q) {
          (c & 7) * 16 + (q & 3) * 4;
 }
 
-// The element of a stage that copy r of thread tid moves: column c, complex k index kk < kBk
-// (K step kk / 4, slot kk % 4 for the real part, + 4 for the imaginary part). Four consecutive
-// threads take four consecutive k of one column, eight such groups eight consecutive columns: a
-// warp's shared stores of one plane hit 32 distinct banks. `valid` is false past the stage.
+// The element of a stage that split r of thread tid moves from the raw stage into the planes:
+// column c, complex k index kk < kBk (K step kk / 4, slot kk % 4 for the real part, + 4 for the
+// imaginary part). Four consecutive threads take four consecutive k of one column, eight such
+// groups eight consecutive columns: a warp's stores into a plane hit 32 distinct banks. `valid`
+// is false past the stage.
 struct Copy {
   int c, kk;
   bool valid;
@@ -108,7 +135,7 @@ CONV2D_HOST_DEVICE inline Copy CopyOf(int n_cols, int threads, int tid, int r) {
   const int c = rest % n_cols, s = rest / n_cols;
   return {c, 4 * s + t, s < kSteps};
 }
-// Copies per thread and stage.
+// Splits per thread and stage.
 CONV2D_HOST_DEVICE constexpr int CopiesPerThread(int n_cols, int threads) {
   return (kBk * n_cols + threads - 1) / threads;
 }
