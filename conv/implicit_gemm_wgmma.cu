@@ -14,10 +14,10 @@
 // Pipeline, per CTA (two warpgroups, 256 threads, no producer warp):
 //   k-tile kt lives in stage kt % kStages. At the top of iteration kt each thread waits for its
 //   own cp.async groups up to tile kt, fences them to the async proxy (wgmma reads shared memory
-//   through it), and a barrier publishes everyone's. Then tile kt + kAhead is issued into the
-//   stage that tile kt - 2 used: that tile's wgmma are complete, because every k8 step waits
-//   for the previous step's group (wgmma.wait_group 1) before issuing more, so at the barrier at
-//   most the last step of tile kt - 1 is in flight.
+//   through it), and a barrier publishes everyone's. After the first k8 step's wgmma are issued,
+//   tile kt + kAhead is issued into the stage that tile kt - 2 used: that tile's wgmma are
+//   complete, because every k8 step waits for the previous step's group (wgmma.wait_group 1)
+//   before issuing more, so past the barrier at most the last step of tile kt - 1 is in flight.
 //   Per k8 step, each thread loads its 4 A fragment values, splits them (4 x hi, 4 x lo), then
 //   wgmma.fence, three wgmma (lo*Bhi, hi*Blo, hi*Bhi) on the same accumulators, commit, and
 //   wait_group 1, so that the tensor core always has the next step queued while this thread
@@ -294,13 +294,6 @@ __global__ void __launch_bounds__(kThreads, Config<BN>::kMinBlocks)
     CpAsyncWait<C::kAhead - 1>();
     FenceProxyAsync();
     __syncthreads();
-    {
-      const int next = kt + C::kAhead;
-      int next_stage = stage + C::kAhead;
-      if (next_stage >= C::kStages) next_stage -= C::kStages;
-      if (next < p.k_tiles) load_tile(next, next_stage);
-      CpAsyncCommit();
-    }
 
     const uint32_t sb = smem_base + stage * C::kStageBytes;
     const uint64_t desc_hi = MakeDescriptor(sb);
@@ -318,6 +311,15 @@ __global__ void __launch_bounds__(kThreads, Config<BN>::kMinBlocks)
       Wgmma<BN>(acc, hi, DescriptorAtStep(desc_lo, j), 1);
       Wgmma<BN>(acc, hi, DescriptorAtStep(desc_hi, j), 1);
       WgmmaCommit();
+      if (j == 0) {
+        // Issue tile kt + kAhead only now, with this step's wgmma queued behind the previous
+        // tile's last ones, so the tensor core has work while the copies are issued.
+        const int next = kt + C::kAhead;
+        int next_stage = stage + C::kAhead;
+        if (next_stage >= C::kStages) next_stage -= C::kStages;
+        if (next < p.k_tiles) load_tile(next, next_stage);
+        CpAsyncCommit();
+      }
       WgmmaWait<1>();
     }
 
