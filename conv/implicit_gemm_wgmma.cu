@@ -4,7 +4,8 @@
 // Accuracy. The arithmetic is implicit_gemm_3xtf32's, whose error argument (top of
 // implicit_gemm_3xtf32.cu, model replayed in its CPU test) carries over unchanged:
 //  - v = hi + lo, hi = rna_tf32(v), lo = rna_tf32(v - hi); a*b ~ a_lo*b_hi + a_hi*b_lo + a_hi*b_hi,
-//    each product off by ~3*2^-22|ab| at most.
+//    each product off by ~3*2^-22|ab| at most. (The input's lo is truncated to TF32 by the tensor
+//    core instead of rounded, see SplitA: still ~2^-22|ab| per product, negligible.)
 //  - Per k8 step the three products go into one fp32 accumulator in that order (small terms
 //    first); the accumulator holds kFoldTiles*kBK = 128 terms, then is added with IEEE fp32
 //    round-to-nearest into a second register set and reset. This bounds the partial sums that the
@@ -101,12 +102,14 @@ Params MakeParams(const Shape& s, int bn) {
 
 namespace {
 
-// v = hi + lo in TF32, both rounded to nearest (ties away): the split of the header.
+// v = hi + lo in TF32, both rounded to nearest (ties away): the split of the header. Used for the
+// filter, once per call.
 __device__ __forceinline__ void Split(float v, uint32_t& hi, uint32_t& lo) {
   asm("cvt.rna.tf32.f32 %0, %1;\n" : "=r"(hi) : "f"(v));
   const float rest = __fsub_rn(v, __uint_as_float(hi));
   asm("cvt.rna.tf32.f32 %0, %1;\n" : "=r"(lo) : "f"(rest));
 }
+
 
 // The filter split into the workspace: one thread per float of the image (hi and lo planes of
 // every (N tile, k-tile), each a swizzled BN x kBK tile; zero past Cout and K). Runs on any GPU.
@@ -136,6 +139,16 @@ __global__ void SplitFilterKernel(const float* __restrict__ w, float* __restrict
 
 __device__ __forceinline__ uint32_t SharedAddress(const void* p) {
   return static_cast<uint32_t>(__cvta_generic_to_shared(p));
+}
+
+// The input's split, in the main loop: hi rounded as above, lo = v - hi (exact) handed to wgmma
+// as it is. The tensor core reads a .tf32 operand's top 19 bits only, so lo is truncated to TF32
+// instead of rounded: at most 2^-11|lo| <= 2^-22|v| off instead of 2^-23|v|, the size of the
+// a_lo*b_lo term already dropped, and it saves the cvt (four instructions: sm_90 has no native
+// one) on every element.
+__device__ __forceinline__ void SplitA(float v, uint32_t& hi, uint32_t& lo) {
+  asm("cvt.rna.tf32.f32 %0, %1;\n" : "=r"(hi) : "f"(v));
+  lo = __float_as_uint(__fsub_rn(v, __uint_as_float(hi)));
 }
 
 template <int kBytes>
@@ -258,7 +271,8 @@ __global__ void __launch_bounds__(kThreads, Config<BN>::kMinBlocks)
     const uint32_t sb = smem_base + stage * C::kStageBytes;
     const uint32_t sa = sb + 2 * C::kBTileBytes;
     a_gather.ForEach(p, kt, [&](int s, int g, bool valid) {
-      CpAsync<kVecA ? 16 : 4>(sa + 4 * s, x + g, valid);
+      // g >= 0 (CheckIndexing): unsigned, its widening to 64 bits is free.
+      CpAsync<kVecA ? 16 : 4>(sa + 4 * s, x + static_cast<uint32_t>(g), valid);
     });
     const float* src = b_src + int64_t{kt} * 2 * C::kBTileFloats;
 #pragma unroll
@@ -305,7 +319,7 @@ __global__ void __launch_bounds__(kThreads, Config<BN>::kMinBlocks)
       uint32_t(&hi)[4] = a_hi[j & 1];
       uint32_t(&lo)[4] = a_lo[j & 1];
 #pragma unroll
-      for (int r = 0; r < 4; ++r) Split(sa[AFragIndex(wg, warp, j, lane, r)], hi[r], lo[r]);
+      for (int r = 0; r < 4; ++r) SplitA(sa[AFragIndex(wg, warp, j, lane, r)], hi[r], lo[r]);
       WgmmaFence();
       Wgmma<BN>(acc, lo, DescriptorAtStep(desc_hi, j), j == 0 ? keep : 1);
       Wgmma<BN>(acc, hi, DescriptorAtStep(desc_lo, j), 1);

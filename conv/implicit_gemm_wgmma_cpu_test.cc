@@ -34,9 +34,24 @@ float RoundTf32(float v) {
   std::memcpy(&r, &u, 4);
   return r;
 }
+// The tensor core's view of a .tf32 operand: its top 19 bits (the low 13 ignored).
+float TruncTf32(float v) {
+  uint32_t u;
+  std::memcpy(&u, &v, 4);
+  u &= 0xFFFFE000u;
+  float r;
+  std::memcpy(&r, &u, 4);
+  return r;
+}
+// The filter's split (SplitFilterKernel) ...
 void SplitHost(float v, float* hi, float* lo) {
   *hi = RoundTf32(v);
   *lo = RoundTf32(v - *hi);
+}
+// ... and the input's (SplitA), lo as the tensor core reads it.
+void SplitHostA(float v, float* hi, float* lo) {
+  *hi = RoundTf32(v);
+  *lo = TruncTf32(v - *hi);
 }
 
 // ---- The PTX ISA's tables, written out again (not the kernel's AFragIndex/AccCoord).
@@ -172,7 +187,7 @@ void EmulateTile(const Shape& s, const Params& p, int tile, const std::vector<fl
               const float v = at(sa + 4 * AFragIndex(wg, warp, j, lane, reg));
               ASSERT_FALSE(std::isnan(v)) << "A fragment reads an unwritten word";
               float hi, lo;
-              SplitHost(v, &hi, &lo);
+              SplitHostA(v, &hi, &lo);
               const int r = PtxARow(warp, lane, reg), c = PtxACol(lane, reg);
               a_hi[r][c] = hi;
               a_lo[r][c] = lo;
@@ -187,8 +202,9 @@ void EmulateTile(const Shape& s, const Params& p, int tile, const std::vector<fl
         std::vector<double> b_hi(8 * BN), b_lo(8 * BN);
         for (int n = 0; n < BN; ++n)
           for (int k = 0; k < 8; ++k) {
-            b_hi[k * BN + n] = at(SwizzledAddress(dh, n, k));
-            b_lo[k * BN + n] = at(SwizzledAddress(dl, n, k));
+            // Already TF32 values (the split rounded them): the tensor core's truncation is exact.
+            b_hi[k * BN + n] = TruncTf32(at(SwizzledAddress(dh, n, k)));
+            b_lo[k * BN + n] = TruncTf32(at(SwizzledAddress(dl, n, k)));
             ASSERT_FALSE(std::isnan(b_hi[k * BN + n]) || std::isnan(b_lo[k * BN + n]));
           }
         // lo*Bhi (scale-d 0 at a chunk's first step), hi*Blo, hi*Bhi.
@@ -248,7 +264,8 @@ void CheckShape(const Shape& s, uint64_t seed) {
     EmulateTile<BN, kVecA>(s, p, tile, x, ws, y, writes);
     if (::testing::Test::HasFatalFailure()) return;
   }
-  // The split drops a_lo*b_lo and rounds lo: each product is off by at most ~2^-21 |ab|. A
+  // The split drops a_lo*b_lo and rounds or truncates lo: each product is off by at most
+  // ~2^-21 |ab|. A
   // misplaced operand would be off by a whole |ab| term, ~sum|ab|/K, far above the bound.
   std::vector<float> ax(x.size()), aw(w.size());
   for (size_t i = 0; i < x.size(); ++i) ax[i] = std::abs(x[i]);

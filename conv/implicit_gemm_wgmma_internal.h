@@ -191,34 +191,48 @@ CONV2D_IGW_HD bool CanVectorizeA(const Params& p, uintptr_t x) {
 }
 
 // ---- The im2col gather of one thread (x offset of A[m][k] = mbase(m) + kofs(k)).
-// Scalar: thread t owns pixel column t % kBM and k rows (t / kBM)*16 .. +15: a warp's 4-byte
-// copies are 32 consecutive pixels, and one division gives the first (c, p, q), the rest step.
+// Scalar: thread t owns k rows 2*(t/16) and 2*(t/16)+1 of the stage and pixel columns
+// t%16 + 16i, i < 8. Per k-tile it decodes its two rows' (c, p, q) once (two divisions each),
+// and each copy is then one add of offsets it keeps from Init: about 5 instructions per copy,
+// where stepping (c, p, q) per copy cost 18. A warp's copy covers 16 consecutive pixels of two
+// rows 2*kAStride = 16 (mod 32) words apart: 32 distinct banks.
 // Vector: thread t owns pixels 4*(t % 32) .. +3 and k rows t/32 + 8i, i < 4.
 template <bool kVec>
 struct AGather {
-  static constexpr int kRows = kVec ? kBK * kBM / 4 / kThreads : kBK * kBM / kThreads;  // 4 / 16
+  static constexpr int kRows = kVec ? kBK * kBM / 4 / kThreads : 2;  // k rows per thread
+  static constexpr int kCols = kVec ? 1 : kBK * kBM / kThreads / 2;  // pixel columns (scalar): 8
   static constexpr int kRowStep = kVec ? kThreads / 32 : 1;
-  int col = 0;
-  int row0 = 0;
-  int mbase = 0;
-  bool m_valid = false;
+  static constexpr int kColStep = kThreads / (kBK / 2);  // 16
+  int col = 0;   // first pixel column
+  int row0 = 0;  // first k row
+  int mbase[kCols] = {};
+  uint32_t m_valid = 0;  // bit i: column col + i*kColStep is a pixel (< M)
+
+  CONV2D_IGW_HD static int PixelBase(const Params& p, int m) {
+    const int b = p.div_p.Div(m);
+    const int pix = m - b * p.p;
+    const int oh = p.div_ow.Div(pix);
+    const int ow = pix - oh * p.ow;
+    return b * p.cin_hw + oh * p.w + ow;
+  }
 
   CONV2D_IGW_HD void Init(const Params& p, int m0, int tid) {
     if (kVec) {
       col = 4 * (tid % 32);
       row0 = tid / 32;
     } else {
-      col = tid % kBM;
-      row0 = (tid / kBM) * kRows;
+      col = tid % kColStep;
+      row0 = 2 * (tid / kColStep);
     }
-    const int m = m0 + col;
-    m_valid = m < p.m;  // vector form: M % 4 = 0, m % 4 = 0, so this covers all four
-    if (m_valid) {
-      const int b = p.div_p.Div(m);
-      const int pix = m - b * p.p;
-      const int oh = p.div_ow.Div(pix);
-      const int ow = pix - oh * p.ow;
-      mbase = b * p.cin_hw + oh * p.w + ow;
+CONV2D_IGW_UNROLL
+    for (int i = 0; i < kCols; ++i) {
+      // Vector form: M % 4 = 0 and m % 4 = 0, so m < M covers all four pixels.
+      const int m = m0 + col + i * kColStep;
+      mbase[i] = 0;
+      if (m < p.m) {
+        m_valid |= 1u << i;
+        mbase[i] = PixelBase(p, m);
+      }
     }
   }
 
@@ -233,30 +247,24 @@ CONV2D_IGW_UNROLL
         const int kg = kt * kBK + row;
         const int c = p.div_khkw.Div(kg);
         const int r = kg - c * (p.kh * p.kw);  // kw = 1: r is the kernel row
-        const bool valid = m_valid && kg < p.k;
-        f(row * kAStride + col, valid ? mbase + c * p.hw + r * p.w : 0, valid);
+        const bool valid = (m_valid & 1u) && kg < p.k;
+        f(row * kAStride + col, valid ? mbase[0] + c * p.hw + r * p.w : 0, valid);
       }
     } else {
-      const int kg = kt * kBK + row0;
-      const int c = p.div_khkw.Div(kg);
-      const int r = kg - c * (p.kh * p.kw);
-      int kp = p.div_kw.Div(r);
-      int kq = r - kp * p.kw;
-      int kofs = c * p.hw + kp * p.w + kq;
 CONV2D_IGW_UNROLL
-      for (int i = 0; i < kRows; ++i) {
-        const bool valid = m_valid && kg + i < p.k;
-        f((row0 + i) * kAStride + col, valid ? mbase + kofs : 0, valid);
-        ++kq;  // next k: q+1, wrapping to the next kernel row, then the next channel
-        ++kofs;
-        if (kq == p.kw) {
-          kq = 0;
-          ++kp;
-          kofs += p.w - p.kw;
-          if (kp == p.kh) {
-            kp = 0;
-            kofs += p.hw - p.kh * p.w;
-          }
+      for (int j = 0; j < kRows; ++j) {
+        const int row = row0 + j;
+        const int kg = kt * kBK + row;
+        const int c = p.div_khkw.Div(kg);
+        const int r = kg - c * (p.kh * p.kw);
+        const int kp = p.div_kw.Div(r);
+        const int kq = r - kp * p.kw;
+        const int kofs = c * p.hw + kp * p.w + kq;
+        const bool k_valid = kg < p.k;
+CONV2D_IGW_UNROLL
+        for (int i = 0; i < kCols; ++i) {
+          const bool valid = k_valid && ((m_valid >> i) & 1u);
+          f(row * kAStride + col + i * kColStep, valid ? mbase[i] + kofs : 0, valid);
         }
       }
     }
