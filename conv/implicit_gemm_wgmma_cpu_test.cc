@@ -475,6 +475,69 @@ TEST(ImplicitGemmWgmmaPlanTest, VectorGatherConditions) {
   EXPECT_FALSE(CanVectorizeA(MakeParams(Shape{1, 8, 8, 16, 16, 1, 2}, 64), 0));  // Kw != 1
 }
 
+// ---- The accuracy model of the kernel's arithmetic (implicit_gemm_3xtf32's argument, replayed
+// with this kernel's operands): per k8 step three products into an fp32 accumulator that rounds
+// toward zero (the pessimistic tensor-core model: the exact sum of the accumulator and 8
+// products, truncated), input lo truncated to TF32, filter lo rounded; every 128 terms the
+// accumulator is added (IEEE fp32) into the sum.
+float MmaTruncating(float c, const float* a, const float* b) {
+  double s = c;
+  for (int i = 0; i < 8; ++i) s += static_cast<double>(a[i]) * b[i];  // exact: 11x11-bit products
+  float f = static_cast<float>(s);
+  if (std::abs(static_cast<double>(f)) > std::abs(s)) f = std::nextafter(f, 0.0f);
+  return f;
+}
+
+struct ModelError {
+  double rms = 0, worst = 0;
+};
+
+ModelError Model(int k, int fold_terms, int samples, uint64_t seed) {
+  std::vector<float> x = RandomTensor(seed, kInputTensor, int64_t{k} * samples);
+  std::vector<float> w = RandomTensor(seed, kFilterTensor, int64_t{k} * samples);
+  double sum_sq = 0, worst = 0;
+  for (int s = 0; s < samples; ++s) {
+    const float* xs = &x[int64_t{s} * k];
+    const float* ws = &w[int64_t{s} * k];
+    double exact = 0;
+    for (int i = 0; i < k; ++i) exact += static_cast<double>(xs[i]) * ws[i];
+    float acc = 0, sum = 0;
+    for (int k0 = 0; k0 < k; k0 += 8) {
+      float ah[8], al[8], bh[8], bl[8];
+      for (int i = 0; i < 8; ++i) {
+        const bool in = k0 + i < k;
+        SplitHostA(in ? xs[k0 + i] : 0.f, &ah[i], &al[i]);
+        SplitHost(in ? ws[k0 + i] : 0.f, &bh[i], &bl[i]);
+      }
+      acc = MmaTruncating(acc, al, bh);
+      acc = MmaTruncating(acc, ah, bl);
+      acc = MmaTruncating(acc, ah, bh);
+      if ((k0 + 8) % fold_terms == 0) {
+        sum += acc;
+        acc = 0;
+      }
+    }
+    const double err = std::abs(static_cast<double>(sum + acc) - exact);
+    sum_sq += err * err;
+    worst = std::max(worst, err);
+  }
+  return {std::sqrt(sum_sq / samples), worst};
+}
+
+TEST(ImplicitGemmWgmmaAccuracyModel, BlockedAccumulationMeetsTheBar) {
+  constexpr int kFoldTerms = kFoldTiles * kBK;
+  // The longest KernelBot reduction (128 channels, 32x32) and the longest "cnn" one (512, 3x3).
+  for (int k : {131072, 4608}) {
+    const int samples = k > 10000 ? 32 : 300;
+    const ModelError folded = Model(k, kFoldTerms, samples, 1);
+    std::printf("K=%-7d fold every %d terms: rms %.3e worst %.3e\n", k, kFoldTerms, folded.rms,
+                folded.worst);
+    // Outputs near zero have the tightest tolerance, 1e-3.
+    EXPECT_LT(4 * folded.rms, 1e-3) << "K=" << k;
+    EXPECT_LT(folded.worst, 1e-3) << "K=" << k;
+  }
+}
+
 }  // namespace
 }  // namespace implicit_gemm_wgmma_internal
 }  // namespace conv2d
