@@ -8,7 +8,8 @@
 //    core instead of rounded, see SplitA: still ~2^-22|ab| per product, negligible.)
 //  - Per k8 step the three products go into one fp32 accumulator in that order (small terms
 //    first); the accumulator holds kFoldTiles*kBK = 128 terms, then is added with IEEE fp32
-//    round-to-nearest into a second register set and reset. This bounds the partial sums that the
+//    round-to-nearest into a second register set, and the next chunk's first wgmma overwrites
+//    it (scale-d = 0). This bounds the partial sums that the
 //    tensor core's (possibly truncating) accumulation sees, exactly as the verified model does.
 //  - Reductions beyond kMaxReduction (2^18 terms) are declined, as there.
 //
@@ -23,7 +24,7 @@
 //   wgmma.fence, three wgmma (lo*Bhi, hi*Blo, hi*Bhi) on the same accumulators, commit, and
 //   wait_group 1, so that the tensor core always has the next step queued while this thread
 //   prepares the one after. Two register sets of A fragments alternate between steps.
-//   Every kFoldTiles k-tiles: wait_group 0, fold, reset.
+//   Every kFoldTiles k-tiles: wait_group 0 and fold.
 #include <cuda_runtime.h>
 
 #include <cstdint>
@@ -53,10 +54,11 @@ absl::Status CheckIndexing(const Shape& s) {
   if (!st.ok()) return st;
   const int64_t m = s.batch * s.out_h() * s.out_w();
   const int64_t k = s.in_channels * s.kernel_h * s.kernel_w;
-  // Indices formed past the ends: pixel columns up to M + kBM, k up to K + kBK, the scalar
-  // gather's channel offset up to (Cin + kBK + 1)*H*W while it steps past K.
+  // Indices formed past the ends: pixel columns up to M + kBM, channels up to Cout + 128, k up
+  // to K + kBK, and the gathers' x offsets (pixel base + k offset, added before the k < K mask
+  // selects them) up to the input's size plus (kBK + 1)*H*W.
   if (m + kBM > kMax || s.out_channels + 128 > kMax || k + kBK > kMax ||
-      (s.in_channels + kBK + 1) * s.height * s.width > kMax ||
+      s.input_elements() + (kBK + 1) * s.height * s.width > kMax ||
       NumTiles(s, ChooseBN(s)) > kMax) {
     return absl::OutOfRangeError(absl::StrCat(
         "implicit_gemm_wgmma indexes with 32-bit integers; shape ", s.ToString(),
@@ -381,12 +383,18 @@ __global__ void __launch_bounds__(kThreads, Config<BN>::kMinBlocks)
 // unaligned).
 constexpr size_t kWorkspaceAlign = 256;
 
+// Lets the kernel have its dynamic shared memory, and asks for the whole shared/L1 split as
+// shared memory so that BN = 64 gets its two CTAs per SM.
 template <int BN, bool kVecA>
 absl::Status EnableSmem() {
+  RETURN_IF_ERROR(CudaStatus(cudaFuncSetAttribute(ImplicitGemmWgmmaKernel<BN, kVecA>,
+                                                  cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                                  Config<BN>::kSmemBytes),
+                             "implicit_gemm_wgmma: cudaFuncSetAttribute (shared memory size)"));
   return CudaStatus(cudaFuncSetAttribute(ImplicitGemmWgmmaKernel<BN, kVecA>,
-                                         cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                         Config<BN>::kSmemBytes),
-                    "implicit_gemm_wgmma: cudaFuncSetAttribute");
+                                         cudaFuncAttributePreferredSharedMemoryCarveout,
+                                         cudaSharedmemCarveoutMaxShared),
+                    "implicit_gemm_wgmma: cudaFuncSetAttribute (carveout)");
 }
 
 class ImplicitGemmWgmmaRunner : public Runner {
