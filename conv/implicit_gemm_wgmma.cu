@@ -79,7 +79,7 @@ int64_t SplitFilterBytes(const Shape& s, int bn) {
   return n_tiles * k_tiles * 2 * bn * kBK * 4;
 }
 
-Params MakeParams(const Shape& s, int bn) {
+Params MakeParams(const Shape& s, int bn, int splits) {
   Params p;
   p.cin = static_cast<int>(s.in_channels);
   p.cout = static_cast<int>(s.out_channels);
@@ -95,6 +95,8 @@ Params MakeParams(const Shape& s, int bn) {
   p.k = p.cin * p.kh * p.kw;
   p.k_tiles = (p.k + kBK - 1) / kBK;
   p.n_tiles = (p.cout + bn - 1) / bn;
+  p.k_tiles_per_split = (p.k_tiles + splits - 1) / splits;
+  p.splits = (p.k_tiles + p.k_tiles_per_split - 1) / p.k_tiles_per_split;  // none empty
   p.div_p = FastDiv(static_cast<uint32_t>(p.p));
   p.div_ow = FastDiv(static_cast<uint32_t>(p.ow));
   p.div_khkw = FastDiv(static_cast<uint32_t>(p.kh * p.kw));
@@ -263,6 +265,9 @@ __global__ void __launch_bounds__(kThreads, Config<BN>::kMinBlocks)
   const int m_tile = tile / p.n_tiles;
   const int n_tile = tile - m_tile * p.n_tiles;
   const int m0 = m_tile * kBM;
+  // This CTA's k-tiles (all of them unless split-K).
+  const int kt_begin = static_cast<int>(blockIdx.y) * p.k_tiles_per_split;
+  const int kt_end = min(p.k_tiles, kt_begin + p.k_tiles_per_split);
 
   AGather<kVecA> a_gather;
   a_gather.Init(p, m0, tid);
@@ -288,7 +293,7 @@ __global__ void __launch_bounds__(kThreads, Config<BN>::kMinBlocks)
   // group count and hence the wait below are the same on every path).
 #pragma unroll
   for (int s = 0; s < C::kAhead; ++s) {
-    if (s < p.k_tiles) load_tile(s, s);
+    if (kt_begin + s < kt_end) load_tile(kt_begin + s, s);
     CpAsyncCommit();
   }
 
@@ -304,7 +309,7 @@ __global__ void __launch_bounds__(kThreads, Config<BN>::kMinBlocks)
 
   int stage = 0;
   int fold_count = 0;  // k-tiles in acc
-  for (int kt = 0; kt < p.k_tiles; ++kt) {
+  for (int kt = kt_begin; kt < kt_end; ++kt) {
     // Groups committed: kAhead + kt; all but the newest kAhead-1 are complete, so tile kt has
     // landed (this thread's copies); fence them for wgmma, and the barrier publishes everyone's.
     CpAsyncWait<C::kAhead - 1>();
@@ -333,7 +338,7 @@ __global__ void __launch_bounds__(kThreads, Config<BN>::kMinBlocks)
         const int next = kt + C::kAhead;
         int next_stage = stage + C::kAhead;
         if (next_stage >= C::kStages) next_stage -= C::kStages;
-        if (next < p.k_tiles) load_tile(next, next_stage);
+        if (next < kt_end) load_tile(next, next_stage);
         CpAsyncCommit();
       }
       WgmmaWait<1>();
@@ -372,7 +377,14 @@ __global__ void __launch_bounds__(kThreads, Config<BN>::kMinBlocks)
     AccCoord(wg, warp, lane, r, &ml, &nl);
     const int row = y_row[(r >> 1) & 1];
     const int n = n0 + nl;
-    if (row >= 0 && n < p.cout) y[row + n * p.p] = tail ? __fadd_rn(sum[r], acc[r]) : sum[r];
+    if (row >= 0 && n < p.cout) {
+      const float v = tail ? __fadd_rn(sum[r], acc[r]) : sum[r];
+      if (p.splits == 1) {
+        y[row + n * p.p] = v;
+      } else {
+        atomicAdd(y + row + n * p.p, v);  // a RED: the partial sums of the splits, any order
+      }
+    }
   }
 #else
   __trap();  // not an sm_90a build: never launched (Initialize checks the device)
@@ -397,13 +409,23 @@ absl::Status EnableSmem() {
                     "implicit_gemm_wgmma: cudaFuncSetAttribute (carveout)");
 }
 
+// CTAs that fit on one SM at once for a BN.
+int CtasPerSm(int bn) { return bn == 128 ? Config<128>::kMinBlocks : Config<64>::kMinBlocks; }
+
+// The split-K choice for a shape on a device with `sms` multiprocessors.
+SplitChoice SplitsFor(const Shape& s, int bn, int sms) {
+  const int k_tiles = static_cast<int>((s.in_channels * s.kernel_h * s.kernel_w + kBK - 1) / kBK);
+  return ChooseSplits(NumTiles(s, bn), k_tiles, sms * CtasPerSm(bn));
+}
+
 class ImplicitGemmWgmmaRunner : public Runner {
  public:
-  ImplicitGemmWgmmaRunner(const Shape& s, int bn)
+  ImplicitGemmWgmmaRunner(const Shape& s, int bn, int sms)
       : bn_(bn),
-        p_(MakeParams(s, bn)),
+        p_(MakeParams(s, bn, SplitsFor(s, bn, sms).splits)),
         tiles_(static_cast<unsigned>(NumTiles(s, bn))),
-        split_bytes_(SplitFilterBytes(s, bn)) {}
+        split_bytes_(SplitFilterBytes(s, bn)),
+        y_bytes_(static_cast<size_t>(s.output_elements()) * sizeof(float)) {}
   size_t workspace_bytes() const override {
     return static_cast<size_t>(split_bytes_) + kWorkspaceAlign;
   }
@@ -415,7 +437,12 @@ class ImplicitGemmWgmmaRunner : public Runner {
     const int64_t want_blocks = (total + 255) / 256;
     const unsigned split_blocks = static_cast<unsigned>(want_blocks < 65536 ? want_blocks : 65536);
     const bool vec_a = CanVectorizeA(p_, reinterpret_cast<uintptr_t>(a.x));
-    const dim3 grid(tiles_), block(kThreads);
+    const dim3 grid(tiles_, static_cast<unsigned>(p_.splits)), block(kThreads);
+    if (p_.splits > 1) {
+      // The splits add their partial sums into y.
+      RETURN_IF_ERROR(CudaStatus(cudaMemsetAsync(a.y, 0, y_bytes_, a.stream),
+                                 "implicit_gemm_wgmma: cudaMemsetAsync"));
+    }
     if (bn_ == 128) {
       SplitFilterKernel<128><<<split_blocks, 256, 0, a.stream>>>(a.w, ws, p_, total);
       RETURN_IF_ERROR(LaunchStatus("implicit_gemm_wgmma filter split"));
@@ -443,6 +470,7 @@ class ImplicitGemmWgmmaRunner : public Runner {
   Params p_;
   unsigned tiles_;
   int64_t split_bytes_;
+  size_t y_bytes_;
 };
 
 class ImplicitGemmWgmma : public Algorithm {
@@ -494,19 +522,23 @@ class ImplicitGemmWgmma : public Algorithm {
       RETURN_IF_ERROR((EnableSmem<64, true>()));
       RETURN_IF_ERROR((EnableSmem<64, false>()));
     }
-    return std::unique_ptr<Runner>(new ImplicitGemmWgmmaRunner(s, bn));
+    return std::unique_ptr<Runner>(new ImplicitGemmWgmmaRunner(s, bn, prop.multiProcessorCount));
   }
 
-  // Uncalibrated roofline: three TF32 products per term on the padded tiles at ~330 TFLOP/s
-  // (two thirds of the H200's dense TF32 peak), the minimal bytes plus the split filter's
-  // writes and reads at 3 TB/s, 8 us for two launches and the tail.
+  // Uncalibrated model on the H200's 132 SMs: the split-K wave model (ChooseSplits: waves of
+  // CTAs, each its k-tiles plus prologue and epilogue) at three TF32 products per term and
+  // ~330 TFLOP/s per GPU (two thirds of the dense TF32 peak; an SM shared by its CTAs), plus the
+  // minimal bytes, the split filter's writes and reads and (split-K) y's memset at 3 TB/s, plus
+  // 8 us for the launches.
   double EstimateSeconds(const Shape& s) const override {
+    constexpr int kSms = 132;
     const int bn = ChooseBN(s);
-    const int64_t k = s.in_channels * s.kernel_h * s.kernel_w;
-    const double padded_flops = 2.0 * static_cast<double>(NumTiles(s, bn)) * kBM * bn *
-                                static_cast<double>((k + kBK - 1) / kBK * kBK);
-    const double split_bytes = static_cast<double>(SplitFilterBytes(s, bn));
-    return 3.0 * padded_flops / 330e12 + (s.min_bytes() + 1.5 * split_bytes) / 3e12 + 8e-6;
+    const SplitChoice split = SplitsFor(s, bn, kSms);
+    const double ktile_seconds =
+        3.0 * 2.0 * kBM * bn * kBK / (330e12 / kSms / CtasPerSm(bn));
+    const double bytes = s.min_bytes() + 1.5 * static_cast<double>(SplitFilterBytes(s, bn)) +
+                         (split.splits > 1 ? 4.0 * s.output_elements() : 0.0);
+    return split.cost * ktile_seconds + bytes / 3e12 + 8e-6;
   }
 };
 

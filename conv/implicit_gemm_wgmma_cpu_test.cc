@@ -6,6 +6,7 @@
 // of the kernel's helpers), the accumulator table, the fold schedule, the epilogue's stores --
 // and compared with the fp64 reference. Plus the descriptor's bit fields, the swizzle bijection,
 // the stage-reuse invariant, bank conflicts and the shape limits.
+#include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <cstdio>
@@ -102,13 +103,18 @@ std::vector<float> SplitFilter(const Shape& s, const Params& p, int bn,
   return ws;
 }
 
-// One CTA replayed. y: NaN-initialised; writes counts stores per element.
+// One CTA (tile, split) replayed. y: NaN-initialised, or zeroed under split-K (the kernel's
+// memset); writes counts stores per element.
 template <int BN, bool kVecA>
-void EmulateTile(const Shape& s, const Params& p, int tile, const std::vector<float>& x,
-                 const std::vector<float>& ws, std::vector<double>& y, std::vector<int>& writes) {
+void EmulateTile(const Shape& s, const Params& p, int tile, int split,
+                 const std::vector<float>& x, const std::vector<float>& ws,
+                 std::vector<double>& y, std::vector<int>& writes) {
   using C = Config<BN>;
   const int m_tile = tile / p.n_tiles, n_tile = tile % p.n_tiles;
   const int m0 = m_tile * kBM, n0 = n_tile * BN;
+  const int kt_begin = split * p.k_tiles_per_split;
+  const int kt_end = std::min(p.k_tiles, kt_begin + p.k_tiles_per_split);
+  ASSERT_LT(kt_begin, kt_end) << "empty split";
   const uint32_t base = AlignSmemBase(kSmemRaw);
   ASSERT_EQ(base % 1024, 0u);
   ASSERT_LE(base + C::kStages * C::kStageBytes, kSmemRaw + C::kSmemBytes) << "past the allocation";
@@ -127,8 +133,8 @@ void EmulateTile(const Shape& s, const Params& p, int tile, const std::vector<fl
   std::vector<double> acc(2 * 64 * BN, 0.0), sum(2 * 64 * BN, 0.0);
   int fold_count = 0;
   constexpr int kWA = kVecA ? 4 : 1;
-  for (int kt = 0; kt < p.k_tiles; ++kt) {
-    const int stage = kt % C::kStages;
+  for (int kt = kt_begin; kt < kt_end; ++kt) {
+    const int stage = (kt - kt_begin) % C::kStages;
     const uint32_t sb = base + stage * C::kStageBytes;
     const uint32_t sa = sb + 2 * C::kBTileBytes;
     // Poison the stage, then replay every thread's copies.
@@ -241,28 +247,36 @@ void EmulateTile(const Shape& s, const Params& p, int tile, const std::vector<fl
           if (m >= p.m || n >= p.cout) continue;
           const int64_t y_at = YRowBase(p, m) + int64_t{n} * p.p;
           ASSERT_TRUE(y_at >= 0 && y_at < s.output_elements());
-          y[y_at] = tail ? sum[idx] + acc[idx] : sum[idx];
+          const double v = tail ? sum[idx] + acc[idx] : sum[idx];
+          y[y_at] = p.splits == 1 ? v : y[y_at] + v;
           ++writes[y_at];
         }
 }
 
 template <int BN, bool kVecA>
-void CheckShape(const Shape& s, uint64_t seed) {
-  SCOPED_TRACE(s.ToString() + " BN " + std::to_string(BN) + (kVecA ? " vecA" : " scalarA"));
+void CheckShape(const Shape& s, uint64_t seed, int splits = 1) {
+  SCOPED_TRACE(s.ToString() + " BN " + std::to_string(BN) + (kVecA ? " vecA" : " scalarA") +
+               " splits " + std::to_string(splits));
   ASSERT_TRUE(CheckIndexing(s).ok());
-  const Params p = MakeParams(s, BN);
+  const Params p = MakeParams(s, BN, splits);
+  ASSERT_LE(p.splits, splits);
+  ASSERT_GE(int64_t{p.splits} * p.k_tiles_per_split, p.k_tiles);
+  ASSERT_LT(int64_t{p.splits - 1} * p.k_tiles_per_split, p.k_tiles) << "an empty split";
   if (kVecA) {
     ASSERT_TRUE(CanVectorizeA(p, 0));
   }
   const std::vector<float> x = RandomTensor(seed, kInputTensor, s.input_elements());
   const std::vector<float> w = RandomTensor(seed, kFilterTensor, s.filter_elements());
   const std::vector<float> ws = SplitFilter(s, p, BN, w);
-  std::vector<double> y(s.output_elements(), std::numeric_limits<double>::quiet_NaN());
+  std::vector<double> y(s.output_elements(),
+                        p.splits == 1 ? std::numeric_limits<double>::quiet_NaN() : 0.0);
   std::vector<int> writes(s.output_elements(), 0);
   const int64_t tiles = NumTiles(s, BN);
   for (int tile = 0; tile < tiles; ++tile) {
-    EmulateTile<BN, kVecA>(s, p, tile, x, ws, y, writes);
-    if (::testing::Test::HasFatalFailure()) return;
+    for (int split = 0; split < p.splits; ++split) {
+      EmulateTile<BN, kVecA>(s, p, tile, split, x, ws, y, writes);
+      if (::testing::Test::HasFatalFailure()) return;
+    }
   }
   // The split drops a_lo*b_lo and rounds or truncates lo: each product is off by at most
   // ~2^-21 |ab|. A
@@ -274,7 +288,7 @@ void CheckShape(const Shape& s, uint64_t seed) {
   const std::vector<double> mag = ReferenceConv(s, ax.data(), aw.data());
   int64_t bad = 0;
   for (int64_t i = 0; i < s.output_elements(); ++i) {
-    ASSERT_EQ(writes[i], 1) << "output " << i << " written " << writes[i] << " times";
+    ASSERT_EQ(writes[i], p.splits) << "output " << i << " written " << writes[i] << " times";
     if (!(std::abs(y[i] - ref[i]) <= std::ldexp(mag[i], -19) + 1e-30) && bad++ < 5) {
       ADD_FAILURE() << "output " << i << ": emulated " << y[i] << " reference " << ref[i]
                     << " bound " << std::ldexp(mag[i], -19);
@@ -341,6 +355,35 @@ TEST(ImplicitGemmWgmmaEmulationTest, BothTileWidths) {
     CheckShape<64, false>(s, 9);
     CheckShape<128, false>(s, 9);
   }
+}
+
+// Split-K: the k ranges partition K (folds restart in each split, partial last chunks).
+TEST(ImplicitGemmWgmmaEmulationTest, SplitKMatchesReference) {
+  for (int splits : {2, 3, 5}) {
+    CheckShape<64, false>(Shape{2, 40, 8, 20, 20, 4, 4}, 11, splits);     // 20 k-tiles
+    CheckShape<128, false>(Shape{1, 33, 130, 9, 11, 3, 2}, 11, splits);   // 7 k-tiles
+    CheckShape<128, true>(Shape{2, 64, 136, 8, 12, 1, 1}, 11, splits);    // 2 k-tiles: 1 split each
+  }
+}
+
+TEST(ImplicitGemmWgmmaPlanTest, SplitChoice) {
+  // Full grids are not split.
+  EXPECT_EQ(ChooseSplits(1568, 8, 132).splits, 1);   // (32,256,256,56,1)
+  EXPECT_EQ(ChooseSplits(505, 36, 132).splits, 1);   // (1,128,128,256,3): 3.8 waves
+  // Underfilled ones are.
+  EXPECT_GT(ChooseSplits(52, 144, 132).splits, 1);   // (32,512,512,9,3): 52 tiles
+  EXPECT_GT(ChooseSplits(72, 72, 132).splits, 1);    // (32,256,256,14,3)
+  EXPECT_GT(ChooseSplits(169, 36, 132).splits, 1);   // (32,128,128,28,3): 1.3 waves
+  for (int64_t tiles : {1, 7, 52, 100, 133, 500, 5000})
+    for (int k_tiles : {1, 2, 3, 4, 7, 8, 9, 36, 144, 4096}) {
+      const SplitChoice c = ChooseSplits(tiles, k_tiles, 132);
+      EXPECT_TRUE(c.splits >= 1 && c.splits <= kMaxSplits);
+      EXPECT_GE(int64_t{c.splits} * c.k_tiles_per_split, k_tiles);
+      EXPECT_LT(int64_t{c.splits - 1} * c.k_tiles_per_split, k_tiles);
+      if (c.splits > 1) {
+        EXPECT_GE(c.k_tiles_per_split, kMinSplitTiles);
+      }
+    }
 }
 
 TEST(ImplicitGemmWgmmaLayoutTest, DescriptorFields) {

@@ -94,13 +94,45 @@ struct Params {
   int k = 0;        // cin*kh*kw
   int k_tiles = 0;  // ceil(k / kBK)
   int n_tiles = 0;  // ceil(cout / BN)
+  // Split-K: blockIdx.y = split takes k-tiles [split*k_tiles_per_split, +k_tiles_per_split) of
+  // K; with splits > 1 the CTAs add their partial tiles into a zeroed y (fp32 atomics).
+  int splits = 1;
+  int k_tiles_per_split = 0;
   FastDiv div_p, div_ow, div_khkw, div_kw;
 };
 
 // BN for a shape: 64 when Cout <= 64 (half of a 128 tile would be padding), else 128.
 inline int ChooseBN(const Shape& s) { return s.out_channels <= 64 ? 64 : 128; }
 absl::Status CheckIndexing(const Shape& s);
-Params MakeParams(const Shape& s, int bn);
+// splits: see ChooseSplits; 1 computes every tile over all of K in one CTA.
+Params MakeParams(const Shape& s, int bn, int splits = 1);
+
+// Split-K for grids that fill the GPU badly (few tiles: small images, many channels, e.g. 52
+// tiles of 144 k-tiles on 132 SMs). Picks the split count s that minimises a wave model:
+// ceil(tiles*s / slots) waves, each as long as one CTA's k-tiles plus kSplitOverheadTiles for its
+// prologue and epilogue; slots = SMs x CTAs per SM. A split keeps at least kMinSplitTiles
+// k-tiles, and more splits must win by 5% (each adds atomics and, from two on, a memset of y).
+constexpr int kMaxSplits = 16;
+constexpr int kMinSplitTiles = 4;
+constexpr int kSplitOverheadTiles = 2;
+struct SplitChoice {
+  int splits = 1;
+  int k_tiles_per_split = 0;
+  double cost = 0;  // in k-tile times of one CTA
+};
+inline SplitChoice ChooseSplits(int64_t tiles, int k_tiles, int slots) {
+  SplitChoice best;
+  for (int s = 1; s <= kMaxSplits; ++s) {
+    const int per = (k_tiles + s - 1) / s;
+    if (s > 1 && per < kMinSplitTiles) break;
+    const int used = (k_tiles + per - 1) / per;  // no empty split
+    if (used != s) continue;
+    const int64_t waves = (tiles * s + slots - 1) / slots;
+    const double cost = static_cast<double>(waves) * (per + kSplitOverheadTiles);
+    if (s == 1 || cost < 0.95 * best.cost) best = {s, per, cost};
+  }
+  return best;
+}
 int64_t NumTiles(const Shape& s, int bn);
 // Bytes of the split filter (hi and lo planes, every (N tile, k-tile)), without alignment slack.
 int64_t SplitFilterBytes(const Shape& s, int bn);
