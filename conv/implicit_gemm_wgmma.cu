@@ -114,7 +114,6 @@ __device__ __forceinline__ void Split(float v, uint32_t& hi, uint32_t& lo) {
   asm("cvt.rna.tf32.f32 %0, %1;\n" : "=r"(lo) : "f"(rest));
 }
 
-
 // The filter split into the workspace: one thread per float of the image (hi and lo planes of
 // every (N tile, k-tile), each a swizzled BN x kBK tile; zero past Cout and K). Runs on any GPU.
 template <int BN>
@@ -289,8 +288,8 @@ __global__ void __launch_bounds__(kThreads, Config<BN>::kMinBlocks)
     }
   };
 
-  // Prologue: tiles 0 .. kAhead-1 in flight, one commit group each (empty past the end, so the
-  // group count and hence the wait below are the same on every path).
+  // Prologue: tiles kt_begin .. +kAhead-1 in flight, one commit group each (empty past the end,
+  // so the group count and hence the wait below are the same on every path).
 #pragma unroll
   for (int s = 0; s < C::kAhead; ++s) {
     if (kt_begin + s < kt_end) load_tile(kt_begin + s, s);
@@ -310,8 +309,9 @@ __global__ void __launch_bounds__(kThreads, Config<BN>::kMinBlocks)
   int stage = 0;
   int fold_count = 0;  // k-tiles in acc
   for (int kt = kt_begin; kt < kt_end; ++kt) {
-    // Groups committed: kAhead + kt; all but the newest kAhead-1 are complete, so tile kt has
-    // landed (this thread's copies); fence them for wgmma, and the barrier publishes everyone's.
+    // Groups committed: kAhead + (kt - kt_begin); all but the newest kAhead-1 are complete, so
+    // tile kt has landed (this thread's copies); fence them for wgmma, and the barrier publishes
+    // everyone's.
     CpAsyncWait<C::kAhead - 1>();
     FenceProxyAsync();
     __syncthreads();

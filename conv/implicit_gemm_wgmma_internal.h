@@ -8,8 +8,8 @@
 //
 // One CTA computes a kBM x BN tile with two consumer warpgroups, each owning 64 rows (one wgmma
 // M extent) and all BN columns. Every thread also copies (cp.async); there is no producer warp.
-//  - A (pixels x k) is gathered into shared memory as [kBK][kAStride] (k rows of pixels), exactly
-//    as implicit_gemm_3xtf32 does, and fed to wgmma from registers: each thread loads its four
+//  - A (pixels x k) is gathered into shared memory as [kBK][kAStride] (k rows of pixels, the
+//    layout implicit_gemm_3xtf32 uses), and fed to wgmma from registers: each thread loads its four
 //    fragment values per k8 step, splits them into TF32 hi/lo once, and both halves go to wgmma
 //    as register operands. Each A element is loaded and split once per CTA (not once per warp of
 //    an N split, as with mma.sync).
@@ -17,6 +17,8 @@
 //    workspace, already in the shared-memory image wgmma reads: per (N tile, k-tile) a BN x kBK
 //    K-major tile with the 128-byte swizzle, hi then lo. The stage copy is a straight 16-byte
 //    cp.async of contiguous bytes.
+//  - Grids that would underfill the GPU are split along K (ChooseSplits); the splits add into a
+//    zeroed y with fp32 atomics.
 #ifndef CONV2D_CONV_IMPLICIT_GEMM_WGMMA_INTERNAL_H_
 #define CONV2D_CONV_IMPLICIT_GEMM_WGMMA_INTERNAL_H_
 
