@@ -8,6 +8,7 @@
 #include "conv/fft_fused.h"
 #include "conv/fft_tiled.h"
 #include "conv/implicit_gemm_3xtf32.h"
+#include "conv/implicit_gemm_wgmma.h"
 #include "conv/triton/triton_igemm.h"
 
 namespace conv2d {
@@ -26,6 +27,7 @@ void RegisterAll(Registry& registry) {
   RegisterFftTiled(registry);
   RegisterFftFused(registry);
   RegisterImplicitGemm3xTf32(registry);
+  RegisterImplicitGemmWgmma(registry);
 }
 
 Registry& Registry::Global() {

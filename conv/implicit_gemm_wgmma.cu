@@ -1,0 +1,552 @@
+// "implicit_gemm_wgmma": implicit-GEMM convolution with wgmma (sm_90a), 3xTF32. The tiling, the
+// operand layouts and why they are what they are: implicit_gemm_wgmma_internal.h.
+//
+// Accuracy. The arithmetic is implicit_gemm_3xtf32's, whose error argument (top of
+// implicit_gemm_3xtf32.cu, model replayed in its CPU test) carries over unchanged:
+//  - v = hi + lo, hi = rna_tf32(v), lo = rna_tf32(v - hi); a*b ~ a_lo*b_hi + a_hi*b_lo + a_hi*b_hi,
+//    each product off by ~3*2^-22|ab| at most. (The input's lo is truncated to TF32 by the tensor
+//    core instead of rounded, see SplitA: still ~2^-22|ab| per product, negligible.)
+//  - Per k8 step the three products go into one fp32 accumulator in that order (small terms
+//    first); the accumulator holds kFoldTiles*kBK = 128 terms, then is added with IEEE fp32
+//    round-to-nearest into a second register set, and the next chunk's first wgmma overwrites
+//    it (scale-d = 0). This bounds the partial sums that the
+//    tensor core's (possibly truncating) accumulation sees, exactly as the verified model does.
+//  - Reductions beyond kMaxReduction (2^18 terms) are declined, as there.
+//
+// Pipeline, per CTA (two warpgroups, 256 threads, no producer warp):
+//   k-tile kt lives in stage kt % kStages. At the top of iteration kt each thread waits for its
+//   own cp.async groups up to tile kt, fences them to the async proxy (wgmma reads shared memory
+//   through it), and a barrier publishes everyone's. After the first k8 step's wgmma are issued,
+//   tile kt + kAhead is issued into the stage that tile kt - 2 used: that tile's wgmma are
+//   complete, because every k8 step waits for the previous step's group (wgmma.wait_group 1)
+//   before issuing more, so past the barrier at most the last step of tile kt - 1 is in flight.
+//   Per k8 step, each thread loads its 4 A fragment values, splits them (4 x hi, 4 x lo), then
+//   wgmma.fence, three wgmma (lo*Bhi, hi*Blo, hi*Bhi) on the same accumulators, commit, and
+//   wait_group 1, so that the tensor core always has the next step queued while this thread
+//   prepares the one after. Two register sets of A fragments alternate between steps.
+//   Every kFoldTiles k-tiles: wait_group 0 and fold.
+#include <cuda_runtime.h>
+
+#include <cstdint>
+#include <limits>
+#include <memory>
+#include <string>
+
+#include "absl/strings/str_cat.h"
+#include "conv/cuda_status.h"
+#include "conv/implicit_gemm_wgmma.h"
+#include "conv/implicit_gemm_wgmma_internal.h"
+#include "conv/status_macros.h"
+
+namespace conv2d {
+namespace implicit_gemm_wgmma_internal {
+
+// The largest reduction length accepted: the same bound as implicit_gemm_3xtf32 (twice the
+// longest reduction its accuracy was measured on).
+constexpr int64_t kMaxReduction = int64_t{1} << 18;
+// The split filter must be indexable with 32-bit float offsets inside one N tile's run and stay
+// a reasonable workspace: 2 GiB at most.
+constexpr int64_t kMaxSplitFilterBytes = int64_t{1} << 31;
+
+absl::Status CheckIndexing(const Shape& s) {
+  constexpr int64_t kMax = std::numeric_limits<int32_t>::max();
+  absl::Status st = CheckFitsInt32(s, "implicit_gemm_wgmma");
+  if (!st.ok()) return st;
+  const int64_t m = s.batch * s.out_h() * s.out_w();
+  const int64_t k = s.in_channels * s.kernel_h * s.kernel_w;
+  // Indices formed past the ends: pixel columns up to M + kBM, channels up to Cout + 128, k up
+  // to K + kBK, and the gathers' x offsets (pixel base + k offset, added before the k < K mask
+  // selects them) up to the input's size plus (kBK + 1)*H*W.
+  if (m + kBM > kMax || s.out_channels + 128 > kMax || k + kBK > kMax ||
+      s.input_elements() + (kBK + 1) * s.height * s.width > kMax ||
+      NumTiles(s, ChooseBN(s)) > kMax) {
+    return absl::OutOfRangeError(absl::StrCat(
+        "implicit_gemm_wgmma indexes with 32-bit integers; shape ", s.ToString(),
+        " leaves no room for its tile overhang"));
+  }
+  return absl::OkStatus();
+}
+
+int64_t NumTiles(const Shape& s, int bn) {
+  const int64_t m = s.batch * s.out_h() * s.out_w();
+  return ((m + kBM - 1) / kBM) * ((s.out_channels + bn - 1) / bn);
+}
+
+int64_t SplitFilterBytes(const Shape& s, int bn) {
+  const int64_t k = s.in_channels * s.kernel_h * s.kernel_w;
+  const int64_t n_tiles = (s.out_channels + bn - 1) / bn;
+  const int64_t k_tiles = (k + kBK - 1) / kBK;
+  return n_tiles * k_tiles * 2 * bn * kBK * 4;
+}
+
+Params MakeParams(const Shape& s, int bn, int splits) {
+  Params p;
+  p.cin = static_cast<int>(s.in_channels);
+  p.cout = static_cast<int>(s.out_channels);
+  p.h = static_cast<int>(s.height);
+  p.w = static_cast<int>(s.width);
+  p.kh = static_cast<int>(s.kernel_h);
+  p.kw = static_cast<int>(s.kernel_w);
+  p.ow = static_cast<int>(s.out_w());
+  p.hw = p.h * p.w;
+  p.cin_hw = p.cin * p.hw;
+  p.p = static_cast<int>(s.out_h() * s.out_w());
+  p.m = static_cast<int>(s.batch) * p.p;
+  p.k = p.cin * p.kh * p.kw;
+  p.k_tiles = (p.k + kBK - 1) / kBK;
+  p.n_tiles = (p.cout + bn - 1) / bn;
+  p.k_tiles_per_split = (p.k_tiles + splits - 1) / splits;
+  p.splits = (p.k_tiles + p.k_tiles_per_split - 1) / p.k_tiles_per_split;  // none empty
+  p.div_p = FastDiv(static_cast<uint32_t>(p.p));
+  p.div_ow = FastDiv(static_cast<uint32_t>(p.ow));
+  p.div_khkw = FastDiv(static_cast<uint32_t>(p.kh * p.kw));
+  p.div_kw = FastDiv(static_cast<uint32_t>(p.kw));
+  return p;
+}
+
+namespace {
+
+// v = hi + lo in TF32, both rounded to nearest (ties away): the split of the header. Used for the
+// filter, once per call.
+__device__ __forceinline__ void Split(float v, uint32_t& hi, uint32_t& lo) {
+  asm("cvt.rna.tf32.f32 %0, %1;\n" : "=r"(hi) : "f"(v));
+  const float rest = __fsub_rn(v, __uint_as_float(hi));
+  asm("cvt.rna.tf32.f32 %0, %1;\n" : "=r"(lo) : "f"(rest));
+}
+
+// The filter split into the workspace: one thread per float of the image (hi and lo planes of
+// every (N tile, k-tile), each a swizzled BN x kBK tile; zero past Cout and K). Runs on any GPU.
+template <int BN>
+__global__ void SplitFilterKernel(const float* __restrict__ w, float* __restrict__ ws,
+                                  const Params p, int64_t total) {
+  for (int64_t i = blockIdx.x * int64_t{blockDim.x} + threadIdx.x; i < total;
+       i += int64_t{gridDim.x} * blockDim.x) {
+    int n, k, plane;
+    SplitFilterSource(p, BN, i, &n, &k, &plane);
+    const float v = (n < p.cout && k < p.k) ? w[int64_t{n} * p.k + k] : 0.f;
+    uint32_t hi, lo;
+    Split(v, hi, lo);
+    ws[i] = __uint_as_float(plane ? lo : hi);
+  }
+}
+
+// The wgmma path exists only in the sm_90a pass; the compute_80 PTX gets a kernel that traps
+// (Initialize refuses other devices, so it is never launched).
+#if defined(__CUDA_ARCH__) && defined(__CUDA_ARCH_FEAT_SM90_ALL)
+#define CONV2D_IGW_HAVE_WGMMA 1
+#else
+#define CONV2D_IGW_HAVE_WGMMA 0
+#endif
+
+#if CONV2D_IGW_HAVE_WGMMA
+
+__device__ __forceinline__ uint32_t SharedAddress(const void* p) {
+  return static_cast<uint32_t>(__cvta_generic_to_shared(p));
+}
+
+// The input's split, in the main loop: hi rounded as above, lo = v - hi (exact) handed to wgmma
+// as it is. The tensor core reads a .tf32 operand's top 19 bits only, so lo is truncated to TF32
+// instead of rounded: at most 2^-11|lo| <= 2^-22|v| off instead of 2^-23|v|, the size of the
+// a_lo*b_lo term already dropped, and it saves the cvt (four instructions: sm_90 has no native
+// one) on every element.
+__device__ __forceinline__ void SplitA(float v, uint32_t& hi, uint32_t& lo) {
+  asm("cvt.rna.tf32.f32 %0, %1;\n" : "=r"(hi) : "f"(v));
+  lo = __float_as_uint(__fsub_rn(v, __uint_as_float(hi)));
+}
+
+template <int kBytes>
+__device__ __forceinline__ void CpAsync(uint32_t dst, const float* src, bool valid) {
+  const uint32_t n = valid ? kBytes : 0;
+  if constexpr (kBytes == 16) {
+    asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(dst), "l"(src), "r"(n)
+                 : "memory");
+  } else {
+    static_assert(kBytes == 4, "4- or 16-byte copies");
+    asm volatile("cp.async.ca.shared.global [%0], [%1], 4, %2;\n" ::"r"(dst), "l"(src), "r"(n)
+                 : "memory");
+  }
+}
+__device__ __forceinline__ void CpAsyncCommit() { asm volatile("cp.async.commit_group;\n" ::: "memory"); }
+template <int kPending>
+__device__ __forceinline__ void CpAsyncWait() {
+  asm volatile("cp.async.wait_group %0;\n" ::"n"(kPending) : "memory");
+}
+// cp.async writes are generic-proxy writes; wgmma reads shared memory through the async proxy.
+__device__ __forceinline__ void FenceProxyAsync() {
+  asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");
+}
+__device__ __forceinline__ void WgmmaFence() { asm volatile("wgmma.fence.sync.aligned;\n" ::: "memory"); }
+__device__ __forceinline__ void WgmmaCommit() {
+  asm volatile("wgmma.commit_group.sync.aligned;\n" ::: "memory");
+}
+template <int kPending>
+__device__ __forceinline__ void WgmmaWait() {
+  asm volatile("wgmma.wait_group.sync.aligned %0;\n" ::"n"(kPending) : "memory");
+}
+// Keeps the compiler from moving an accumulator across the asynchronous region (it cannot see
+// that wgmma reads and writes it after the issuing instruction).
+template <int kN>
+__device__ __forceinline__ void FenceRegisters(float (&r)[kN]) {
+#pragma unroll
+  for (int i = 0; i < kN; ++i) asm volatile("" : "+f"(r[i])::"memory");
+}
+
+// d[0..31] += A (4 registers, tf32) * B (descriptor), m64n64k8, fp32 accumulation;
+// with scale_d = 0 the old d is ignored (d = A*B), which starts a fold chunk without writing
+// the accumulators outside wgmma (ptxas serializes wgmma when other instructions define them).
+__device__ __forceinline__ void WgmmaM64N64K8(float (&d)[32], const uint32_t (&a)[4], uint64_t desc, int scale_d) {
+  asm volatile(
+      "{\n.reg .pred p;\nsetp.ne.b32 p, %37, 0;\n"
+      "wgmma.mma_async.sync.aligned.m64n64k8.f32.tf32.tf32 "
+      "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, "
+      "%16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31}, "
+      "{%32, %33, %34, %35}, %36, p, 1, 1;\n}\n"
+      : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]),
+        "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]),
+        "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]),
+        "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31])
+      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(desc), "r"(scale_d));
+}
+
+// d[0..63] += A (4 registers, tf32) * B (descriptor), m64n128k8, fp32 accumulation;
+// with scale_d = 0 the old d is ignored (d = A*B), which starts a fold chunk without writing
+// the accumulators outside wgmma (ptxas serializes wgmma when other instructions define them).
+__device__ __forceinline__ void WgmmaM64N128K8(float (&d)[64], const uint32_t (&a)[4], uint64_t desc, int scale_d) {
+  asm volatile(
+      "{\n.reg .pred p;\nsetp.ne.b32 p, %69, 0;\n"
+      "wgmma.mma_async.sync.aligned.m64n128k8.f32.tf32.tf32 "
+      "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, "
+      "%16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31, "
+      "%32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, %43, %44, %45, %46, %47, "
+      "%48, %49, %50, %51, %52, %53, %54, %55, %56, %57, %58, %59, %60, %61, %62, %63}, "
+      "{%64, %65, %66, %67}, %68, p, 1, 1;\n}\n"
+      : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]),
+        "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]),
+        "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]),
+        "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31]),
+        "+f"(d[32]), "+f"(d[33]), "+f"(d[34]), "+f"(d[35]), "+f"(d[36]), "+f"(d[37]), "+f"(d[38]), "+f"(d[39]),
+        "+f"(d[40]), "+f"(d[41]), "+f"(d[42]), "+f"(d[43]), "+f"(d[44]), "+f"(d[45]), "+f"(d[46]), "+f"(d[47]),
+        "+f"(d[48]), "+f"(d[49]), "+f"(d[50]), "+f"(d[51]), "+f"(d[52]), "+f"(d[53]), "+f"(d[54]), "+f"(d[55]),
+        "+f"(d[56]), "+f"(d[57]), "+f"(d[58]), "+f"(d[59]), "+f"(d[60]), "+f"(d[61]), "+f"(d[62]), "+f"(d[63])
+      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(desc), "r"(scale_d));
+}
+
+template <int BN>
+__device__ __forceinline__ void Wgmma(float (&d)[BN / 2], const uint32_t (&a)[4], uint64_t desc,
+                                      int scale_d) {
+  if constexpr (BN == 128) {
+    WgmmaM64N128K8(d, a, desc, scale_d);
+  } else {
+    WgmmaM64N64K8(d, a, desc, scale_d);
+  }
+}
+
+#endif  // CONV2D_IGW_HAVE_WGMMA
+
+// One CTA: a kBM x BN tile of the GEMM over all of K. ws: the split filter of this call.
+template <int BN, bool kVecA>
+__global__ void __launch_bounds__(kThreads, Config<BN>::kMinBlocks)
+    ImplicitGemmWgmmaKernel(const float* __restrict__ x, const float* __restrict__ ws,
+                            float* __restrict__ y, const Params p) {
+#if CONV2D_IGW_HAVE_WGMMA
+  using C = Config<BN>;
+  extern __shared__ unsigned char smem_raw[];
+  // Stages start 1024-byte aligned (the swizzle is a function of address bits 4-9).
+  const uint32_t smem_base = AlignSmemBase(SharedAddress(smem_raw));
+  const float* smem_f =
+      reinterpret_cast<const float*>(smem_raw + (smem_base - SharedAddress(smem_raw)));
+
+  const int tid = static_cast<int>(threadIdx.x);
+  const int lane = tid & 31;
+  const int warp = (tid >> 5) & 3;  // warp within the warpgroup
+  const int wg = tid >> 7;          // warpgroup: rows 64*wg .. +63 of the tile
+  const int tile = static_cast<int>(blockIdx.x);
+  const int m_tile = tile / p.n_tiles;
+  const int n_tile = tile - m_tile * p.n_tiles;
+  const int m0 = m_tile * kBM;
+  // This CTA's k-tiles (all of them unless split-K).
+  const int kt_begin = static_cast<int>(blockIdx.y) * p.k_tiles_per_split;
+  const int kt_end = min(p.k_tiles, kt_begin + p.k_tiles_per_split);
+
+  AGather<kVecA> a_gather;
+  a_gather.Init(p, m0, tid);
+  const float* b_src = ws + WorkspaceTile(BN, p.k_tiles, n_tile, 0, 0);
+
+  // Stage layout: [B hi | B lo | A].
+  auto load_tile = [&](int kt, int stage) {
+    const uint32_t sb = smem_base + stage * C::kStageBytes;
+    const uint32_t sa = sb + 2 * C::kBTileBytes;
+    a_gather.ForEach(p, kt, [&](int s, int g, bool valid) {
+      // g >= 0 (CheckIndexing): unsigned, its widening to 64 bits is free.
+      CpAsync<kVecA ? 16 : 4>(sa + 4 * s, x + static_cast<uint32_t>(g), valid);
+    });
+    const float* src = b_src + int64_t{kt} * 2 * C::kBTileFloats;
+#pragma unroll
+    for (int i = 0; i < C::kBChunksPerThread; ++i) {
+      const int c = BChunk(tid, i);
+      CpAsync<16>(sb + 4 * c, src + c, true);
+    }
+  };
+
+  // Prologue: tiles kt_begin .. +kAhead-1 in flight, one commit group each (empty past the end,
+  // so the group count and hence the wait below are the same on every path).
+#pragma unroll
+  for (int s = 0; s < C::kAhead; ++s) {
+    if (kt_begin + s < kt_end) load_tile(kt_begin + s, s);
+    CpAsyncCommit();
+  }
+
+  // acc: the current chunk of <= 128 terms, written only by wgmma: the first wgmma of every
+  // chunk (k-tile 0 included) has scale-d = 0 and ignores the old value, so acc is deliberately
+  // not zeroed (a zeroing MOV makes ptxas serialize the wgmma pipeline, warning C7515).
+  // sum: the chunks folded so far.
+  float acc[C::kAccRegs];
+  float sum[C::kAccRegs];
+#pragma unroll
+  for (int i = 0; i < C::kAccRegs; ++i) sum[i] = 0.f;
+  uint32_t a_hi[2][4], a_lo[2][4];  // A fragments of the even and odd k8 steps
+
+  int stage = 0;
+  int fold_count = 0;  // k-tiles in acc
+  for (int kt = kt_begin; kt < kt_end; ++kt) {
+    // Groups committed: kAhead + (kt - kt_begin); all but the newest kAhead-1 are complete, so
+    // tile kt has landed (this thread's copies); fence them for wgmma, and the barrier publishes
+    // everyone's.
+    CpAsyncWait<C::kAhead - 1>();
+    FenceProxyAsync();
+    __syncthreads();
+
+    const uint32_t sb = smem_base + stage * C::kStageBytes;
+    const uint64_t desc_hi = MakeDescriptor(sb);
+    const uint64_t desc_lo = MakeDescriptor(sb + C::kBTileBytes);
+    const float* sa = smem_f + (stage * C::kStageBytes + 2 * C::kBTileBytes) / 4;
+    const int keep = fold_count == 0 ? 0 : 1;  // scale-d of the tile's first wgmma
+#pragma unroll
+    for (int j = 0; j < kK8Steps; ++j) {
+      uint32_t(&hi)[4] = a_hi[j & 1];
+      uint32_t(&lo)[4] = a_lo[j & 1];
+#pragma unroll
+      for (int r = 0; r < 4; ++r) SplitA(sa[AFragIndex(wg, warp, j, lane, r)], hi[r], lo[r]);
+      WgmmaFence();
+      Wgmma<BN>(acc, lo, DescriptorAtStep(desc_hi, j), j == 0 ? keep : 1);
+      Wgmma<BN>(acc, hi, DescriptorAtStep(desc_lo, j), 1);
+      Wgmma<BN>(acc, hi, DescriptorAtStep(desc_hi, j), 1);
+      WgmmaCommit();
+      if (j == 0) {
+        // Issue tile kt + kAhead only now, with this step's wgmma queued behind the previous
+        // tile's last ones, so the tensor core has work while the copies are issued.
+        const int next = kt + C::kAhead;
+        int next_stage = stage + C::kAhead;
+        if (next_stage >= C::kStages) next_stage -= C::kStages;
+        if (next < kt_end) load_tile(next, next_stage);
+        CpAsyncCommit();
+      }
+      WgmmaWait<1>();
+    }
+
+    if (++fold_count == kFoldTiles) {
+      fold_count = 0;
+      WgmmaWait<0>();
+      FenceRegisters(acc);
+#pragma unroll
+      for (int i = 0; i < C::kAccRegs; ++i) sum[i] = __fadd_rn(sum[i], acc[i]);
+    }
+    if (++stage == C::kStages) stage = 0;
+  }
+  WgmmaWait<0>();
+  FenceRegisters(acc);
+  CpAsyncWait<0>();  // only empty groups can be pending; none outlives the block
+  // acc holds an unfolded partial chunk unless the last tile completed a chunk (then it holds
+  // the chunk already in sum).
+  const bool tail = fold_count != 0;
+
+  // Epilogue: for one register index a warp stores 8 consecutive pixels x 4 channels, four
+  // 32-byte segments.
+  int y_row[2];
+#pragma unroll
+  for (int h = 0; h < 2; ++h) {
+    int ml, nl;
+    AccCoord(wg, warp, lane, 2 * h, &ml, &nl);
+    const int m = m0 + ml;
+    y_row[h] = m < p.m ? YRowBase(p, m) : -1;
+  }
+  const int n0 = n_tile * BN;
+#pragma unroll
+  for (int r = 0; r < C::kAccRegs; ++r) {
+    int ml, nl;
+    AccCoord(wg, warp, lane, r, &ml, &nl);
+    const int row = y_row[(r >> 1) & 1];
+    const int n = n0 + nl;
+    if (row >= 0 && n < p.cout) {
+      const float v = tail ? __fadd_rn(sum[r], acc[r]) : sum[r];
+      if (p.splits == 1) {
+        y[row + n * p.p] = v;
+      } else {
+        atomicAdd(y + row + n * p.p, v);  // a RED: the partial sums of the splits, any order
+      }
+    }
+  }
+#else
+  __trap();  // not an sm_90a build: never launched (Initialize checks the device)
+#endif
+}
+
+// Workspace: the split filter, at a 256-byte aligned offset of the caller's buffer (which may be
+// unaligned).
+constexpr size_t kWorkspaceAlign = 256;
+
+// Lets the kernel have its dynamic shared memory, and asks for the whole shared/L1 split as
+// shared memory so that BN = 64 gets its two CTAs per SM.
+template <int BN, bool kVecA>
+absl::Status EnableSmem() {
+  RETURN_IF_ERROR(CudaStatus(cudaFuncSetAttribute(ImplicitGemmWgmmaKernel<BN, kVecA>,
+                                                  cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                                  Config<BN>::kSmemBytes),
+                             "implicit_gemm_wgmma: cudaFuncSetAttribute (shared memory size)"));
+  return CudaStatus(cudaFuncSetAttribute(ImplicitGemmWgmmaKernel<BN, kVecA>,
+                                         cudaFuncAttributePreferredSharedMemoryCarveout,
+                                         cudaSharedmemCarveoutMaxShared),
+                    "implicit_gemm_wgmma: cudaFuncSetAttribute (carveout)");
+}
+
+// CTAs that fit on one SM at once for a BN.
+int CtasPerSm(int bn) { return bn == 128 ? Config<128>::kMinBlocks : Config<64>::kMinBlocks; }
+
+// The split-K choice for a shape on a device with `sms` multiprocessors.
+SplitChoice SplitsFor(const Shape& s, int bn, int sms) {
+  const int k_tiles = static_cast<int>((s.in_channels * s.kernel_h * s.kernel_w + kBK - 1) / kBK);
+  return ChooseSplits(NumTiles(s, bn), k_tiles, sms * CtasPerSm(bn));
+}
+
+class ImplicitGemmWgmmaRunner : public Runner {
+ public:
+  ImplicitGemmWgmmaRunner(const Shape& s, int bn, int sms)
+      : bn_(bn),
+        p_(MakeParams(s, bn, SplitsFor(s, bn, sms).splits)),
+        tiles_(static_cast<unsigned>(NumTiles(s, bn))),
+        split_bytes_(SplitFilterBytes(s, bn)),
+        y_bytes_(static_cast<size_t>(s.output_elements()) * sizeof(float)) {}
+  size_t workspace_bytes() const override {
+    return static_cast<size_t>(split_bytes_) + kWorkspaceAlign;
+  }
+
+  absl::Status Run(const RunArgs& a) const override {
+    const uintptr_t base = reinterpret_cast<uintptr_t>(a.workspace);
+    float* ws = reinterpret_cast<float*>((base + kWorkspaceAlign - 1) & ~(kWorkspaceAlign - 1));
+    const int64_t total = split_bytes_ / 4;
+    const int64_t want_blocks = (total + 255) / 256;
+    const unsigned split_blocks = static_cast<unsigned>(want_blocks < 65536 ? want_blocks : 65536);
+    const bool vec_a = CanVectorizeA(p_, reinterpret_cast<uintptr_t>(a.x));
+    const dim3 grid(tiles_, static_cast<unsigned>(p_.splits)), block(kThreads);
+    if (p_.splits > 1) {
+      // The splits add their partial sums into y.
+      RETURN_IF_ERROR(CudaStatus(cudaMemsetAsync(a.y, 0, y_bytes_, a.stream),
+                                 "implicit_gemm_wgmma: cudaMemsetAsync"));
+    }
+    if (bn_ == 128) {
+      SplitFilterKernel<128><<<split_blocks, 256, 0, a.stream>>>(a.w, ws, p_, total);
+      RETURN_IF_ERROR(LaunchStatus("implicit_gemm_wgmma filter split"));
+      constexpr int kSmem = Config<128>::kSmemBytes;
+      if (vec_a) {
+        ImplicitGemmWgmmaKernel<128, true><<<grid, block, kSmem, a.stream>>>(a.x, ws, a.y, p_);
+      } else {
+        ImplicitGemmWgmmaKernel<128, false><<<grid, block, kSmem, a.stream>>>(a.x, ws, a.y, p_);
+      }
+    } else {
+      SplitFilterKernel<64><<<split_blocks, 256, 0, a.stream>>>(a.w, ws, p_, total);
+      RETURN_IF_ERROR(LaunchStatus("implicit_gemm_wgmma filter split"));
+      constexpr int kSmem = Config<64>::kSmemBytes;
+      if (vec_a) {
+        ImplicitGemmWgmmaKernel<64, true><<<grid, block, kSmem, a.stream>>>(a.x, ws, a.y, p_);
+      } else {
+        ImplicitGemmWgmmaKernel<64, false><<<grid, block, kSmem, a.stream>>>(a.x, ws, a.y, p_);
+      }
+    }
+    return LaunchStatus("implicit_gemm_wgmma kernel launch");
+  }
+
+ private:
+  int bn_;
+  Params p_;
+  unsigned tiles_;
+  int64_t split_bytes_;
+  size_t y_bytes_;
+};
+
+class ImplicitGemmWgmma : public Algorithm {
+ public:
+  std::string name() const override { return "implicit_gemm_wgmma"; }
+
+  absl::Status CanImplement(const Shape& s) const override {
+    absl::Status st = CheckIndexing(s);
+    if (!st.ok()) return st;
+    const int64_t k = s.in_channels * s.kernel_h * s.kernel_w;
+    if (k > kMaxReduction) {
+      return absl::UnimplementedError(absl::StrCat(
+          "implicit_gemm_wgmma: reduction length Cin*Kh*Kw = ", k, " exceeds ", kMaxReduction,
+          ", beyond which its blocked fp32 accumulation is not verified to meet the accuracy bar"));
+    }
+    const int64_t bytes = SplitFilterBytes(s, ChooseBN(s));
+    if (bytes > kMaxSplitFilterBytes) {
+      return absl::ResourceExhaustedError(absl::StrCat(
+          "implicit_gemm_wgmma: the split filter would take ", bytes,
+          " bytes of workspace; the limit is ", kMaxSplitFilterBytes));
+    }
+    return absl::OkStatus();
+  }
+
+  absl::StatusOr<std::unique_ptr<Runner>> Initialize(const Shape& s) const override {
+    absl::Status st = CanImplement(s);
+    if (!st.ok()) return st;
+    int device = 0;
+    RETURN_IF_ERROR(CudaStatus(cudaGetDevice(&device), "implicit_gemm_wgmma: cudaGetDevice"));
+    cudaDeviceProp prop;
+    RETURN_IF_ERROR(CudaStatus(cudaGetDeviceProperties(&prop, device),
+                               "implicit_gemm_wgmma: cudaGetDeviceProperties"));
+    if (prop.major != 9 || prop.minor != 0) {
+      return absl::FailedPreconditionError(absl::StrCat(
+          "implicit_gemm_wgmma needs an sm_90 (Hopper) device for wgmma; device ", device, " (",
+          prop.name, ") is sm_", prop.major, prop.minor));
+    }
+    const int bn = ChooseBN(s);
+    const int smem = bn == 128 ? Config<128>::kSmemBytes : Config<64>::kSmemBytes;
+    if (static_cast<size_t>(smem) > prop.sharedMemPerBlockOptin) {
+      return absl::FailedPreconditionError(absl::StrCat(
+          "implicit_gemm_wgmma needs ", smem, " bytes of shared memory per block; the device "
+          "allows ", prop.sharedMemPerBlockOptin));
+    }
+    if (bn == 128) {
+      RETURN_IF_ERROR((EnableSmem<128, true>()));
+      RETURN_IF_ERROR((EnableSmem<128, false>()));
+    } else {
+      RETURN_IF_ERROR((EnableSmem<64, true>()));
+      RETURN_IF_ERROR((EnableSmem<64, false>()));
+    }
+    return std::unique_ptr<Runner>(new ImplicitGemmWgmmaRunner(s, bn, prop.multiProcessorCount));
+  }
+
+  // Uncalibrated model on the H200's 132 SMs: the split-K wave model (ChooseSplits: waves of
+  // CTAs, each its k-tiles plus prologue and epilogue) at three TF32 products per term and
+  // ~330 TFLOP/s per GPU (two thirds of the dense TF32 peak; an SM shared by its CTAs), plus the
+  // minimal bytes, the split filter's writes and reads and (split-K) y's memset at 3 TB/s, plus
+  // 8 us for the launches.
+  double EstimateSeconds(const Shape& s) const override {
+    constexpr int kSms = 132;
+    const int bn = ChooseBN(s);
+    const SplitChoice split = SplitsFor(s, bn, kSms);
+    const double ktile_seconds =
+        3.0 * 2.0 * kBM * bn * kBK / (330e12 / kSms / CtasPerSm(bn));
+    const double bytes = s.min_bytes() + 1.5 * static_cast<double>(SplitFilterBytes(s, bn)) +
+                         (split.splits > 1 ? 4.0 * s.output_elements() : 0.0);
+    return split.cost * ktile_seconds + bytes / 3e12 + 8e-6;
+  }
+};
+
+}  // namespace
+}  // namespace implicit_gemm_wgmma_internal
+
+void RegisterImplicitGemmWgmma(Registry& registry) {
+  (void)registry.Add(std::make_unique<implicit_gemm_wgmma_internal::ImplicitGemmWgmma>());
+}
+
+}  // namespace conv2d

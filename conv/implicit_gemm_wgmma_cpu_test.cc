@@ -1,0 +1,586 @@
+// implicit_gemm_wgmma without a GPU: the kernel's index algebra (the same header functions,
+// compiled for the host) replayed CTA by CTA -- the filter split into the workspace, every
+// thread's cp.async into a shared-memory image addressed like the kernel's, the wgmma operands
+// read the way the PTX ISA defines them (A from the lanes' registers by the register-fragment
+// table, B through the matrix descriptor and the 128-byte swizzle; both coded here independently
+// of the kernel's helpers), the accumulator table, the fold schedule, the epilogue's stores --
+// and compared with the fp64 reference. Plus the descriptor's bit fields, the swizzle bijection,
+// the stage-reuse invariant, bank conflicts and the shape limits.
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <cstdio>
+#include <cstring>
+#include <limits>
+#include <vector>
+
+#include "conv/conv.h"
+#include "conv/implicit_gemm_wgmma_internal.h"
+#include "conv/registry.h"
+#include "conv/testing/shapes.h"
+#include "gtest/gtest.h"
+#include "reference/random.h"
+#include "reference/reference.h"
+
+namespace conv2d {
+namespace implicit_gemm_wgmma_internal {
+namespace {
+
+// cvt.rna.tf32.f32 for finite inputs: round the low 13 mantissa bits, ties away from zero.
+float RoundTf32(float v) {
+  uint32_t u;
+  std::memcpy(&u, &v, 4);
+  u = (u + 0x1000u) & 0xFFFFE000u;
+  float r;
+  std::memcpy(&r, &u, 4);
+  return r;
+}
+// The tensor core's view of a .tf32 operand: its top 19 bits (the low 13 ignored).
+float TruncTf32(float v) {
+  uint32_t u;
+  std::memcpy(&u, &v, 4);
+  u &= 0xFFFFE000u;
+  float r;
+  std::memcpy(&r, &u, 4);
+  return r;
+}
+// The filter's split (SplitFilterKernel) ...
+void SplitHost(float v, float* hi, float* lo) {
+  *hi = RoundTf32(v);
+  *lo = RoundTf32(v - *hi);
+}
+// ... and the input's (SplitA), lo as the tensor core reads it.
+void SplitHostA(float v, float* hi, float* lo) {
+  *hi = RoundTf32(v);
+  *lo = TruncTf32(v - *hi);
+}
+
+// ---- The PTX ISA's tables, written out again (not the kernel's AFragIndex/AccCoord).
+// wgmma .tf32 A register fragment (m64 x k8): warp w rows 16w.., like mma.m16n8k8's A.
+int PtxARow(int warp, int lane, int reg) { return 16 * warp + lane / 4 + (reg % 2) * 8; }
+int PtxACol(int lane, int reg) { return lane % 4 + (reg / 2) * 4; }
+// wgmma f32 accumulator (m64 x nN): register 4i+2h+c at row 16w + lane/4 + 8h, col 8i + 2*(lane%4) + c.
+int PtxDRow(int warp, int lane, int reg) { return 16 * warp + lane / 4 + ((reg / 2) % 2) * 8; }
+int PtxDCol(int lane, int reg) { return (reg / 4) * 8 + 2 * (lane % 4) + reg % 2; }
+
+// The shared-memory matrix descriptor decoded field by field (PTX ISA "Matrix Descriptor Format").
+struct Desc {
+  uint32_t start, lbo, sbo, base_offset, swizzle;
+};
+Desc Decode(uint64_t d) {
+  Desc r;
+  r.start = static_cast<uint32_t>(d & 0x3FFF) << 4;
+  r.lbo = static_cast<uint32_t>((d >> 16) & 0x3FFF) << 4;
+  r.sbo = static_cast<uint32_t>((d >> 32) & 0x3FFF) << 4;
+  r.base_offset = static_cast<uint32_t>((d >> 49) & 7);
+  r.swizzle = static_cast<uint32_t>(d >> 62);
+  return r;
+}
+// The byte address wgmma reads for element (row n, column k) of a K-major tf32 operand with the
+// 128-byte swizzle: the unswizzled address start + (n/8)*SBO + (n%8)*128 + 4k, then bits 4-6
+// XORed with bits 7-9 (16-byte chunk index XOR row within the 8-row atom).
+uint32_t SwizzledAddress(const Desc& d, int n, int k) {
+  const uint32_t addr = d.start + (n / 8) * d.sbo + (n % 8) * 128 + 4 * k;
+  return addr ^ (((addr >> 7) & 7) << 4);
+}
+
+// The kernel's shared memory: its dynamic array is placed at a deliberately unaligned address of
+// the shared window, so the kernel's alignment arithmetic is exercised.
+constexpr uint32_t kSmemRaw = 0x2a0;
+
+// Host replica of the filter split (SplitFilterKernel), through the header's SplitFilterSource.
+std::vector<float> SplitFilter(const Shape& s, const Params& p, int bn,
+                               const std::vector<float>& w) {
+  std::vector<float> ws(SplitFilterBytes(s, bn) / 4);
+  for (int64_t i = 0; i < static_cast<int64_t>(ws.size()); ++i) {
+    int n, k, plane;
+    SplitFilterSource(p, bn, i, &n, &k, &plane);
+    const float v = (n < p.cout && k < p.k) ? w[int64_t{n} * p.k + k] : 0.f;
+    float hi, lo;
+    SplitHost(v, &hi, &lo);
+    ws[i] = plane ? lo : hi;
+  }
+  return ws;
+}
+
+// One CTA (tile, split) replayed. y: NaN-initialised, or zeroed under split-K (the kernel's
+// memset); writes counts stores per element.
+template <int BN, bool kVecA>
+void EmulateTile(const Shape& s, const Params& p, int tile, int split,
+                 const std::vector<float>& x, const std::vector<float>& ws,
+                 std::vector<double>& y, std::vector<int>& writes) {
+  using C = Config<BN>;
+  const int m_tile = tile / p.n_tiles, n_tile = tile % p.n_tiles;
+  const int m0 = m_tile * kBM, n0 = n_tile * BN;
+  const int kt_begin = split * p.k_tiles_per_split;
+  const int kt_end = std::min(p.k_tiles, kt_begin + p.k_tiles_per_split);
+  ASSERT_LT(kt_begin, kt_end) << "empty split";
+  const uint32_t base = AlignSmemBase(kSmemRaw);
+  ASSERT_EQ(base % 1024, 0u);
+  ASSERT_LE(base + C::kStages * C::kStageBytes, kSmemRaw + C::kSmemBytes) << "past the allocation";
+  // Shared memory as floats indexed by (address - kSmemRaw) / 4.
+  std::vector<float> smem(C::kSmemBytes / 4, std::numeric_limits<float>::quiet_NaN());
+  static float out_of_range;
+  auto at = [&](uint32_t addr) -> float& {
+    const bool ok = addr % 4 == 0 && addr >= kSmemRaw && addr < kSmemRaw + C::kSmemBytes;
+    EXPECT_TRUE(ok) << "shared address " << addr;
+    return ok ? smem[(addr - kSmemRaw) / 4] : out_of_range;
+  };
+  std::vector<AGather<kVecA>> ag(kThreads);
+  for (int t = 0; t < kThreads; ++t) ag[t].Init(p, m0, t);
+
+  // Accumulators per warpgroup, [64][BN], as the PTX accumulator table lays them out.
+  std::vector<double> acc(2 * 64 * BN, 0.0), sum(2 * 64 * BN, 0.0);
+  int fold_count = 0;
+  constexpr int kWA = kVecA ? 4 : 1;
+  for (int kt = kt_begin; kt < kt_end; ++kt) {
+    const int stage = (kt - kt_begin) % C::kStages;
+    const uint32_t sb = base + stage * C::kStageBytes;
+    const uint32_t sa = sb + 2 * C::kBTileBytes;
+    // Poison the stage, then replay every thread's copies.
+    for (uint32_t a = sb; a < sb + C::kStageBytes; a += 4) at(a) = std::numeric_limits<float>::quiet_NaN();
+    std::vector<int> written(C::kStageBytes / 4, 0);
+    for (int t = 0; t < kThreads; ++t) {
+      ag[t].ForEach(p, kt, [&](int si, int g, bool valid) {
+        ASSERT_EQ(si % kWA, 0);
+        ASSERT_EQ(g % kWA, 0) << "16-byte gather from an unaligned x offset";
+        for (int j = 0; j < kWA; ++j) {
+          const int sj = si + j;
+          ASSERT_TRUE(sj >= 0 && sj < kAStageFloats);
+          ASSERT_LT(sj % kAStride, kBM) << "write into the padding";
+          if (valid) {
+            const int k = kt * kBK + sj / kAStride, m = m0 + sj % kAStride;
+            ASSERT_LT(k, p.k);
+            ASSERT_LT(m, p.m);
+            const int b = m / p.p, pix = m % p.p, oh = pix / p.ow, ow = pix % p.ow;
+            const int c = k / (p.kh * p.kw), kp = (k / p.kw) % p.kh, kq = k % p.kw;
+            ASSERT_EQ(g + j, ((b * p.cin + c) * p.h + oh + kp) * p.w + ow + kq)
+                << "m " << m << " k " << k;
+          } else {
+            ASSERT_EQ(g, 0);
+          }
+          at(sa + 4 * sj) = valid ? x[g + j] : 0.f;
+          ++written[(sa - sb) / 4 + sj];
+        }
+      });
+      if (::testing::Test::HasFatalFailure()) return;
+      const int64_t src = WorkspaceTile(BN, p.k_tiles, n_tile, kt, 0);
+      for (int i = 0; i < C::kBChunksPerThread; ++i) {
+        const int c = BChunk(t, i);
+        ASSERT_EQ(c % 4, 0);
+        ASSERT_TRUE(c >= 0 && c + 4 <= 2 * C::kBTileFloats);
+        ASSERT_EQ((src + c) % 4, 0) << "16-byte copy from an unaligned workspace offset";
+        for (int e = 0; e < 4; ++e) {
+          at(sb + 4 * (c + e)) = ws[src + c + e];
+          ++written[c + e];
+        }
+      }
+    }
+    for (int i = 0; i < C::kStageBytes / 4; ++i) {
+      const bool pad = i >= 2 * C::kBTileFloats && (i - 2 * C::kBTileFloats) % kAStride >= kBM;
+      ASSERT_EQ(written[i], pad ? 0 : 1) << "stage float " << i;
+    }
+
+    // The two warpgroups' k8 steps.
+    const uint64_t desc_hi = MakeDescriptor(sb), desc_lo = MakeDescriptor(sb + C::kBTileBytes);
+    for (int wg = 0; wg < 2; ++wg) {
+      for (int j = 0; j < kK8Steps; ++j) {
+        double a_hi[64][8], a_lo[64][8];
+        int seen[64][8] = {};
+        for (int warp = 0; warp < 4; ++warp)
+          for (int lane = 0; lane < 32; ++lane)
+            for (int reg = 0; reg < 4; ++reg) {
+              const float v = at(sa + 4 * AFragIndex(wg, warp, j, lane, reg));
+              ASSERT_FALSE(std::isnan(v)) << "A fragment reads an unwritten word";
+              float hi, lo;
+              SplitHostA(v, &hi, &lo);
+              const int r = PtxARow(warp, lane, reg), c = PtxACol(lane, reg);
+              a_hi[r][c] = hi;
+              a_lo[r][c] = lo;
+              ++seen[r][c];
+            }
+        for (int r = 0; r < 64; ++r)
+          for (int c = 0; c < 8; ++c) ASSERT_EQ(seen[r][c], 1);
+        const Desc dh = Decode(DescriptorAtStep(desc_hi, j));
+        const Desc dl = Decode(DescriptorAtStep(desc_lo, j));
+        ASSERT_EQ(dh.swizzle, 1u);
+        ASSERT_EQ(dl.swizzle, 1u);
+        std::vector<double> b_hi(8 * BN), b_lo(8 * BN);
+        for (int n = 0; n < BN; ++n)
+          for (int k = 0; k < 8; ++k) {
+            // Already TF32 values (the split rounded them): the tensor core's truncation is exact.
+            b_hi[k * BN + n] = TruncTf32(at(SwizzledAddress(dh, n, k)));
+            b_lo[k * BN + n] = TruncTf32(at(SwizzledAddress(dl, n, k)));
+            ASSERT_FALSE(std::isnan(b_hi[k * BN + n]) || std::isnan(b_lo[k * BN + n]));
+          }
+        // lo*Bhi (scale-d 0 at a chunk's first step), hi*Blo, hi*Bhi.
+        const bool keep = !(j == 0 && fold_count == 0);
+        double* d = &acc[wg * 64 * BN];
+        for (int r = 0; r < 64; ++r)
+          for (int n = 0; n < BN; ++n) {
+            double t = 0;
+            for (int k = 0; k < 8; ++k) {
+              t += a_lo[r][k] * b_hi[k * BN + n] + a_hi[r][k] * b_lo[k * BN + n] +
+                   a_hi[r][k] * b_hi[k * BN + n];
+            }
+            d[r * BN + n] = (keep ? d[r * BN + n] : 0.0) + t;
+          }
+      }
+    }
+    if (++fold_count == kFoldTiles) {
+      fold_count = 0;
+      for (size_t i = 0; i < sum.size(); ++i) sum[i] += acc[i];
+    }
+  }
+  const bool tail = fold_count != 0;
+  // Epilogue: each thread's registers, stored where the kernel stores them.
+  for (int wg = 0; wg < 2; ++wg)
+    for (int warp = 0; warp < 4; ++warp)
+      for (int lane = 0; lane < 32; ++lane)
+        for (int reg = 0; reg < C::kAccRegs; ++reg) {
+          int ml, nl;
+          AccCoord(wg, warp, lane, reg, &ml, &nl);
+          const int idx = wg * 64 * BN + PtxDRow(warp, lane, reg) * BN + PtxDCol(lane, reg);
+          ASSERT_EQ(ml, wg * 64 + PtxDRow(warp, lane, reg));
+          ASSERT_EQ(nl, PtxDCol(lane, reg));
+          const int m = m0 + ml, n = n0 + nl;
+          if (m >= p.m || n >= p.cout) continue;
+          const int64_t y_at = YRowBase(p, m) + int64_t{n} * p.p;
+          ASSERT_TRUE(y_at >= 0 && y_at < s.output_elements());
+          const double v = tail ? sum[idx] + acc[idx] : sum[idx];
+          y[y_at] = p.splits == 1 ? v : y[y_at] + v;
+          ++writes[y_at];
+        }
+}
+
+template <int BN, bool kVecA>
+void CheckShape(const Shape& s, uint64_t seed, int splits = 1) {
+  SCOPED_TRACE(s.ToString() + " BN " + std::to_string(BN) + (kVecA ? " vecA" : " scalarA") +
+               " splits " + std::to_string(splits));
+  ASSERT_TRUE(CheckIndexing(s).ok());
+  const Params p = MakeParams(s, BN, splits);
+  ASSERT_LE(p.splits, splits);
+  ASSERT_GE(int64_t{p.splits} * p.k_tiles_per_split, p.k_tiles);
+  ASSERT_LT(int64_t{p.splits - 1} * p.k_tiles_per_split, p.k_tiles) << "an empty split";
+  if (kVecA) {
+    ASSERT_TRUE(CanVectorizeA(p, 0));
+  }
+  const std::vector<float> x = RandomTensor(seed, kInputTensor, s.input_elements());
+  const std::vector<float> w = RandomTensor(seed, kFilterTensor, s.filter_elements());
+  const std::vector<float> ws = SplitFilter(s, p, BN, w);
+  std::vector<double> y(s.output_elements(),
+                        p.splits == 1 ? std::numeric_limits<double>::quiet_NaN() : 0.0);
+  std::vector<int> writes(s.output_elements(), 0);
+  const int64_t tiles = NumTiles(s, BN);
+  for (int tile = 0; tile < tiles; ++tile) {
+    for (int split = 0; split < p.splits; ++split) {
+      EmulateTile<BN, kVecA>(s, p, tile, split, x, ws, y, writes);
+      if (::testing::Test::HasFatalFailure()) return;
+    }
+  }
+  // The split drops a_lo*b_lo and rounds or truncates lo: each product is off by at most
+  // ~2^-21 |ab|. A
+  // misplaced operand would be off by a whole |ab| term, ~sum|ab|/K, far above the bound.
+  std::vector<float> ax(x.size()), aw(w.size());
+  for (size_t i = 0; i < x.size(); ++i) ax[i] = std::abs(x[i]);
+  for (size_t i = 0; i < w.size(); ++i) aw[i] = std::abs(w[i]);
+  const std::vector<double> ref = ReferenceConv(s, x.data(), w.data());
+  const std::vector<double> mag = ReferenceConv(s, ax.data(), aw.data());
+  int64_t bad = 0;
+  for (int64_t i = 0; i < s.output_elements(); ++i) {
+    ASSERT_EQ(writes[i], p.splits) << "output " << i << " written " << writes[i] << " times";
+    if (!(std::abs(y[i] - ref[i]) <= std::ldexp(mag[i], -19) + 1e-30) && bad++ < 5) {
+      ADD_FAILURE() << "output " << i << ": emulated " << y[i] << " reference " << ref[i]
+                    << " bound " << std::ldexp(mag[i], -19);
+    }
+  }
+  EXPECT_EQ(bad, 0);
+}
+
+std::vector<Shape> EmulatedShapes() {
+  std::vector<Shape> shapes = EdgeShapes();
+  for (const Shape& s : KernelBotTestShapes()) shapes.push_back(s);
+  for (const Shape& s : {Shape{3, 8, 65, 10, 12, 2, 1}, Shape{2, 5, 70, 12, 20, 3, 1},
+                         Shape{2, 4, 1, 31, 29, 3, 3}, Shape{1, 33, 130, 9, 11, 3, 2},
+                         Shape{2, 40, 8, 20, 20, 4, 4}, Shape{1, 3, 5, 300, 7, 1, 7},
+                         Shape{1, 64, 64, 8, 8, 1, 1}, Shape{2, 8, 136, 8, 12, 1, 1},
+                         Shape{1, 24, 200, 6, 6, 3, 3}}) {
+    shapes.push_back(s);
+  }
+  // Keep the replay quick: skip shapes whose padded GEMM is large.
+  std::vector<Shape> out;
+  for (const Shape& s : shapes) {
+    const int bn = ChooseBN(s);
+    const double work = static_cast<double>(NumTiles(s, bn)) * kBM * bn *
+                        ((s.in_channels * s.kernel_h * s.kernel_w + kBK - 1) / kBK * kBK) * 3;
+    if (work <= 3e9) out.push_back(s);
+  }
+  std::printf("emulating %zu of %zu shapes\n", out.size(), shapes.size());
+  return out;
+}
+
+TEST(ImplicitGemmWgmmaEmulationTest, ScalarGatherMatchesReference) {
+  int covered64 = 0, covered128 = 0;
+  for (const Shape& s : EmulatedShapes()) {
+    if (ChooseBN(s) == 64) {
+      CheckShape<64, false>(s, 7);
+      ++covered64;
+    } else {
+      CheckShape<128, false>(s, 7);
+      ++covered128;
+    }
+  }
+  EXPECT_GE(covered64, 5);
+  EXPECT_GE(covered128, 3);
+}
+
+TEST(ImplicitGemmWgmmaEmulationTest, VectorGatherMatchesReference) {
+  int covered = 0;
+  for (const Shape& s : EmulatedShapes()) {
+    if (!CanVectorizeA(MakeParams(s, 64), 0)) continue;
+    ++covered;
+    if (ChooseBN(s) == 64) {
+      CheckShape<64, true>(s, 8);
+    } else {
+      CheckShape<128, true>(s, 8);
+    }
+  }
+  EXPECT_GE(covered, 3);
+}
+
+// The other BN on a few shapes, so both kernels' maps are replayed with several N tiles.
+TEST(ImplicitGemmWgmmaEmulationTest, BothTileWidths) {
+  for (const Shape& s : {Shape{1, 5, 130, 9, 11, 3, 2}, Shape{2, 8, 136, 8, 12, 1, 1},
+                         Shape{1, 3, 40, 12, 12, 3, 3}}) {
+    CheckShape<64, false>(s, 9);
+    CheckShape<128, false>(s, 9);
+  }
+}
+
+// Split-K: the k ranges partition K (folds restart in each split, partial last chunks).
+TEST(ImplicitGemmWgmmaEmulationTest, SplitKMatchesReference) {
+  for (int splits : {2, 3, 5}) {
+    CheckShape<64, false>(Shape{2, 40, 8, 20, 20, 4, 4}, 11, splits);     // 20 k-tiles
+    CheckShape<128, false>(Shape{1, 33, 130, 9, 11, 3, 2}, 11, splits);   // 7 k-tiles
+    CheckShape<128, true>(Shape{2, 64, 136, 8, 12, 1, 1}, 11, splits);    // 2 k-tiles: 1 split each
+  }
+}
+
+TEST(ImplicitGemmWgmmaPlanTest, SplitChoice) {
+  // Full grids are not split.
+  EXPECT_EQ(ChooseSplits(1568, 8, 132).splits, 1);   // (32,256,256,56,1)
+  EXPECT_EQ(ChooseSplits(505, 36, 132).splits, 1);   // (1,128,128,256,3): 3.8 waves
+  // Underfilled ones are.
+  EXPECT_GT(ChooseSplits(52, 144, 132).splits, 1);   // (32,512,512,9,3): 52 tiles
+  EXPECT_GT(ChooseSplits(72, 72, 132).splits, 1);    // (32,256,256,14,3)
+  EXPECT_GT(ChooseSplits(169, 36, 132).splits, 1);   // (32,128,128,28,3): 1.3 waves
+  for (int64_t tiles : {1, 7, 52, 100, 133, 500, 5000})
+    for (int k_tiles : {1, 2, 3, 4, 7, 8, 9, 36, 144, 4096}) {
+      const SplitChoice c = ChooseSplits(tiles, k_tiles, 132);
+      EXPECT_TRUE(c.splits >= 1 && c.splits <= kMaxSplits);
+      EXPECT_GE(int64_t{c.splits} * c.k_tiles_per_split, k_tiles);
+      EXPECT_LT(int64_t{c.splits - 1} * c.k_tiles_per_split, k_tiles);
+      if (c.splits > 1) {
+        EXPECT_GE(c.k_tiles_per_split, kMinSplitTiles);
+      }
+    }
+}
+
+TEST(ImplicitGemmWgmmaLayoutTest, DescriptorFields) {
+  for (uint32_t addr : {0u, 1024u, 0x1fc00u, 0x37c00u}) {
+    const Desc d = Decode(MakeDescriptor(addr));
+    EXPECT_EQ(d.start, addr);
+    EXPECT_EQ(d.sbo, 1024u);  // 8 rows of 128 bytes between core-matrix groups along N
+    EXPECT_EQ(d.lbo, 16u);    // unused with the 128-byte swizzle for K-major; 1 (x16) by convention
+    EXPECT_EQ(d.base_offset, 0u);
+    EXPECT_EQ(d.swizzle, 1u);  // 128-byte swizzle
+    // Bits outside the fields are zero.
+    const uint64_t raw = MakeDescriptor(addr);
+    EXPECT_EQ(raw & ~((0x3FFFull) | (0x3FFFull << 16) | (0x3FFFull << 32) | (7ull << 49) |
+                      (3ull << 62)),
+              0u);
+    for (int j = 0; j < kK8Steps; ++j) {
+      EXPECT_EQ(Decode(DescriptorAtStep(MakeDescriptor(addr), j)).start, addr + 32u * j);
+    }
+  }
+}
+
+// The split filter's tile layout is the swizzled image wgmma reads: through the descriptor
+// model, element (n, k) of every k8 step is where BTileOffset put it; BTileCoord inverts it.
+TEST(ImplicitGemmWgmmaLayoutTest, SwizzledTileIsWhatWgmmaReads) {
+  for (int bn : {64, 128}) {
+    std::vector<int> hits(bn * kBK, 0);
+    for (int n = 0; n < bn; ++n)
+      for (int k = 0; k < kBK; ++k) {
+        const int off = BTileOffset(n, k);
+        ASSERT_TRUE(off >= 0 && off < bn * kBK);
+        ++hits[off];
+        int n2, k2;
+        BTileCoord(off, &n2, &k2);
+        EXPECT_EQ(n2, n);
+        EXPECT_EQ(k2, k);
+        // Consecutive k in a 16-byte chunk stay consecutive (16-byte copies keep them together).
+        if (k % 4) {
+          EXPECT_EQ(BTileOffset(n, k), BTileOffset(n, k - 1) + 1);
+        }
+        const uint32_t base = 0x3000;  // 1024-aligned
+        const Desc d = Decode(DescriptorAtStep(MakeDescriptor(base), k / 8));
+        EXPECT_EQ(SwizzledAddress(d, n, k % 8), base + 4u * off) << "n " << n << " k " << k;
+      }
+    for (int h : hits) EXPECT_EQ(h, 1);
+  }
+}
+
+// Every float of the split filter is sourced exactly once per (n, k, plane) of every tile.
+TEST(ImplicitGemmWgmmaLayoutTest, SplitFilterCoversEveryTileOnce) {
+  const Shape s{1, 5, 130, 9, 11, 3, 2};  // K = 30: one partial k-tile; Cout = 130: 2 N tiles
+  for (int bn : {64, 128}) {
+    const Params p = MakeParams(s, bn);
+    const int64_t total = SplitFilterBytes(s, bn) / 4;
+    EXPECT_EQ(total, int64_t{p.n_tiles} * p.k_tiles * 2 * bn * kBK);
+    std::vector<int> seen(static_cast<size_t>(p.n_tiles) * bn * p.k_tiles * kBK * 2, 0);
+    for (int64_t i = 0; i < total; ++i) {
+      int n, k, plane;
+      SplitFilterSource(p, bn, i, &n, &k, &plane);
+      ASSERT_TRUE(n >= 0 && n < p.n_tiles * bn && k >= 0 && k < p.k_tiles * kBK);
+      const int nt = n / bn, kt = k / kBK;
+      EXPECT_EQ(WorkspaceTile(bn, p.k_tiles, nt, kt, plane) + BTileOffset(n % bn, k % kBK), i);
+      ++seen[(static_cast<size_t>(n) * p.k_tiles * kBK + k) * 2 + plane];
+    }
+    for (int v : seen) ASSERT_EQ(v, 1);
+  }
+}
+
+// A stage is reloaded only after the wgmma that read it are complete: when iteration kt issues
+// tile kt + kAhead, tiles kt (being computed) and kt - 1 (its last step possibly in flight) and
+// the loads in flight must all be in other stages.
+TEST(ImplicitGemmWgmmaLayoutTest, StageReuseIsSafe) {
+  auto check = [](int stages, int ahead) {
+    for (int kt = 0; kt < 64; ++kt) {
+      const int target = (kt + ahead) % stages;
+      for (int busy = kt - 1; busy < kt + ahead; ++busy) {
+        if (busy < 0) continue;
+        EXPECT_NE(target, busy % stages) << "kt " << kt << " busy " << busy;
+      }
+    }
+  };
+  check(Config<64>::kStages, Config<64>::kAhead);
+  check(Config<128>::kStages, Config<128>::kAhead);
+  EXPECT_GE(Config<64>::kAhead, 1);
+  EXPECT_GE(Config<128>::kAhead, 1);
+}
+
+// Every A fragment load of a warp (one register, one k8 step) reads 32 distinct banks.
+TEST(ImplicitGemmWgmmaLayoutTest, AFragmentLoadsAreBankConflictFree) {
+  for (int wg = 0; wg < 2; ++wg)
+    for (int warp = 0; warp < 4; ++warp)
+      for (int j = 0; j < kK8Steps; ++j)
+        for (int reg = 0; reg < 4; ++reg) {
+          uint32_t banks = 0;
+          for (int lane = 0; lane < 32; ++lane) banks |= 1u << (AFragIndex(wg, warp, j, lane, reg) % 32);
+          EXPECT_EQ(banks, 0xFFFFFFFFu) << "wg " << wg << " warp " << warp << " reg " << reg;
+        }
+}
+
+TEST(ImplicitGemmWgmmaPlanTest, ShapeLimits) {
+  const Algorithm* a = Registry::Global().Find("implicit_gemm_wgmma");
+  ASSERT_NE(a, nullptr);
+  EXPECT_EQ(a->name(), "implicit_gemm_wgmma");
+  for (const Shape& s : EdgeShapes()) EXPECT_TRUE(a->CanImplement(s).ok()) << s.ToString();
+  for (const Shape& s : KernelBotTestShapes()) EXPECT_TRUE(a->CanImplement(s).ok()) << s.ToString();
+  for (const Shape& s : KernelBotBenchmarkShapes()) {
+    EXPECT_TRUE(a->CanImplement(s).ok()) << s.ToString();
+  }
+  EXPECT_EQ(a->CanImplement(Shape{64, 512, 64, 256, 256, 1, 1}).code(),
+            absl::StatusCode::kOutOfRange);
+  EXPECT_EQ(a->CanImplement(Shape{1, 1, 1, 1, 2147483600, 1, 1}).code(),
+            absl::StatusCode::kOutOfRange);
+  EXPECT_EQ(a->CanImplement(Shape{1, 1025, 1, 16, 16, 16, 16}).code(),
+            absl::StatusCode::kUnimplemented);
+  EXPECT_TRUE(a->CanImplement(Shape{1, 1024, 1, 16, 16, 16, 16}).ok());
+  // A split filter beyond 2 GiB of workspace.
+  EXPECT_EQ(a->CanImplement(Shape{1, 4096, 8192, 64, 64, 3, 3}).code(),
+            absl::StatusCode::kResourceExhausted);
+  for (const Shape& s : KernelBotBenchmarkShapes()) {
+    const double t = a->EstimateSeconds(s);
+    EXPECT_TRUE(std::isfinite(t) && t > 0) << s.ToString();
+  }
+  // The tile width follows Cout.
+  EXPECT_EQ(ChooseBN(Shape{1, 3, 64, 8, 8, 3, 3}), 64);
+  EXPECT_EQ(ChooseBN(Shape{1, 3, 65, 8, 8, 3, 3}), 128);
+}
+
+TEST(ImplicitGemmWgmmaPlanTest, VectorGatherConditions) {
+  const Params p = MakeParams(Shape{1, 8, 8, 16, 16, 1, 1}, 64);
+  EXPECT_TRUE(CanVectorizeA(p, 256));
+  EXPECT_FALSE(CanVectorizeA(p, 260));
+  EXPECT_FALSE(CanVectorizeA(MakeParams(Shape{1, 8, 8, 16, 18, 1, 1}, 64), 0));  // W % 4 != 0
+  EXPECT_FALSE(CanVectorizeA(MakeParams(Shape{1, 8, 8, 16, 16, 1, 2}, 64), 0));  // Kw != 1
+}
+
+// ---- The accuracy model of the kernel's arithmetic (implicit_gemm_3xtf32's argument, replayed
+// with this kernel's operands): per k8 step three products into an fp32 accumulator that rounds
+// toward zero (the pessimistic tensor-core model: the exact sum of the accumulator and 8
+// products, truncated), input lo truncated to TF32, filter lo rounded; every 128 terms the
+// accumulator is added (IEEE fp32) into the sum.
+float MmaTruncating(float c, const float* a, const float* b) {
+  double s = c;
+  for (int i = 0; i < 8; ++i) s += static_cast<double>(a[i]) * b[i];  // exact: 11x11-bit products
+  float f = static_cast<float>(s);
+  if (std::abs(static_cast<double>(f)) > std::abs(s)) f = std::nextafter(f, 0.0f);
+  return f;
+}
+
+struct ModelError {
+  double rms = 0, worst = 0;
+};
+
+ModelError Model(int k, int fold_terms, int samples, uint64_t seed) {
+  std::vector<float> x = RandomTensor(seed, kInputTensor, int64_t{k} * samples);
+  std::vector<float> w = RandomTensor(seed, kFilterTensor, int64_t{k} * samples);
+  double sum_sq = 0, worst = 0;
+  for (int s = 0; s < samples; ++s) {
+    const float* xs = &x[int64_t{s} * k];
+    const float* ws = &w[int64_t{s} * k];
+    double exact = 0;
+    for (int i = 0; i < k; ++i) exact += static_cast<double>(xs[i]) * ws[i];
+    float acc = 0, sum = 0;
+    for (int k0 = 0; k0 < k; k0 += 8) {
+      float ah[8], al[8], bh[8], bl[8];
+      for (int i = 0; i < 8; ++i) {
+        const bool in = k0 + i < k;
+        SplitHostA(in ? xs[k0 + i] : 0.f, &ah[i], &al[i]);
+        SplitHost(in ? ws[k0 + i] : 0.f, &bh[i], &bl[i]);
+      }
+      acc = MmaTruncating(acc, al, bh);
+      acc = MmaTruncating(acc, ah, bl);
+      acc = MmaTruncating(acc, ah, bh);
+      if ((k0 + 8) % fold_terms == 0) {
+        sum += acc;
+        acc = 0;
+      }
+    }
+    const double err = std::abs(static_cast<double>(sum + acc) - exact);
+    sum_sq += err * err;
+    worst = std::max(worst, err);
+  }
+  return {std::sqrt(sum_sq / samples), worst};
+}
+
+TEST(ImplicitGemmWgmmaAccuracyModel, BlockedAccumulationMeetsTheBar) {
+  constexpr int kFoldTerms = kFoldTiles * kBK;
+  // The longest KernelBot reduction (128 channels, 32x32) and the longest "cnn" one (512, 3x3).
+  for (int k : {131072, 4608}) {
+    const int samples = k > 10000 ? 32 : 300;
+    const ModelError folded = Model(k, kFoldTerms, samples, 1);
+    std::printf("K=%-7d fold every %d terms: rms %.3e worst %.3e\n", k, kFoldTerms, folded.rms,
+                folded.worst);
+    // Outputs near zero have the tightest tolerance, 1e-3.
+    EXPECT_LT(4 * folded.rms, 1e-3) << "K=" << k;
+    EXPECT_LT(folded.worst, 1e-3) << "K=" << k;
+  }
+}
+
+}  // namespace
+}  // namespace implicit_gemm_wgmma_internal
+}  // namespace conv2d

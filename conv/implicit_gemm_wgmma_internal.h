@@ -1,0 +1,316 @@
+// implicit_gemm_wgmma's index algebra, in plain C++ that compiles for the device and the host, so
+// that implicit_gemm_wgmma_cpu_test replays the kernel's data movement (gathers, the filter's
+// split-and-swizzle into the workspace, the stage copies, the wgmma operand maps, the epilogue)
+// against the fp64 reference without a GPU. Not part of the library's API.
+//
+// The GEMM view is implicit_gemm_3xtf32's (see its header): M = output pixels, N = output
+// channels, K = Cin*Kh*Kw, A[m][k] = x gathered, B[k][n] = w[n][k].
+//
+// One CTA computes a kBM x BN tile with two consumer warpgroups, each owning 64 rows (one wgmma
+// M extent) and all BN columns. Every thread also copies (cp.async); there is no producer warp.
+//  - A (pixels x k) is gathered into shared memory as [kBK][kAStride] (k rows of pixels, the
+//    layout implicit_gemm_3xtf32 uses), and fed to wgmma from registers: each thread loads its four
+//    fragment values per k8 step, splits them into TF32 hi/lo once, and both halves go to wgmma
+//    as register operands. Each A element is loaded and split once per CTA (not once per warp of
+//    an N split, as with mma.sync).
+//  - B (the filter) is split once per call by a small kernel into hi and lo TF32 planes in the
+//    workspace, already in the shared-memory image wgmma reads: per (N tile, k-tile) a BN x kBK
+//    K-major tile with the 128-byte swizzle, hi then lo. The stage copy is a straight 16-byte
+//    cp.async of contiguous bytes.
+//  - Grids that would underfill the GPU are split along K (ChooseSplits); the splits add into a
+//    zeroed y with fp32 atomics.
+#ifndef CONV2D_CONV_IMPLICIT_GEMM_WGMMA_INTERNAL_H_
+#define CONV2D_CONV_IMPLICIT_GEMM_WGMMA_INTERNAL_H_
+
+#include <cstdint>
+
+#include "absl/status/status.h"
+#include "conv/implicit_gemm_3xtf32.h"  // FastDiv
+#include "conv/shape.h"
+
+#if defined(__CUDACC__)
+#define CONV2D_IGW_HD __host__ __device__ __forceinline__
+#define CONV2D_IGW_UNROLL _Pragma("unroll")
+#else
+#define CONV2D_IGW_HD inline
+#define CONV2D_IGW_UNROLL
+#endif
+
+namespace conv2d {
+namespace implicit_gemm_wgmma_internal {
+
+using implicit_gemm_3xtf32_internal::FastDiv;
+
+constexpr int kBM = 128;             // output pixels per CTA: two warpgroups of 64 rows
+constexpr int kBK = 32;              // reduction terms per stage: one 128-byte swizzle row of fp32
+constexpr int kThreads = 256;        // two warpgroups
+constexpr int kWarpgroupRows = 64;   // the wgmma M extent
+constexpr int kK8Steps = kBK / 8;    // wgmma .tf32 instructions have K = 8
+// The accumulators are folded every kFoldTiles k-tiles (128 terms), as in implicit_gemm_3xtf32:
+// the same error model applies (three TF32 products per 8 terms into an fp32 accumulator that
+// may round toward zero, then an IEEE fp32 fold).
+constexpr int kFoldTiles = 4;
+static_assert(kFoldTiles * kBK == 128, "fold length of the verified accuracy model");
+
+// A stage: [kBK][kAStride] floats. A fragment register is read at (k0+tig)*kAStride + m0+gid over
+// the lanes (gid = lane/4, tig = lane%4): kAStride = 8 (mod 32) puts the 32 lanes in 32 banks.
+constexpr int kAStride = kBM + 8;  // 136
+constexpr int kAStageFloats = kBK * kAStride;
+static_assert(kAStride % 32 == 8, "bank-conflict-free A fragment loads");
+static_assert(kAStageFloats * 4 % 1024 == 0, "stages stay 1024-byte aligned");
+
+// The tile configuration for a BN (64 or 128): BN = 128 holds 64 accumulators + 64 fold sums per
+// thread and 4 stages (196 KiB, one CTA per SM); BN = 64 fits two CTAs per SM with 3 stages.
+template <int BN>
+struct Config {
+  static_assert(BN == 64 || BN == 128, "BN is 64 or 128");
+  static constexpr int kBN = BN;
+  static constexpr int kStages = BN == 128 ? 4 : 3;
+  // Tiles loaded ahead of the one being computed: besides those, two stages are busy, the
+  // current tile's and the previous tile's (its last k8 step's wgmma may still be reading it when
+  // the next load is issued).
+  static constexpr int kAhead = kStages - 2;
+  static constexpr int kMinBlocks = BN == 128 ? 1 : 2;
+  static constexpr int kBTileFloats = BN * kBK;  // one plane (hi or lo) of one k-tile
+  static constexpr int kBTileBytes = kBTileFloats * 4;
+  static constexpr int kStageBytes = 2 * kBTileBytes + kAStageFloats * 4;  // B hi, B lo, A
+  // Dynamic shared memory: the stages plus slack to align the base to 1024 bytes (the 128-byte
+  // swizzle pattern repeats every 8 rows = 1024 bytes and is computed from address bits).
+  static constexpr int kSmemBytes = kStages * kStageBytes + 1024;
+  static constexpr int kAccRegs = BN / 2;  // m64nBN f32 accumulators per thread
+  static constexpr int kBChunksPerThread = 2 * kBTileFloats / 4 / kThreads;
+  static_assert(kBTileBytes % 1024 == 0 && kStageBytes % 1024 == 0, "1024-byte aligned tiles");
+  static_assert(2 * kBTileFloats / 4 % kThreads == 0, "whole 16-byte chunks per thread");
+};
+static_assert(Config<128>::kSmemBytes <= 227 * 1024, "one CTA per SM");
+static_assert(2 * (Config<64>::kSmemBytes + 1024) <= 228 * 1024, "two CTAs per SM");
+
+// ---- Shape parameters (32-bit: CheckIndexing bounds every index the kernel forms).
+struct Params {
+  int cin = 0, cout = 0, h = 0, w = 0, kh = 0, kw = 0;
+  int ow = 0;       // out_w
+  int hw = 0;       // h*w
+  int cin_hw = 0;   // cin*h*w
+  int p = 0;        // out_h*out_w
+  int m = 0;        // batch*p
+  int k = 0;        // cin*kh*kw
+  int k_tiles = 0;  // ceil(k / kBK)
+  int n_tiles = 0;  // ceil(cout / BN)
+  // Split-K: blockIdx.y = split takes k-tiles [split*k_tiles_per_split, +k_tiles_per_split) of
+  // K; with splits > 1 the CTAs add their partial tiles into a zeroed y (fp32 atomics).
+  int splits = 1;
+  int k_tiles_per_split = 0;
+  FastDiv div_p, div_ow, div_khkw, div_kw;
+};
+
+// BN for a shape: 64 when Cout <= 64 (half of a 128 tile would be padding), else 128.
+inline int ChooseBN(const Shape& s) { return s.out_channels <= 64 ? 64 : 128; }
+absl::Status CheckIndexing(const Shape& s);
+// splits: see ChooseSplits; 1 computes every tile over all of K in one CTA.
+Params MakeParams(const Shape& s, int bn, int splits = 1);
+
+// Split-K for grids that fill the GPU badly (few tiles: small images, many channels, e.g. 52
+// tiles of 144 k-tiles on 132 SMs). Picks the split count s that minimises a wave model:
+// ceil(tiles*s / slots) waves, each as long as one CTA's k-tiles plus kSplitOverheadTiles for its
+// prologue and epilogue; slots = SMs x CTAs per SM. A split keeps at least kMinSplitTiles
+// k-tiles, and more splits must win by 5% (each adds atomics and, from two on, a memset of y).
+constexpr int kMaxSplits = 16;
+constexpr int kMinSplitTiles = 4;
+constexpr int kSplitOverheadTiles = 2;
+struct SplitChoice {
+  int splits = 1;
+  int k_tiles_per_split = 0;
+  double cost = 0;  // in k-tile times of one CTA
+};
+inline SplitChoice ChooseSplits(int64_t tiles, int k_tiles, int slots) {
+  SplitChoice best;
+  for (int s = 1; s <= kMaxSplits; ++s) {
+    const int per = (k_tiles + s - 1) / s;
+    if (s > 1 && per < kMinSplitTiles) break;
+    const int used = (k_tiles + per - 1) / per;  // no empty split
+    if (used != s) continue;
+    const int64_t waves = (tiles * s + slots - 1) / slots;
+    const double cost = static_cast<double>(waves) * (per + kSplitOverheadTiles);
+    if (s == 1 || cost < 0.95 * best.cost) best = {s, per, cost};
+  }
+  return best;
+}
+int64_t NumTiles(const Shape& s, int bn);
+// Bytes of the split filter (hi and lo planes, every (N tile, k-tile)), without alignment slack.
+int64_t SplitFilterBytes(const Shape& s, int bn);
+
+// ---- The split filter's tile: a BN x kBK plane, K-major, 128-byte swizzle.
+// Element (n, k) lives in row n (128 bytes = kBK floats); rows are grouped by 8 into 1024-byte
+// atoms; inside a row the 16-byte chunk k/4 is stored at chunk position (k/4) XOR (n%8). This is
+// the layout wgmma's 128-byte swizzle mode expects of a 1024-byte aligned K-major operand.
+CONV2D_IGW_HD int BTileOffset(int n, int k) {
+  return (n >> 3) * 256 + (n & 7) * 32 + (((k >> 2) ^ (n & 7)) << 2) + (k & 3);
+}
+// The inverse: which (n, k) a float offset of the tile holds.
+CONV2D_IGW_HD void BTileCoord(int off, int* n, int* k) {
+  const int row = off >> 5;  // 32 floats per row
+  const int chunk = (off >> 2) & 7;
+  *n = row;
+  *k = ((chunk ^ (row & 7)) << 2) + (off & 3);
+}
+// Float offset in the workspace of plane `plane` (0 hi, 1 lo) of k-tile kt of N tile nt.
+CONV2D_IGW_HD int64_t WorkspaceTile(int bn, int k_tiles, int nt, int kt, int plane) {
+  return ((int64_t{nt} * k_tiles + kt) * 2 + plane) * int64_t{bn} * kBK;
+}
+// What float i of the split filter holds (the split kernel runs one thread per i): the half
+// `*plane` (0 hi, 1 lo) of w[*n][*k]; zero when *n >= Cout or *k >= K.
+CONV2D_IGW_HD void SplitFilterSource(const Params& p, int bn, int64_t i, int* n, int* k,
+                                     int* plane) {
+  const int64_t tile_floats = int64_t{bn} * kBK;
+  const int64_t tile = i / tile_floats;  // (nt * k_tiles + kt) * 2 + plane
+  const int off = static_cast<int>(i - tile * tile_floats);
+  *plane = static_cast<int>(tile & 1);
+  const int64_t nk = tile >> 1;
+  const int nt = static_cast<int>(nk / p.k_tiles);
+  const int kt = static_cast<int>(nk - int64_t{nt} * p.k_tiles);
+  int nl, kl;
+  BTileCoord(off, &nl, &kl);
+  *n = nt * bn + nl;
+  *k = kt * kBK + kl;
+}
+
+// The dynamic shared memory's first 1024-byte aligned address (the kernel asks for 1024 bytes of
+// slack), and where stage s begins.
+CONV2D_IGW_HD uint32_t AlignSmemBase(uint32_t raw) { return (raw + 1023u) & ~1023u; }
+
+// ---- wgmma shared-memory matrix descriptor (sm_90): bits 0-13 start address >> 4, 16-29 leading
+// byte offset >> 4, 32-45 stride byte offset >> 4, 49-51 base offset, 62-63 swizzle mode
+// (1 = 128-byte). For a K-major operand with the 128-byte swizzle the stride byte offset is the
+// distance between 8-row atoms (1024 bytes); the leading byte offset is not used when the
+// instruction's K extent (32 bytes here) lies within the swizzle row, and is set to 1 by
+// convention. Base offset 0: every tile starts 1024-byte aligned.
+constexpr uint64_t kDescSwizzle128 = uint64_t{1} << 62;
+CONV2D_IGW_HD uint64_t MakeDescriptor(uint32_t smem_addr) {
+  return static_cast<uint64_t>((smem_addr & 0x3FFFF) >> 4) | (uint64_t{1} << 16) |
+         (uint64_t{1024 >> 4} << 32) | kDescSwizzle128;
+}
+// The descriptor of k8 step j (0..3) of a tile: 8 tf32 = 32 bytes further along the swizzle row.
+// The hardware applies the swizzle to the computed address, so advancing the start address by
+// the unswizzled byte offset is how one steps along K inside the 128-byte row.
+CONV2D_IGW_HD uint64_t DescriptorAtStep(uint64_t desc, int j) { return desc + uint64_t(2 * j); }
+
+// ---- A fragment (register operand) map, PTX ISA "wgmma .tf32 register fragment A" (m64 x k8):
+// warp w of the warpgroup holds rows 16w..16w+15; lane = 4*gid + tig; reg 0 (gid, tig),
+// 1 (gid+8, tig), 2 (gid, tig+4), 3 (gid+8, tig+4). wg: the warpgroup (its 64-row half of the
+// tile); j: the k8 step in the stage. Returns the float index in the A stage.
+CONV2D_IGW_HD int AFragIndex(int wg, int warp, int j, int lane, int reg) {
+  const int gid = lane >> 2, tig = lane & 3;
+  const int m = wg * kWarpgroupRows + warp * 16 + gid + ((reg & 1) ? 8 : 0);
+  const int k = j * 8 + tig + ((reg & 2) ? 4 : 0);
+  return k * kAStride + m;
+}
+// The accumulator map (m64 x nBN, f32): register r = 4*i + 2*h + c holds row 16w + gid + 8h,
+// column 8i + 2*tig + c. Tile coordinates (m in 0..kBM-1, n in 0..BN-1).
+CONV2D_IGW_HD void AccCoord(int wg, int warp, int lane, int reg, int* m, int* n) {
+  const int gid = lane >> 2, tig = lane & 3;
+  *m = wg * kWarpgroupRows + warp * 16 + gid + ((reg & 2) ? 8 : 0);
+  *n = (reg >> 2) * 8 + 2 * tig + (reg & 1);
+}
+
+// The y offset of GEMM row m for output channel 0 (y is NCHW; channel n adds n*p).
+CONV2D_IGW_HD int YRowBase(const Params& p, int m) {
+  const int b = p.div_p.Div(m);
+  return m + b * (p.cout - 1) * p.p;
+}
+
+// Whether the 16-byte input gather applies: Kw = 1 and W % 4 = 0 (four consecutive output
+// pixels are four consecutive, 16-byte aligned input floats; M % 4 = 0), x 16-byte aligned.
+CONV2D_IGW_HD bool CanVectorizeA(const Params& p, uintptr_t x) {
+  return p.kw == 1 && p.w % 4 == 0 && x % 16 == 0;
+}
+
+// ---- The im2col gather of one thread (x offset of A[m][k] = mbase(m) + kofs(k)).
+// Scalar: thread t owns k rows 2*(t/16) and 2*(t/16)+1 of the stage and pixel columns
+// t%16 + 16i, i < 8. Per k-tile it decodes its two rows' (c, p, q) once (two divisions each),
+// and each copy is then one add of offsets it keeps from Init: about 5 instructions per copy,
+// where stepping (c, p, q) per copy cost 18. A warp's copy covers 16 consecutive pixels of two
+// rows 2*kAStride = 16 (mod 32) words apart: 32 distinct banks.
+// Vector: thread t owns pixels 4*(t % 32) .. +3 and k rows t/32 + 8i, i < 4.
+template <bool kVec>
+struct AGather {
+  static constexpr int kRows = kVec ? kBK * kBM / 4 / kThreads : 2;  // k rows per thread
+  static constexpr int kCols = kVec ? 1 : kBK * kBM / kThreads / 2;  // pixel columns (scalar): 8
+  static constexpr int kRowStep = kVec ? kThreads / 32 : 1;
+  static constexpr int kColStep = kThreads / (kBK / 2);  // 16
+  int col = 0;   // first pixel column
+  int row0 = 0;  // first k row
+  int mbase[kCols] = {};
+  uint32_t m_valid = 0;  // bit i: column col + i*kColStep is a pixel (< M)
+
+  CONV2D_IGW_HD static int PixelBase(const Params& p, int m) {
+    const int b = p.div_p.Div(m);
+    const int pix = m - b * p.p;
+    const int oh = p.div_ow.Div(pix);
+    const int ow = pix - oh * p.ow;
+    return b * p.cin_hw + oh * p.w + ow;
+  }
+
+  CONV2D_IGW_HD void Init(const Params& p, int m0, int tid) {
+    if (kVec) {
+      col = 4 * (tid % 32);
+      row0 = tid / 32;
+    } else {
+      col = tid % kColStep;
+      row0 = 2 * (tid / kColStep);
+    }
+CONV2D_IGW_UNROLL
+    for (int i = 0; i < kCols; ++i) {
+      // Vector form: M % 4 = 0 and m % 4 = 0, so m < M covers all four pixels.
+      const int m = m0 + col + i * kColStep;
+      mbase[i] = 0;
+      if (m < p.m) {
+        m_valid |= 1u << i;
+        mbase[i] = PixelBase(p, m);
+      }
+    }
+  }
+
+  // f(float index in the A stage, x offset, valid) for this thread's copies of k-tile kt; invalid
+  // copies (pixel past M or k past K) zero-fill and carry offset 0.
+  template <class F>
+  CONV2D_IGW_HD void ForEach(const Params& p, int kt, F&& f) const {
+    if (kVec) {
+CONV2D_IGW_UNROLL
+      for (int i = 0; i < kRows; ++i) {
+        const int row = row0 + i * kRowStep;
+        const int kg = kt * kBK + row;
+        const int c = p.div_khkw.Div(kg);
+        const int r = kg - c * (p.kh * p.kw);  // kw = 1: r is the kernel row
+        const bool valid = (m_valid & 1u) && kg < p.k;
+        f(row * kAStride + col, valid ? mbase[0] + c * p.hw + r * p.w : 0, valid);
+      }
+    } else {
+CONV2D_IGW_UNROLL
+      for (int j = 0; j < kRows; ++j) {
+        const int row = row0 + j;
+        const int kg = kt * kBK + row;
+        const int c = p.div_khkw.Div(kg);
+        const int r = kg - c * (p.kh * p.kw);
+        const int kp = p.div_kw.Div(r);
+        const int kq = r - kp * p.kw;
+        const int kofs = c * p.hw + kp * p.w + kq;
+        const bool k_valid = kg < p.k;
+CONV2D_IGW_UNROLL
+        for (int i = 0; i < kCols; ++i) {
+          const bool valid = k_valid && ((m_valid >> i) & 1u);
+          f(row * kAStride + col + i * kColStep, valid ? mbase[i] + kofs : 0, valid);
+        }
+      }
+    }
+  }
+};
+
+// The B stage copy: thread t copies 16-byte chunks t + kThreads*i of the (hi, lo) pair of k-tile
+// kt, contiguous in the workspace and in the stage. Returns the chunk's float offset within the
+// pair (the same in both places).
+CONV2D_IGW_HD int BChunk(int tid, int i) { return 4 * (tid + kThreads * i); }
+
+}  // namespace implicit_gemm_wgmma_internal
+}  // namespace conv2d
+
+#endif  // CONV2D_CONV_IMPLICIT_GEMM_WGMMA_INTERNAL_H_
