@@ -120,103 +120,140 @@ __device__ __forceinline__ void FenceProxyAsync() {
 }
 #endif
 
+#if CONV2D_HAS_WGMMA
+// A CTA's walk over its stages: item blockIdx.x + i * gridDim.x, chunk (k range) c, advanced by
+// one stage at a time, so that no stage divides (only a new item does, once per `chunks`).
+struct Cursor {
+  int item, chunk;
+  Item at;
+};
+__device__ __forceinline__ Cursor FirstStage(const Params& p) {
+  const int item = static_cast<int>(blockIdx.x);
+  return {item, 0, ItemOf(item, p.tiles_m, p.tiles_n)};
+}
+__device__ __forceinline__ void NextStage(const Params& p, int chunks, Cursor& c) {
+  if (++c.chunk == chunks) {
+    c.chunk = 0;
+    c.item += static_cast<int>(gridDim.x);
+    c.at = ItemOf(c.item, p.tiles_m, p.tiles_n);
+  }
+}
+#endif
+
 template <int kWgs, int kN>
 __global__ void __launch_bounds__(128 * kWgs, 1) CgemmConjSm90Kernel(const __grid_constant__ Params p) {
 #if CONV2D_HAS_WGMMA
   constexpr Tile kT = MakeTile(kWgs, kN);
   constexpr int kThreads = 128 * kWgs;
   constexpr int kAcc = kN / 2;
+  constexpr int kFilterCopies = FilterCopies(kT.rows, kThreads);
+  constexpr int kInputCopies = InputCopies(kN, kThreads);
+  constexpr int kSplits = CopiesPerThread(kN, kThreads);
+  constexpr int kRowStep = kThreads / kT.rows;  // k rows between a thread's filter copies
   constexpr uint32_t kSign = 0x80000000u;
+  static_assert(kThreads % kT.rows == 0, "a thread copies one fixed filter row");
   extern __shared__ __align__(128) unsigned char smem[];
   const int tid = threadIdx.x, lane = tid & 31, warp = (tid >> 5) & 3, wg = tid >> 7;
   const int t = lane & 3;
   const int chunks = (p.k + kBk - 1) / kBk;
   const int stages = (p.items - static_cast<int>(blockIdx.x) + static_cast<int>(gridDim.x) - 1) /
                      static_cast<int>(gridDim.x) * chunks;
+  if (stages <= 0) return;
   unsigned char* const planes = smem + kStaged * kT.staged_bytes;
   const uint32_t planes_base = static_cast<uint32_t>(__cvta_generic_to_shared(planes));
 
-  // Stage q of this CTA: item blockIdx.x + (q / chunks) * gridDim.x, chunk q % chunks.
-  auto item_of = [&](int q) {
-    return static_cast<int>(blockIdx.x) + q / chunks * static_cast<int>(gridDim.x);
-  };
-  // Enqueues the raw copies of stage q into raw buffer q % kStaged (zeros past n, m and k).
-  auto fetch = [&](int q) {
-    if (q < stages) {
-      const Item it = ItemOf(item_of(q), p.tiles_m, p.tiles_n);
-      const int l0 = q % chunks * kBk;
-      const float2* A = p.a + it.f * p.stride_a;
-      const float2* B = p.b + it.f * p.stride_b;
-      float2* raw = reinterpret_cast<float2*>(smem + (q % kStaged) * kT.staged_bytes);
-      const int j0 = it.tn * kT.rows, i0 = it.tm * kN;
+  // This thread's fixed share of every stage (offsets within a tile, a raw stage or a plane).
+  const int f_row = tid % kT.rows, f_k = tid / kT.rows;  // filter copies: row, first k
+  int in_col[kInputCopies], in_k[kInputCopies];          // input copies: column, k (k >= kBk: none)
 #pragma unroll
-      for (int r = 0; r < FilterCopies(kT.rows, kThreads); ++r) {
-        const int e = tid + r * kThreads, x = e % kT.rows, kk = e / kT.rows;
-        const int j = j0 + x, l = l0 + kk;
-        const bool ok = j < p.n && l < p.k;
-        CpAsync8(raw + StagedOffset(kT.ld_filter, x, kk),
-                 ok ? B + j + static_cast<int64_t>(l) * p.ldb : B, ok);
-      }
-      float2* raw_in = raw + kBk * kT.ld_filter;
+  for (int r = 0; r < kInputCopies; ++r) {
+    const int e = tid + r * kThreads;
+    in_col[r] = e % kN;
+    in_k[r] = e / kN;
+  }
+  int split_src[kSplits], split_dst[kSplits];  // split: raw input offset, plane offset (-1: none)
 #pragma unroll
-      for (int r = 0; r < InputCopies(kN, kThreads); ++r) {
-        const int e = tid + r * kThreads, x = e % kN, kk = e / kN;
-        if (kk < kBk) {
-          const int i = i0 + x, l = l0 + kk;
-          const bool ok = i < p.m && l < p.k;
-          CpAsync8(raw_in + StagedOffset(kT.ld_input, x, kk),
-                   ok ? A + i + static_cast<int64_t>(l) * p.lda : A, ok);
-        }
+  for (int r = 0; r < kSplits; ++r) {
+    const Copy cp = CopyOf(kN, kThreads, tid, r);
+    split_src[r] = StagedOffset(kT.ld_input, cp.c, cp.kk);
+    split_dst[r] = cp.valid ? PlaneOffset(kN, cp.c, cp.kk >> 2, cp.kk & 3) : -1;
+  }
+
+  // Enqueues the raw copies of the stage at `c` into raw buffer `slot` (zeros past n, m and k).
+  auto fetch = [&](const Cursor& c, int slot) {
+    const int l0 = c.chunk * kBk, k_left = p.k - l0;
+    float2* raw = reinterpret_cast<float2*>(smem + slot * kT.staged_bytes);
+    const int j = c.at.tn * kT.rows + f_row;
+    const float2* src_b = p.b + c.at.f * p.stride_b + j + static_cast<int64_t>(l0 + f_k) * p.ldb;
+#pragma unroll
+    for (int r = 0; r < kFilterCopies; ++r) {
+      const bool ok = j < p.n && f_k + r * kRowStep < k_left;
+      CpAsync8(raw + StagedOffset(kT.ld_filter, f_row, f_k + r * kRowStep),
+               ok ? src_b + static_cast<int64_t>(r * kRowStep) * p.ldb : p.b, ok);
+    }
+    float2* raw_in = raw + kBk * kT.ld_filter;
+    const int i0 = c.at.tm * kN;
+    const float2* src_a = p.a + c.at.f * p.stride_a + i0 + static_cast<int64_t>(l0) * p.lda;
+#pragma unroll
+    for (int r = 0; r < kInputCopies; ++r) {
+      if (in_k[r] < kBk) {
+        const bool ok = i0 + in_col[r] < p.m && in_k[r] < k_left;
+        CpAsync8(raw_in + StagedOffset(kT.ld_input, in_col[r], in_k[r]),
+                 ok ? src_a + in_col[r] + static_cast<int64_t>(in_k[r]) * p.lda : p.a, ok);
       }
     }
-    CpAsyncCommit();  // an empty group past the end keeps the group count uniform
   };
 
   float2 fa[kSteps][2];  // the filter fragments of a stage: K step s, rows g and g + 8
-  // From raw stage q: this thread's filter fragments into fa, the input tile split into the
-  // planes of buffer q % 2.
-  auto prepare = [&](int q) {
-    const float2* raw = reinterpret_cast<const float2*>(smem + (q % kStaged) * kT.staged_bytes);
+  const int frag_row = kRowsPerWg * wg + FragRow(warp, lane, 0);
+  // From raw buffer `slot`: this thread's filter fragments into fa, its share of the input tile
+  // split into the planes of buffer `buf`.
+  auto prepare = [&](int slot, int buf) {
+    const float2* raw = reinterpret_cast<const float2*>(smem + slot * kT.staged_bytes);
 #pragma unroll
     for (int s = 0; s < kSteps; ++s) {
-#pragma unroll
-      for (int h = 0; h < 2; ++h) {
-        fa[s][h] = raw[StagedOffset(kT.ld_filter, kRowsPerWg * wg + FragRow(warp, lane, h),
-                                    4 * s + t)];
-      }
+      fa[s][0] = raw[StagedOffset(kT.ld_filter, frag_row, 4 * s + t)];
+      fa[s][1] = raw[StagedOffset(kT.ld_filter, frag_row + 8, 4 * s + t)];
     }
     const float2* raw_in = raw + kBk * kT.ld_filter;
-    unsigned char* hi_plane = planes + (q & 1) * kT.buffer_bytes;
+    unsigned char* hi_plane = planes + buf * kT.buffer_bytes;
     unsigned char* lo_plane = hi_plane + kT.plane_bytes;
 #pragma unroll
-    for (int r = 0; r < CopiesPerThread(kN, kThreads); ++r) {
-      const Copy cp = CopyOf(kN, kThreads, tid, r);
-      if (!cp.valid) continue;
-      const float2 x = raw_in[StagedOffset(kT.ld_input, cp.c, cp.kk)];
-      const int s = cp.kk >> 2, q4 = cp.kk & 3;
+    for (int r = 0; r < kSplits; ++r) {
+      if (split_dst[r] < 0) continue;
+      const float2 x = raw_in[split_src[r]];
       uint32_t hi, lo;
       SplitTf32(x.x, hi, lo);
-      *reinterpret_cast<uint32_t*>(hi_plane + PlaneOffset(kN, cp.c, s, q4)) = hi;
-      *reinterpret_cast<uint32_t*>(lo_plane + PlaneOffset(kN, cp.c, s, q4)) = lo;
-      SplitTf32(x.y, hi, lo);
-      *reinterpret_cast<uint32_t*>(hi_plane + PlaneOffset(kN, cp.c, s, q4 + 4)) = hi;
-      *reinterpret_cast<uint32_t*>(lo_plane + PlaneOffset(kN, cp.c, s, q4 + 4)) = lo;
+      *reinterpret_cast<uint32_t*>(hi_plane + split_dst[r]) = hi;
+      *reinterpret_cast<uint32_t*>(lo_plane + split_dst[r]) = lo;
+      SplitTf32(x.y, hi, lo);  // the imaginary part: K slot + 4, one core matrix on
+      *reinterpret_cast<uint32_t*>(hi_plane + split_dst[r] + kLeadingBytes) = hi;
+      *reinterpret_cast<uint32_t*>(lo_plane + split_dst[r] + kLeadingBytes) = lo;
     }
     FenceProxyAsync();
   };
 
-  if (stages == 0) return;
+  // Prologue: raw stages 0 .. kStaged - 2 in flight, stage 0 prepared.
+  Cursor fetch_at = FirstStage(p);
 #pragma unroll
-  for (int q = 0; q < kStaged - 1; ++q) fetch(q);
+  for (int q = 0; q < kStaged - 1; ++q) {
+    if (q < stages) {
+      fetch(fetch_at, q);
+      NextStage(p, chunks, fetch_at);
+    }
+    CpAsyncCommit();  // empty groups past the end keep the group count uniform
+  }
   CpAsyncWait<kStaged - 2>();  // stage 0 landed (this thread's copies)...
   __syncthreads();             // ...and everyone's
-  prepare(0);
+  prepare(0, 0);
   __syncthreads();
 
   float run_re[kAcc], run_im[kAcc], par_re[kAcc], par_im[kAcc];
 #pragma unroll
   for (int v = 0; v < kAcc; ++v) run_re[v] = run_im[v] = par_re[v] = par_im[v] = 0.0f;
 
+  Cursor at = FirstStage(p);
+  int slot = 0;  // raw buffer of stage q: q % kStaged
   for (int q = 0; q < stages; ++q) {
     // 1. A fragments: Re uses slots (Br, Bi), Im uses (-Bi, Br); the split commutes with negation.
     uint32_t re_hi[kSteps][4], re_lo[kSteps][4], im_hi[kSteps][4], im_lo[kSteps][4];
@@ -267,11 +304,16 @@ __global__ void __launch_bounds__(128 * kWgs, 1) CgemmConjSm90Kernel(const __gri
     // 3. While the tensor cores work: fetch stage q + 3 (into the raw buffer stage q - 1 used,
     // read by everyone before the last barrier) and prepare stage q + 1 (its planes were last
     // read by stage q - 1's wgmma, which every warpgroup waited for before the last barrier).
-    fetch(q + kStaged - 1);
+    const int next_slot = slot + 1 == kStaged ? 0 : slot + 1;
+    if (q + kStaged - 1 < stages) {
+      fetch(fetch_at, slot == 0 ? kStaged - 1 : slot - 1);
+      NextStage(p, chunks, fetch_at);
+    }
+    CpAsyncCommit();
     if (q + 1 < stages) {
       CpAsyncWait<kStaged - 2>();  // stage q + 1 landed (this thread's copies)...
       __syncthreads();             // ...and everyone's
-      prepare(q + 1);
+      prepare(next_slot, (q + 1) & 1);
     }
 
     // 4. Fold; store C after an item's last stage.
@@ -283,11 +325,10 @@ __global__ void __launch_bounds__(128 * kWgs, 1) CgemmConjSm90Kernel(const __gri
       run_re[v] += par_re[v];
       run_im[v] += par_im[v];
     }
-    if (q % chunks == chunks - 1) {
-      const Item cur = ItemOf(item_of(q), p.tiles_m, p.tiles_n);
-      float2* C = p.c + cur.f * p.stride_c;
-      const int j0 = cur.tn * kT.rows + kRowsPerWg * wg;
-      const int i0 = cur.tm * kN;
+    if (at.chunk == chunks - 1) {
+      float2* C = p.c + at.at.f * p.stride_c;
+      const int j0 = at.at.tn * kT.rows + kRowsPerWg * wg;
+      const int i0 = at.at.tm * kN;
 #pragma unroll
       for (int v = 0; v < kAcc; v += 2) {
         const int j = j0 + AccRow(warp, lane, v), i = i0 + AccCol(lane, v);
@@ -308,6 +349,8 @@ __global__ void __launch_bounds__(128 * kWgs, 1) CgemmConjSm90Kernel(const __gri
         run_re[v] = run_im[v] = run_re[v + 1] = run_im[v + 1] = 0.0f;
       }
     }
+    NextStage(p, chunks, at);
+    slot = next_slot;
     __syncthreads();  // stage q + 1's planes are complete; raw stage q + 1 is read
   }
   CpAsyncWait<0>();  // no copy may outlive the CTA's shared memory
