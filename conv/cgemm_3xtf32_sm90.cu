@@ -52,35 +52,48 @@ struct Cols {};
 #if CONV2D_HAS_WGMMA
 // d (64 x kN, fp32) = a (64 x 8, TF32 registers) * b (8 x kN, TF32 in shared memory) + (scale_d ?
 // d : 0), issued by the whole warpgroup, completing asynchronously (wgmma.wait_group).
-__device__ __forceinline__ void Wgmma(float (&d)[16], const uint32_t (&a)[4], uint64_t desc,
-                                      int scale_d, Cols<32>) {
+__device__ __forceinline__ void Wgmma(float (&d)[32], const uint32_t (&a)[4], uint64_t desc,
+                                      int scale_d, Cols<64>) {
   asm volatile(
-      "{\n.reg .pred p;\nsetp.ne.b32 p, %21, 0;\n"
-      "wgmma.mma_async.sync.aligned.m64n32k8.f32.tf32.tf32 "
-      "{%0, %1, %2, %3, %4, %5, %6, %7, "
-      "%8, %9, %10, %11, %12, %13, %14, %15}, "
-      "{%16, %17, %18, %19}, %20, p, 1, 1;\n}\n"
-      : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]),
-        "+f"(d[6]), "+f"(d[7]), "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]),
-        "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15])
-      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(desc), "r"(scale_d));
-}
-
-__device__ __forceinline__ void Wgmma(float (&d)[28], const uint32_t (&a)[4], uint64_t desc,
-                                      int scale_d, Cols<56>) {
-  asm volatile(
-      "{\n.reg .pred p;\nsetp.ne.b32 p, %33, 0;\n"
-      "wgmma.mma_async.sync.aligned.m64n56k8.f32.tf32.tf32 "
+      "{\n.reg .pred p;\nsetp.ne.b32 p, %37, 0;\n"
+      "wgmma.mma_async.sync.aligned.m64n64k8.f32.tf32.tf32 "
       "{%0, %1, %2, %3, %4, %5, %6, %7, "
       "%8, %9, %10, %11, %12, %13, %14, %15, "
       "%16, %17, %18, %19, %20, %21, %22, %23, "
-      "%24, %25, %26, %27}, "
-      "{%28, %29, %30, %31}, %32, p, 1, 1;\n}\n"
+      "%24, %25, %26, %27, %28, %29, %30, %31}, "
+      "{%32, %33, %34, %35}, %36, p, 1, 1;\n}\n"
       : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]),
         "+f"(d[6]), "+f"(d[7]), "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]),
         "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]), "+f"(d[16]), "+f"(d[17]),
         "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]),
-        "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27])
+        "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]),
+        "+f"(d[30]), "+f"(d[31])
+      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(desc), "r"(scale_d));
+}
+
+__device__ __forceinline__ void Wgmma(float (&d)[56], const uint32_t (&a)[4], uint64_t desc,
+                                      int scale_d, Cols<112>) {
+  asm volatile(
+      "{\n.reg .pred p;\nsetp.ne.b32 p, %61, 0;\n"
+      "wgmma.mma_async.sync.aligned.m64n112k8.f32.tf32.tf32 "
+      "{%0, %1, %2, %3, %4, %5, %6, %7, "
+      "%8, %9, %10, %11, %12, %13, %14, %15, "
+      "%16, %17, %18, %19, %20, %21, %22, %23, "
+      "%24, %25, %26, %27, %28, %29, %30, %31, "
+      "%32, %33, %34, %35, %36, %37, %38, %39, "
+      "%40, %41, %42, %43, %44, %45, %46, %47, "
+      "%48, %49, %50, %51, %52, %53, %54, %55}, "
+      "{%56, %57, %58, %59}, %60, p, 1, 1;\n}\n"
+      : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]),
+        "+f"(d[6]), "+f"(d[7]), "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]),
+        "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]), "+f"(d[16]), "+f"(d[17]),
+        "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]),
+        "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]),
+        "+f"(d[30]), "+f"(d[31]), "+f"(d[32]), "+f"(d[33]), "+f"(d[34]), "+f"(d[35]),
+        "+f"(d[36]), "+f"(d[37]), "+f"(d[38]), "+f"(d[39]), "+f"(d[40]), "+f"(d[41]),
+        "+f"(d[42]), "+f"(d[43]), "+f"(d[44]), "+f"(d[45]), "+f"(d[46]), "+f"(d[47]),
+        "+f"(d[48]), "+f"(d[49]), "+f"(d[50]), "+f"(d[51]), "+f"(d[52]), "+f"(d[53]),
+        "+f"(d[54]), "+f"(d[55])
       : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(desc), "r"(scale_d));
 }
 
@@ -222,13 +235,22 @@ __global__ void __launch_bounds__(128 * kWgs, 1) CgemmConjSm90Kernel(const __gri
     for (int r = 0; r < kSplits; ++r) {
       if (split_dst[r] < 0) continue;
       const float2 x = raw_in[split_src[r]];
-      uint32_t hi, lo;
-      SplitTf32(x.x, hi, lo);
-      *reinterpret_cast<uint32_t*>(hi_plane + split_dst[r]) = hi;
-      *reinterpret_cast<uint32_t*>(lo_plane + split_dst[r]) = lo;
-      SplitTf32(x.y, hi, lo);  // the imaginary part: K slot + 4, one core matrix on
-      *reinterpret_cast<uint32_t*>(hi_plane + split_dst[r] + kLeadingBytes) = hi;
-      *reinterpret_cast<uint32_t*>(lo_plane + split_dst[r] + kLeadingBytes) = lo;
+      // Column c (Re form): slots (Ar, Ai); column c + kN (Im form): slots (Ai, -Ar). Slot + 4 is
+      // one core matrix on (kLeadingBytes); column + kN is kN / 8 column groups on.
+      constexpr int kImForm = kN / 8 * kStrideBytes;
+      uint32_t re_hi, re_lo, im_hi, im_lo;
+      SplitTf32(x.x, re_hi, re_lo);
+      SplitTf32(x.y, im_hi, im_lo);
+      uint32_t* hi_at = reinterpret_cast<uint32_t*>(hi_plane + split_dst[r]);
+      uint32_t* lo_at = reinterpret_cast<uint32_t*>(lo_plane + split_dst[r]);
+      hi_at[0] = re_hi;
+      lo_at[0] = re_lo;
+      hi_at[kLeadingBytes / 4] = im_hi;
+      lo_at[kLeadingBytes / 4] = im_lo;
+      hi_at[kImForm / 4] = im_hi;
+      lo_at[kImForm / 4] = im_lo;
+      hi_at[(kImForm + kLeadingBytes) / 4] = re_hi ^ kSign;
+      lo_at[(kImForm + kLeadingBytes) / 4] = re_lo ^ kSign;
     }
     FenceProxyAsync();
   };
@@ -248,56 +270,45 @@ __global__ void __launch_bounds__(128 * kWgs, 1) CgemmConjSm90Kernel(const __gri
   prepare(0, 0);
   __syncthreads();
 
-  float run_re[kAcc], run_im[kAcc], par_re[kAcc], par_im[kAcc];
+  // Accumulator v of the 64 x 2kN product: Re C in v < kAcc, the matching Im C at v + kAcc.
+  float run[2 * kAcc], par[2 * kAcc];
 #pragma unroll
-  for (int v = 0; v < kAcc; ++v) run_re[v] = run_im[v] = par_re[v] = par_im[v] = 0.0f;
+  for (int v = 0; v < 2 * kAcc; ++v) run[v] = par[v] = 0.0f;
 
   Cursor at = FirstStage(p);
   int slot = 0;  // raw buffer of stage q: q % kStaged
   for (int q = 0; q < stages; ++q) {
-    // 1. A fragments: Re uses slots (Br, Bi), Im uses (-Bi, Br); the split commutes with negation.
-    uint32_t re_hi[kSteps][4], re_lo[kSteps][4], im_hi[kSteps][4], im_lo[kSteps][4];
+    // 1. A fragments: slots (Br, Bi).
+    uint32_t a_hi[kSteps][4], a_lo[kSteps][4];
 #pragma unroll
     for (int s = 0; s < kSteps; ++s) {
-      SplitTf32(fa[s][0].x, re_hi[s][0], re_lo[s][0]);
-      SplitTf32(fa[s][1].x, re_hi[s][1], re_lo[s][1]);
-      SplitTf32(fa[s][0].y, re_hi[s][2], re_lo[s][2]);
-      SplitTf32(fa[s][1].y, re_hi[s][3], re_lo[s][3]);
-      im_hi[s][0] = re_hi[s][2] ^ kSign;
-      im_hi[s][1] = re_hi[s][3] ^ kSign;
-      im_hi[s][2] = re_hi[s][0];
-      im_hi[s][3] = re_hi[s][1];
-      im_lo[s][0] = re_lo[s][2] ^ kSign;
-      im_lo[s][1] = re_lo[s][3] ^ kSign;
-      im_lo[s][2] = re_lo[s][0];
-      im_lo[s][3] = re_lo[s][1];
+      SplitTf32(fa[s][0].x, a_hi[s][0], a_lo[s][0]);
+      SplitTf32(fa[s][1].x, a_hi[s][1], a_lo[s][1]);
+      SplitTf32(fa[s][0].y, a_hi[s][2], a_lo[s][2]);
+      SplitTf32(fa[s][1].y, a_hi[s][3], a_lo[s][3]);
     }
     // 2. The stage on the tensor cores, small terms first; the first product starts the partials.
+    // Columns [0, kN) of the product are Re C, [kN, 2 kN) Im C.
     const uint32_t stage = planes_base + static_cast<uint32_t>(q & 1) * kT.buffer_bytes;
     uint64_t desc_hi[kSteps], desc_lo[kSteps];
 #pragma unroll
     for (int s = 0; s < kSteps; ++s) {
-      desc_hi[s] = Descriptor(stage + s * (kN / 8) * kStrideBytes);
-      desc_lo[s] = Descriptor(stage + kT.plane_bytes + s * (kN / 8) * kStrideBytes);
+      desc_hi[s] = Descriptor(stage + s * (2 * kN / 8) * kStrideBytes);
+      desc_lo[s] = Descriptor(stage + kT.plane_bytes + s * (2 * kN / 8) * kStrideBytes);
       PinOperand(desc_hi[s]);
       PinOperand(desc_lo[s]);
 #pragma unroll
       for (int e = 0; e < 4; ++e) {
-        PinOperand(re_hi[s][e]);
-        PinOperand(re_lo[s][e]);
-        PinOperand(im_hi[s][e]);
-        PinOperand(im_lo[s][e]);
+        PinOperand(a_hi[s][e]);
+        PinOperand(a_lo[s][e]);
       }
     }
     WgmmaFence();
 #pragma unroll
     for (int s = 0; s < kSteps; ++s) {
-      Wgmma(par_re, re_lo[s], desc_hi[s], s > 0, Cols<kN>());
-      Wgmma(par_im, im_lo[s], desc_hi[s], s > 0, Cols<kN>());
-      Wgmma(par_re, re_hi[s], desc_lo[s], 1, Cols<kN>());
-      Wgmma(par_im, im_hi[s], desc_lo[s], 1, Cols<kN>());
-      Wgmma(par_re, re_hi[s], desc_hi[s], 1, Cols<kN>());
-      Wgmma(par_im, im_hi[s], desc_hi[s], 1, Cols<kN>());
+      Wgmma(par, a_lo[s], desc_hi[s], s > 0, Cols<2 * kN>());
+      Wgmma(par, a_hi[s], desc_lo[s], 1, Cols<2 * kN>());
+      Wgmma(par, a_hi[s], desc_hi[s], 1, Cols<2 * kN>());
     }
     WgmmaCommit();
 
@@ -319,11 +330,9 @@ __global__ void __launch_bounds__(128 * kWgs, 1) CgemmConjSm90Kernel(const __gri
     // 4. Fold; store C after an item's last stage.
     WgmmaWaitAll();
 #pragma unroll
-    for (int v = 0; v < kAcc; ++v) {
-      PinRegister(par_re[v]);
-      PinRegister(par_im[v]);
-      run_re[v] += par_re[v];
-      run_im[v] += par_im[v];
+    for (int v = 0; v < 2 * kAcc; ++v) {
+      PinRegister(par[v]);
+      run[v] += par[v];
     }
     if (at.chunk == chunks - 1) {
       float2* C = p.c + at.at.f * p.stride_c;
@@ -332,22 +341,23 @@ __global__ void __launch_bounds__(128 * kWgs, 1) CgemmConjSm90Kernel(const __gri
 #pragma unroll
       for (int v = 0; v < kAcc; v += 2) {
         const int j = j0 + AccRow(warp, lane, v), i = i0 + AccCol(lane, v);
+        const float re0 = run[v], re1 = run[v + 1], im0 = run[v + kAcc], im1 = run[v + kAcc + 1];
         if (j < p.n && i < p.m) {
           float2* dst = C + static_cast<int64_t>(j) * p.ldc + i;
           if (i + 1 < p.m) {
             if ((reinterpret_cast<uintptr_t>(dst) & 15) == 0) {
-              *reinterpret_cast<float4*>(dst) =
-                  make_float4(run_re[v], run_im[v], run_re[v + 1], run_im[v + 1]);
+              *reinterpret_cast<float4*>(dst) = make_float4(re0, im0, re1, im1);
             } else {
-              dst[0] = make_float2(run_re[v], run_im[v]);
-              dst[1] = make_float2(run_re[v + 1], run_im[v + 1]);
+              dst[0] = make_float2(re0, im0);
+              dst[1] = make_float2(re1, im1);
             }
           } else {
-            dst[0] = make_float2(run_re[v], run_im[v]);
+            dst[0] = make_float2(re0, im0);
           }
         }
-        run_re[v] = run_im[v] = run_re[v + 1] = run_im[v + 1] = 0.0f;
       }
+#pragma unroll
+      for (int v = 0; v < 2 * kAcc; ++v) run[v] = 0.0f;
     }
     NextStage(p, chunks, at);
     slot = next_slot;

@@ -48,7 +48,7 @@ TEST(Sm90LayoutTest, TilesAndPlanes) {
   for (int n_cols : {32, 56}) {
     // Every (column, K step, slot) of a plane has its own 4 bytes inside the plane.
     std::vector<int> hits(MakeTile(1, n_cols).plane_bytes / 4, 0);
-    for (int c = 0; c < n_cols; ++c) {
+    for (int c = 0; c < 2 * n_cols; ++c) {
       for (int s = 0; s < kSteps; ++s) {
         for (int q = 0; q < 8; ++q) ++hits.at(PlaneOffset(n_cols, c, s, q) / 4);
       }
@@ -146,11 +146,9 @@ void Replay(const GemmLayout& l, const std::vector<Cplx>& a, const std::vector<C
       const Item it = ItemOf(item, G.tiles_m, G.tiles_n);
       const int64_t fa = it.f * l.stride_a, fb = it.f * l.stride_b, fc = it.f * l.stride_c;
       // run[tid][v], par[tid][v] for Re and Im, per warpgroup.
-      std::vector<std::vector<std::vector<float>>> run_re(T.wgs), run_im(T.wgs);
-      for (int wg = 0; wg < T.wgs; ++wg) {
-        run_re[wg].assign(128, std::vector<float>(kAcc, 0.0f));
-        run_im[wg].assign(128, std::vector<float>(kAcc, 0.0f));
-      }
+      // run[wg][tid][v]: Re C in v < kAcc, Im C at v + kAcc.
+      std::vector<std::vector<std::vector<float>>> run(T.wgs);
+      for (int wg = 0; wg < T.wgs; ++wg) run[wg].assign(128, std::vector<float>(2 * kAcc, 0.0f));
       for (int chunk = 0; chunk < chunks; ++chunk) {
         const int l0 = chunk * kBk;
         // The raw stage, as the cp.async copies fill it (NaN where nothing is copied).
@@ -178,21 +176,27 @@ void Replay(const GemmLayout& l, const std::vector<Cplx>& a, const std::vector<C
             const Copy cp = CopyOf(kN, T.threads, tid, r);
             if (!cp.valid) continue;
             const Cplx x = raw_in[StagedOffset(T.ld_input, cp.c, cp.kk)];
-            uint32_t hi, lo;
+            uint32_t re_hi, re_lo, im_hi, im_lo;
             const int s = cp.kk / 4, q = cp.kk % 4;
-            SplitTf32(x.x, hi, lo);
-            smem.at(PlaneOffset(kN, cp.c, s, q) / 4) = hi;
-            smem.at((T.plane_bytes + PlaneOffset(kN, cp.c, s, q)) / 4) = lo;
-            SplitTf32(x.y, hi, lo);
-            smem.at(PlaneOffset(kN, cp.c, s, q + 4) / 4) = hi;
-            smem.at((T.plane_bytes + PlaneOffset(kN, cp.c, s, q + 4)) / 4) = lo;
+            SplitTf32(x.x, re_hi, re_lo);
+            SplitTf32(x.y, im_hi, im_lo);
+            auto put = [&](int col, int slot, uint32_t hi, uint32_t lo) {
+              uint32_t& h = smem.at(PlaneOffset(kN, col, s, slot) / 4);
+              uint32_t& w = smem.at((T.plane_bytes + PlaneOffset(kN, col, s, slot)) / 4);
+              EXPECT_EQ(h, kNan) << "plane word written twice";
+              h = hi;
+              w = lo;
+            };
+            put(cp.c, q, re_hi, re_lo);  // Re form: (Ar, Ai)
+            put(cp.c, q + 4, im_hi, im_lo);
+            put(cp.c + kN, q, im_hi, im_lo);  // Im form: (Ai, -Ar)
+            put(cp.c + kN, q + 4, re_hi ^ 0x80000000u, re_lo ^ 0x80000000u);
           }
         }
         for (int wg = 0; wg < T.wgs; ++wg) {
-          std::vector<std::vector<float>> par_re(128, std::vector<float>(kAcc, 0.0f));
-          std::vector<std::vector<float>> par_im = par_re;
+          std::vector<std::vector<float>> par(128, std::vector<float>(2 * kAcc, 0.0f));
           for (int s = 0; s < kSteps; ++s) {
-            uint32_t re_hi[128][4], re_lo[128][4], im_hi[128][4], im_lo[128][4];
+            uint32_t a_hi[128][4], a_lo[128][4];
             for (int tid = 0; tid < 128; ++tid) {
               const int warp = tid / 32, lane = tid % 32, t = lane % 4;
               Cplx f[2];
@@ -200,38 +204,23 @@ void Replay(const GemmLayout& l, const std::vector<Cplx>& a, const std::vector<C
                 f[h] = raw.at(
                     StagedOffset(T.ld_filter, kRowsPerWg * wg + FragRow(warp, lane, h), 4 * s + t));
               }
-              SplitTf32(f[0].x, re_hi[tid][0], re_lo[tid][0]);
-              SplitTf32(f[1].x, re_hi[tid][1], re_lo[tid][1]);
-              SplitTf32(f[0].y, re_hi[tid][2], re_lo[tid][2]);
-              SplitTf32(f[1].y, re_hi[tid][3], re_lo[tid][3]);
-              const uint32_t kSign = 0x80000000u;
-              im_hi[tid][0] = re_hi[tid][2] ^ kSign;
-              im_hi[tid][1] = re_hi[tid][3] ^ kSign;
-              im_hi[tid][2] = re_hi[tid][0];
-              im_hi[tid][3] = re_hi[tid][1];
-              im_lo[tid][0] = re_lo[tid][2] ^ kSign;
-              im_lo[tid][1] = re_lo[tid][3] ^ kSign;
-              im_lo[tid][2] = re_lo[tid][0];
-              im_lo[tid][3] = re_lo[tid][1];
+              SplitTf32(f[0].x, a_hi[tid][0], a_lo[tid][0]);
+              SplitTf32(f[1].x, a_hi[tid][1], a_lo[tid][1]);
+              SplitTf32(f[0].y, a_hi[tid][2], a_lo[tid][2]);
+              SplitTf32(f[1].y, a_hi[tid][3], a_lo[tid][3]);
             }
-            const uint32_t hi = s * (kN / 8) * kStrideBytes, lo = T.plane_bytes + hi;
+            const uint32_t hi = s * (2 * kN / 8) * kStrideBytes, lo = T.plane_bytes + hi;
             const uint64_t desc = Descriptor(hi);
             // The descriptor's fields, decoded as the hardware does.
             const uint32_t lbo = static_cast<uint32_t>((desc >> 16) & 0x3fff) << 4;
             const uint32_t sbo = static_cast<uint32_t>((desc >> 32) & 0x3fff) << 4;
             ASSERT_EQ(static_cast<uint32_t>(desc & 0x3fff) << 4, hi);
-            EmulateWgmma(kN, re_lo, smem, hi, lbo, sbo, s > 0, par_re, dirty);
-            EmulateWgmma(kN, im_lo, smem, hi, lbo, sbo, s > 0, par_im, dirty);
-            EmulateWgmma(kN, re_hi, smem, lo, lbo, sbo, true, par_re, dirty);
-            EmulateWgmma(kN, im_hi, smem, lo, lbo, sbo, true, par_im, dirty);
-            EmulateWgmma(kN, re_hi, smem, hi, lbo, sbo, true, par_re, dirty);
-            EmulateWgmma(kN, im_hi, smem, hi, lbo, sbo, true, par_im, dirty);
+            EmulateWgmma(2 * kN, a_lo, smem, hi, lbo, sbo, s > 0, par, dirty);
+            EmulateWgmma(2 * kN, a_hi, smem, lo, lbo, sbo, true, par, dirty);
+            EmulateWgmma(2 * kN, a_hi, smem, hi, lbo, sbo, true, par, dirty);
           }
           for (int tid = 0; tid < 128; ++tid) {
-            for (int v = 0; v < kAcc; ++v) {
-              run_re[wg][tid][v] += par_re[tid][v];
-              run_im[wg][tid][v] += par_im[tid][v];
-            }
+            for (int v = 0; v < 2 * kAcc; ++v) run[wg][tid][v] += par[tid][v];
           }
         }
       }
@@ -243,7 +232,7 @@ void Replay(const GemmLayout& l, const std::vector<Cplx>& a, const std::vector<C
             const int i = it.tm * kN + AccCol(lane, v);
             if (j < l.n && i < l.m) {
               c.at(fc + static_cast<int64_t>(j) * l.ldc + i) =
-                  Cplx{run_re[wg][tid][v], run_im[wg][tid][v]};
+                  Cplx{run[wg][tid][v], run[wg][tid][v + kAcc]};
             }
           }
         }

@@ -3,11 +3,12 @@
 //
 // The product is cgemm_3xtf32.h's, C_f = A_f * B_f^H, computed transposed as in the mma.sync
 // kernel: C_f^T (n x m) = conj(B_f) (n x k) * A_f^T (k x m). The wgmma M dimension (64 rows per
-// warpgroup) runs over n (output channels), its N dimension (kN columns) over m (tiles), its K
-// (8 per instruction) over four complex k values l = l0 + t (t < 4): K slot t holds the real
-// part, slot t + 4 the imaginary part. So one instruction pair gives both outputs:
-//   Re C = sum Br*Ar + Bi*Ai : A operand slots (Br, Bi), B operand slots (Ar, Ai)
-//   Im C = sum Br*Ai - Bi*Ar : A operand slots (-Bi, Br), the same B operand
+// warpgroup) runs over n (output channels), its K (8 per instruction) over four complex k values
+// l = l0 + t (t < 4): K slot t holds a real part, slot t + 4 an imaginary part. Its N dimension
+// holds each of the kN columns of m twice, so that one instruction gives both outputs from one A
+// operand, (Br, Bi) in slots (t, t + 4):
+//   columns [0, kN):     B operand slots (Ar, Ai):  sum Br*Ar + Bi*Ai  = Re C
+//   columns [kN, 2 kN):  B operand slots (Ai, -Ar): sum Br*Ai - Bi*Ar  = Im C
 // Both operands reach shared memory raw, by cp.async, kStaged stages ahead. The A operand (the
 // filter spectrum) goes on to registers in the wgmma fragment layout and is split there (each
 // element once per CTA, by the one thread that holds it). The B operand (the input spectrum) is
@@ -40,7 +41,7 @@ constexpr int kCoreBytes = 128;    // one core matrix: 8 columns x 16 bytes
 constexpr int kLeadingBytes = 128;  // descriptor LBO: the K-neighbour core matrix
 constexpr int kStrideBytes = 256;   // descriptor SBO: the next 8 columns
 
-constexpr int kStaged = 4;          // stages of raw operands in flight (cp.async)
+constexpr int kStaged = 3;          // stages of raw operands in flight (cp.async)
 constexpr int kStagePad = 4;        // staged rows padded to 4 (mod 16) complex: see StagedOffset
 
 // A CTA: kWgs warpgroups (n rows 64*kWgs) by kN columns of m.
@@ -52,7 +53,7 @@ struct Tile {
   int ld_filter = 0;     // staged filter rows (one per k), complex
   int ld_input = 0;      // staged input-spectrum rows (one per k), complex
   int staged_bytes = 0;  // one raw stage: filter [kBk][ld_filter] then input [kBk][ld_input]
-  int plane_bytes = 0;   // one TF32 plane of one stage: kSteps K steps of kN columns
+  int plane_bytes = 0;   // one TF32 plane of one stage: kSteps K steps of 2 kN columns
   int buffer_bytes = 0;  // hi and lo planes
   int smem_bytes = 0;    // kStaged raw stages, then two split buffers
 };
@@ -65,7 +66,7 @@ CONV2D_HOST_DEVICE constexpr Tile MakeTile(int wgs, int n_cols) {
   t.ld_filter = t.rows + kStagePad;
   t.ld_input = n_cols + ((kStagePad - n_cols) % 16 + 16) % 16;
   t.staged_bytes = kBk * (t.ld_filter + t.ld_input) * 8;
-  t.plane_bytes = kSteps * (n_cols / 8) * 2 * kCoreBytes;
+  t.plane_bytes = kSteps * (2 * n_cols / 8) * 2 * kCoreBytes;
   t.buffer_bytes = 2 * t.plane_bytes;
   t.smem_bytes = kStaged * t.staged_bytes + 2 * t.buffer_bytes;
   return t;
@@ -113,11 +114,11 @@ CONV2D_HOST_DEVICE inline Item ItemOf(int item, int tiles_m, int tiles_n) {
   return {item % tiles_m, rest % tiles_n, rest / tiles_n};
 }
 
-// Byte offset, within one plane of one stage, of B-operand element (column c < kN, K step s,
+// Byte offset, within one plane of one stage, of B-operand element (column c < 2 kN, K step s,
 // K slot q < 8): the no-swizzle K-major layout the descriptor below describes.
 CONV2D_HOST_DEVICE inline int PlaneOffset(int n_cols, int c, int s, int q) {
-  return s * (n_cols / 8) * kStrideBytes + (c >> 3) * kStrideBytes + (q >> 2) * kLeadingBytes +
-         (c & 7) * 16 + (q & 3) * 4;
+  return s * (2 * n_cols / 8) * kStrideBytes + (c >> 3) * kStrideBytes +
+         (q >> 2) * kLeadingBytes + (c & 7) * 16 + (q & 3) * 4;
 }
 
 // The element of a stage that split r of thread tid moves from the raw stage into the planes:
@@ -143,7 +144,7 @@ CONV2D_HOST_DEVICE constexpr int CopiesPerThread(int n_cols, int threads) {
 // The wgmma fragment maps (PTX ISA, wgmma .m64nNk8 with .tf32; lane = 4*g + t, warp w < 4 of the
 // warpgroup):
 //   A (64 x 8, registers): a0 (16w+g, t), a1 (16w+g+8, t), a2 (16w+g, t+4), a3 (16w+g+8, t+4)
-//   D (64 x kN): d[4j+v] at row 16w + g + 8*(v >> 1), column 8j + 2t + (v & 1), j < kN/8
+//   D (64 x 2kN): d[4j+v] at row 16w + g + 8*(v >> 1), column 8j + 2t + (v & 1), j < 2kN/8
 CONV2D_HOST_DEVICE inline int FragRow(int warp, int lane, int half) {
   return 16 * warp + (lane >> 2) + 8 * half;
 }
