@@ -114,19 +114,22 @@ __device__ __forceinline__ void Split(float v, uint32_t& hi, uint32_t& lo) {
   asm("cvt.rna.tf32.f32 %0, %1;\n" : "=r"(lo) : "f"(rest));
 }
 
-// The filter split into the workspace: one thread per float of the image (hi and lo planes of
-// every (N tile, k-tile), each a swizzled BN x kBK tile; zero past Cout and K). Runs on any GPU.
+// The filter split into the workspace: one block per (N tile, k-tile), see SplitFilterTarget.
+// Runs on any GPU.
 template <int BN>
-__global__ void SplitFilterKernel(const float* __restrict__ w, float* __restrict__ ws,
-                                  const Params p, int64_t total) {
-  for (int64_t i = blockIdx.x * int64_t{blockDim.x} + threadIdx.x; i < total;
-       i += int64_t{gridDim.x} * blockDim.x) {
-    int n, k, plane;
-    SplitFilterSource(p, BN, i, &n, &k, &plane);
-    const float v = (n < p.cout && k < p.k) ? w[int64_t{n} * p.k + k] : 0.f;
+__global__ void __launch_bounds__(kSplitThreads)
+    SplitFilterKernel(const float* __restrict__ w, float* __restrict__ ws, const Params p) {
+  const int block = static_cast<int>(blockIdx.x);
+#pragma unroll
+  for (int e = static_cast<int>(threadIdx.x); e < BN * kBK; e += kSplitThreads) {
+    int n, k;
+    int64_t hi_at;
+    SplitFilterTarget(p, BN, block, e, &n, &k, &hi_at);
+    const float v = (n < p.cout && k < p.k) ? __ldg(w + int64_t{n} * p.k + k) : 0.f;
     uint32_t hi, lo;
     Split(v, hi, lo);
-    ws[i] = __uint_as_float(plane ? lo : hi);
+    ws[hi_at] = __uint_as_float(hi);
+    ws[hi_at + BN * kBK] = __uint_as_float(lo);
   }
 }
 
@@ -433,9 +436,7 @@ class ImplicitGemmWgmmaRunner : public Runner {
   absl::Status Run(const RunArgs& a) const override {
     const uintptr_t base = reinterpret_cast<uintptr_t>(a.workspace);
     float* ws = reinterpret_cast<float*>((base + kWorkspaceAlign - 1) & ~(kWorkspaceAlign - 1));
-    const int64_t total = split_bytes_ / 4;
-    const int64_t want_blocks = (total + 255) / 256;
-    const unsigned split_blocks = static_cast<unsigned>(want_blocks < 65536 ? want_blocks : 65536);
+    const unsigned split_blocks = static_cast<unsigned>(p_.n_tiles * p_.k_tiles);
     const bool vec_a = CanVectorizeA(p_, reinterpret_cast<uintptr_t>(a.x));
     const dim3 grid(tiles_, static_cast<unsigned>(p_.splits)), block(kThreads);
     if (p_.splits > 1) {
@@ -444,7 +445,7 @@ class ImplicitGemmWgmmaRunner : public Runner {
                                  "implicit_gemm_wgmma: cudaMemsetAsync"));
     }
     if (bn_ == 128) {
-      SplitFilterKernel<128><<<split_blocks, 256, 0, a.stream>>>(a.w, ws, p_, total);
+      SplitFilterKernel<128><<<split_blocks, kSplitThreads, 0, a.stream>>>(a.w, ws, p_);
       RETURN_IF_ERROR(LaunchStatus("implicit_gemm_wgmma filter split"));
       constexpr int kSmem = Config<128>::kSmemBytes;
       if (vec_a) {
@@ -453,7 +454,7 @@ class ImplicitGemmWgmmaRunner : public Runner {
         ImplicitGemmWgmmaKernel<128, false><<<grid, block, kSmem, a.stream>>>(a.x, ws, a.y, p_);
       }
     } else {
-      SplitFilterKernel<64><<<split_blocks, 256, 0, a.stream>>>(a.w, ws, p_, total);
+      SplitFilterKernel<64><<<split_blocks, kSplitThreads, 0, a.stream>>>(a.w, ws, p_);
       RETURN_IF_ERROR(LaunchStatus("implicit_gemm_wgmma filter split"));
       constexpr int kSmem = Config<64>::kSmemBytes;
       if (vec_a) {
