@@ -186,25 +186,6 @@ template <int kPending>
 __device__ __forceinline__ void WgmmaWait() {
   asm volatile("wgmma.wait_group.sync.aligned %0;\n" ::"n"(kPending) : "memory");
 }
-// All threads of all CTAs of the cluster; release/acquire orders the shared-memory writes before
-// it with the (remote) reads after it.
-__device__ __forceinline__ void ClusterSync() {
-  asm volatile("barrier.cluster.arrive.release.aligned;\nbarrier.cluster.wait.acquire.aligned;\n" :::
-                   "memory");
-}
-__device__ __forceinline__ uint32_t ClusterRank() {
-  uint32_t r;
-  asm volatile("mov.u32 %0, %%cluster_ctarank;\n" : "=r"(r));
-  return r;
-}
-// A float of CTA `rank`'s shared memory at the offset where this CTA has `local` (same layout).
-__device__ __forceinline__ float LoadClusterShared(uint32_t local, uint32_t rank) {
-  uint32_t remote;
-  asm volatile("mapa.shared::cluster.u32 %0, %1, %2;\n" : "=r"(remote) : "r"(local), "r"(rank));
-  float v;
-  asm volatile("ld.shared::cluster.f32 %0, [%1];\n" : "=f"(v) : "r"(remote) : "memory");
-  return v;
-}
 // Keeps the compiler from moving an accumulator across the asynchronous region (it cannot see
 // that wgmma reads and writes it after the issuing instruction).
 template <int kN>
@@ -326,14 +307,7 @@ __global__ void __launch_bounds__(kThreads, Config<BN>::kMinBlocks)
   float sum[C::kAccRegs];
 #pragma unroll
   for (int i = 0; i < C::kAccRegs; ++i) sum[i] = 0.f;
-  // A fragments. kPrefetchA (BN = 128, which has the registers): one set per k8 step of a tile,
-  // and step j+1's are loaded and split right after step j is issued, before waiting for step
-  // j-1, so that the shared-memory latency and the split are off the path from one step's
-  // completion to the next step's issue (set j+1 was last read by the step four steps back,
-  // complete by then). Otherwise two sets, even and odd steps, loaded after the wait.
-  constexpr bool kPrefetchA = C::kPrefetchA;
-  constexpr int kASets = kPrefetchA ? kK8Steps : 2;
-  uint32_t a_hi[kASets][4], a_lo[kASets][4];
+  uint32_t a_hi[2][4], a_lo[2][4];  // A fragments of the even and odd k8 steps
 
   int stage = 0;
   int fold_count = 0;  // k-tiles in acc
@@ -350,18 +324,12 @@ __global__ void __launch_bounds__(kThreads, Config<BN>::kMinBlocks)
     const uint64_t desc_lo = MakeDescriptor(sb + C::kBTileBytes);
     const float* sa = smem_f + (stage * C::kStageBytes + 2 * C::kBTileBytes) / 4;
     const int keep = fold_count == 0 ? 0 : 1;  // scale-d of the tile's first wgmma
-    auto load_a = [&](int j) {
-      const int set = j % kASets;
-#pragma unroll
-      for (int r = 0; r < 4; ++r) {
-        SplitA(sa[AFragIndex(wg, warp, j, lane, r)], a_hi[set][r], a_lo[set][r]);
-      }
-    };
 #pragma unroll
     for (int j = 0; j < kK8Steps; ++j) {
-      uint32_t(&hi)[4] = a_hi[j % kASets];
-      uint32_t(&lo)[4] = a_lo[j % kASets];
-      if (!kPrefetchA || j == 0) load_a(j);
+      uint32_t(&hi)[4] = a_hi[j & 1];
+      uint32_t(&lo)[4] = a_lo[j & 1];
+#pragma unroll
+      for (int r = 0; r < 4; ++r) SplitA(sa[AFragIndex(wg, warp, j, lane, r)], hi[r], lo[r]);
       WgmmaFence();
       Wgmma<BN>(acc, lo, DescriptorAtStep(desc_hi, j), j == 0 ? keep : 1);
       Wgmma<BN>(acc, hi, DescriptorAtStep(desc_lo, j), 1);
@@ -376,7 +344,6 @@ __global__ void __launch_bounds__(kThreads, Config<BN>::kMinBlocks)
         if (next < kt_end) load_tile(next, next_stage);
         CpAsyncCommit();
       }
-      if (kPrefetchA && j + 1 < kK8Steps) load_a(j + 1);
       WgmmaWait<1>();
     }
 
@@ -407,37 +374,20 @@ __global__ void __launch_bounds__(kThreads, Config<BN>::kMinBlocks)
     y_row[h] = m < p.m ? YRowBase(p, m) : -1;
   }
   const int n0 = n_tile * BN;
-  if (p.splits == 1) {
 #pragma unroll
-    for (int r = 0; r < C::kAccRegs; ++r) {
-      int ml, nl;
-      AccCoord(wg, warp, lane, r, &ml, &nl);
-      const int row = y_row[(r >> 1) & 1];
-      const int n = n0 + nl;
-      if (row >= 0 && n < p.cout) y[row + n * p.p] = tail ? __fadd_rn(sum[r], acc[r]) : sum[r];
+  for (int r = 0; r < C::kAccRegs; ++r) {
+    int ml, nl;
+    AccCoord(wg, warp, lane, r, &ml, &nl);
+    const int row = y_row[(r >> 1) & 1];
+    const int n = n0 + nl;
+    if (row >= 0 && n < p.cout) {
+      const float v = tail ? __fadd_rn(sum[r], acc[r]) : sum[r];
+      if (p.splits == 1) {
+        y[row + n * p.p] = v;
+      } else {
+        atomicAdd(y + row + n * p.p, v);  // a RED: the partial sums of the splits, any order
+      }
     }
-  } else {
-    // Split-K: the cluster reduction (ClusterPartialSlot). The stages become the partial tile
-    // once every warpgroup's wgmma have finished reading them.
-    __syncthreads();
-    float* part = const_cast<float*>(smem_f);
-#pragma unroll
-    for (int r = 0; r < C::kAccRegs; ++r) {
-      part[ClusterPartialSlot(r, tid)] = tail ? __fadd_rn(sum[r], acc[r]) : sum[r];
-    }
-    ClusterSync();
-    const uint32_t rank = ClusterRank();
-    for (int r = static_cast<int>(rank); r < C::kAccRegs; r += p.splits) {
-      const uint32_t local = smem_base + 4 * ClusterPartialSlot(r, tid);
-      float v = LoadClusterShared(local, 0);
-      for (int q = 1; q < p.splits; ++q) v = __fadd_rn(v, LoadClusterShared(local, q));
-      int ml, nl;
-      AccCoord(wg, warp, lane, r, &ml, &nl);
-      const int row = ((r >> 1) & 1) ? y_row[1] : y_row[0];
-      const int n = n0 + nl;
-      if (row >= 0 && n < p.cout) y[row + n * p.p] = v;
-    }
-    ClusterSync();  // no CTA leaves while another still reads its partial tile
   }
 #else
   __trap();  // not an sm_90a build: never launched (Initialize checks the device)
@@ -465,66 +415,20 @@ absl::Status EnableSmem() {
 // CTAs that fit on one SM at once for a BN.
 int CtasPerSm(int bn) { return bn == 128 ? Config<128>::kMinBlocks : Config<64>::kMinBlocks; }
 
-// The split-K choice for a shape, given slots[s-1] = CTAs that run at once in clusters of s.
-SplitChoice SplitsFor(const Shape& s, int bn, const int (&slots)[kMaxSplits]) {
+// The split-K choice for a shape on a device with `sms` multiprocessors.
+SplitChoice SplitsFor(const Shape& s, int bn, int sms) {
   const int k_tiles = static_cast<int>((s.in_channels * s.kernel_h * s.kernel_w + kBK - 1) / kBK);
-  return ChooseSplits(NumTiles(s, bn), k_tiles, slots);
-}
-
-// The launch configuration of the main kernel: split-K grids are clusters of `splits` CTAs
-// along y (ClusterPartialSlot).
-template <int BN, bool kVecA>
-cudaLaunchConfig_t KernelConfig(const dim3& grid, cudaStream_t stream, cudaLaunchAttribute* attr) {
-  cudaLaunchConfig_t config = {};
-  config.gridDim = grid;
-  config.blockDim = dim3(kThreads);
-  config.dynamicSmemBytes = Config<BN>::kSmemBytes;
-  config.stream = stream;
-  attr->id = cudaLaunchAttributeClusterDimension;
-  attr->val.clusterDim.x = 1;
-  attr->val.clusterDim.y = grid.y;
-  attr->val.clusterDim.z = 1;
-  config.attrs = attr;
-  config.numAttrs = 1;
-  return config;
-}
-
-// slots[s-1] on this device: cudaOccupancyMaxActiveClusters for clusters of s CTAs.
-template <int BN>
-absl::Status ClusterSlots(int (&slots)[kMaxSplits]) {
-  for (int s = 1; s <= kMaxSplits; ++s) {
-    cudaLaunchAttribute attr;
-    const cudaLaunchConfig_t config =
-        KernelConfig<BN, false>(dim3(s, s), nullptr, &attr);  // x: any multiple of the cluster
-    int clusters = 0;
-    RETURN_IF_ERROR(CudaStatus(
-        cudaOccupancyMaxActiveClusters(&clusters, ImplicitGemmWgmmaKernel<BN, false>, &config),
-        "implicit_gemm_wgmma: cudaOccupancyMaxActiveClusters"));
-    slots[s - 1] = clusters * s;
-  }
-  return absl::OkStatus();
-}
-
-template <int BN, bool kVecA>
-absl::Status LaunchMain(const dim3& grid, cudaStream_t stream, const float* x, const float* ws,
-                        float* y, const Params& p) {
-  if (grid.y == 1) {
-    ImplicitGemmWgmmaKernel<BN, kVecA><<<grid, kThreads, Config<BN>::kSmemBytes, stream>>>(x, ws, y, p);
-    return LaunchStatus("implicit_gemm_wgmma kernel launch");
-  }
-  cudaLaunchAttribute attr;
-  const cudaLaunchConfig_t config = KernelConfig<BN, kVecA>(grid, stream, &attr);
-  return CudaStatus(cudaLaunchKernelEx(&config, ImplicitGemmWgmmaKernel<BN, kVecA>, x, ws, y, p),
-                    "implicit_gemm_wgmma: cudaLaunchKernelEx (split-K clusters)");
+  return ChooseSplits(NumTiles(s, bn), k_tiles, sms * CtasPerSm(bn));
 }
 
 class ImplicitGemmWgmmaRunner : public Runner {
  public:
-  ImplicitGemmWgmmaRunner(const Shape& s, int bn, const int (&slots)[kMaxSplits])
+  ImplicitGemmWgmmaRunner(const Shape& s, int bn, int sms)
       : bn_(bn),
-        p_(MakeParams(s, bn, SplitsFor(s, bn, slots).splits)),
+        p_(MakeParams(s, bn, SplitsFor(s, bn, sms).splits)),
         tiles_(static_cast<unsigned>(NumTiles(s, bn))),
-        split_bytes_(SplitFilterBytes(s, bn)) {}
+        split_bytes_(SplitFilterBytes(s, bn)),
+        y_bytes_(static_cast<size_t>(s.output_elements()) * sizeof(float)) {}
   size_t workspace_bytes() const override {
     return static_cast<size_t>(split_bytes_) + kWorkspaceAlign;
   }
@@ -534,17 +438,32 @@ class ImplicitGemmWgmmaRunner : public Runner {
     float* ws = reinterpret_cast<float*>((base + kWorkspaceAlign - 1) & ~(kWorkspaceAlign - 1));
     const unsigned split_blocks = static_cast<unsigned>(p_.n_tiles * p_.k_tiles);
     const bool vec_a = CanVectorizeA(p_, reinterpret_cast<uintptr_t>(a.x));
-    const dim3 grid(tiles_, static_cast<unsigned>(p_.splits));
+    const dim3 grid(tiles_, static_cast<unsigned>(p_.splits)), block(kThreads);
+    if (p_.splits > 1) {
+      // The splits add their partial sums into y.
+      RETURN_IF_ERROR(CudaStatus(cudaMemsetAsync(a.y, 0, y_bytes_, a.stream),
+                                 "implicit_gemm_wgmma: cudaMemsetAsync"));
+    }
     if (bn_ == 128) {
       SplitFilterKernel<128><<<split_blocks, kSplitThreads, 0, a.stream>>>(a.w, ws, p_);
       RETURN_IF_ERROR(LaunchStatus("implicit_gemm_wgmma filter split"));
-      return vec_a ? LaunchMain<128, true>(grid, a.stream, a.x, ws, a.y, p_)
-                   : LaunchMain<128, false>(grid, a.stream, a.x, ws, a.y, p_);
+      constexpr int kSmem = Config<128>::kSmemBytes;
+      if (vec_a) {
+        ImplicitGemmWgmmaKernel<128, true><<<grid, block, kSmem, a.stream>>>(a.x, ws, a.y, p_);
+      } else {
+        ImplicitGemmWgmmaKernel<128, false><<<grid, block, kSmem, a.stream>>>(a.x, ws, a.y, p_);
+      }
+    } else {
+      SplitFilterKernel<64><<<split_blocks, kSplitThreads, 0, a.stream>>>(a.w, ws, p_);
+      RETURN_IF_ERROR(LaunchStatus("implicit_gemm_wgmma filter split"));
+      constexpr int kSmem = Config<64>::kSmemBytes;
+      if (vec_a) {
+        ImplicitGemmWgmmaKernel<64, true><<<grid, block, kSmem, a.stream>>>(a.x, ws, a.y, p_);
+      } else {
+        ImplicitGemmWgmmaKernel<64, false><<<grid, block, kSmem, a.stream>>>(a.x, ws, a.y, p_);
+      }
     }
-    SplitFilterKernel<64><<<split_blocks, kSplitThreads, 0, a.stream>>>(a.w, ws, p_);
-    RETURN_IF_ERROR(LaunchStatus("implicit_gemm_wgmma filter split"));
-    return vec_a ? LaunchMain<64, true>(grid, a.stream, a.x, ws, a.y, p_)
-                 : LaunchMain<64, false>(grid, a.stream, a.x, ws, a.y, p_);
+    return LaunchStatus("implicit_gemm_wgmma kernel launch");
   }
 
  private:
@@ -552,6 +471,7 @@ class ImplicitGemmWgmmaRunner : public Runner {
   Params p_;
   unsigned tiles_;
   int64_t split_bytes_;
+  size_t y_bytes_;
 };
 
 class ImplicitGemmWgmma : public Algorithm {
@@ -603,29 +523,22 @@ class ImplicitGemmWgmma : public Algorithm {
       RETURN_IF_ERROR((EnableSmem<64, true>()));
       RETURN_IF_ERROR((EnableSmem<64, false>()));
     }
-    int slots[kMaxSplits];
-    if (bn == 128) {
-      RETURN_IF_ERROR(ClusterSlots<128>(slots));
-    } else {
-      RETURN_IF_ERROR(ClusterSlots<64>(slots));
-    }
-    return std::unique_ptr<Runner>(new ImplicitGemmWgmmaRunner(s, bn, slots));
+    return std::unique_ptr<Runner>(new ImplicitGemmWgmmaRunner(s, bn, prop.multiProcessorCount));
   }
 
   // Uncalibrated model on the H200's 132 SMs: the split-K wave model (ChooseSplits: waves of
-  // CTAs, each its k-tiles plus prologue and epilogue; cluster packing by ModelClusterSlots) at
-  // three TF32 products per term and ~330 TFLOP/s per GPU (two thirds of the dense TF32 peak; an
-  // SM shared by its CTAs), plus the minimal bytes and the split filter's writes and reads at
-  // 3 TB/s, plus 8 us for the launches.
+  // CTAs, each its k-tiles plus prologue and epilogue) at three TF32 products per term and
+  // ~330 TFLOP/s per GPU (two thirds of the dense TF32 peak; an SM shared by its CTAs), plus the
+  // minimal bytes, the split filter's writes and reads and (split-K) y's memset at 3 TB/s, plus
+  // 8 us for the launches.
   double EstimateSeconds(const Shape& s) const override {
     constexpr int kSms = 132;
     const int bn = ChooseBN(s);
-    int slots[kMaxSplits];
-    ModelClusterSlots(CtasPerSm(bn), slots);
-    const SplitChoice split = SplitsFor(s, bn, slots);
+    const SplitChoice split = SplitsFor(s, bn, kSms);
     const double ktile_seconds =
         3.0 * 2.0 * kBM * bn * kBK / (330e12 / kSms / CtasPerSm(bn));
-    const double bytes = s.min_bytes() + 1.5 * static_cast<double>(SplitFilterBytes(s, bn));
+    const double bytes = s.min_bytes() + 1.5 * static_cast<double>(SplitFilterBytes(s, bn)) +
+                         (split.splits > 1 ? 4.0 * s.output_elements() : 0.0);
     return split.cost * ktile_seconds + bytes / 3e12 + 8e-6;
   }
 };

@@ -110,13 +110,12 @@ std::vector<float> SplitFilter(const Shape& s, const Params& p, int bn,
   return ws;
 }
 
-// One CTA (tile, split) replayed. Without split-K it stores y (NaN-initialised; writes counts
-// stores per element); with split-K it leaves its partial tile in `part`, indexed like the
-// kernel's shared memory (ClusterPartialSlot), for ReduceCluster.
+// One CTA (tile, split) replayed. y: NaN-initialised, or zeroed under split-K (the kernel's
+// memset); writes counts stores per element.
 template <int BN, bool kVecA>
 void EmulateTile(const Shape& s, const Params& p, int tile, int split,
                  const std::vector<float>& x, const std::vector<float>& ws,
-                 std::vector<double>& y, std::vector<int>& writes, std::vector<double>& part) {
+                 std::vector<double>& y, std::vector<int>& writes) {
   using C = Config<BN>;
   const int m_tile = tile / p.n_tiles, n_tile = tile % p.n_tiles;
   const int m0 = m_tile * kBM, n0 = n_tile * BN;
@@ -251,45 +250,14 @@ void EmulateTile(const Shape& s, const Params& p, int tile, int split,
           const int idx = wg * 64 * BN + PtxDRow(warp, lane, reg) * BN + PtxDCol(lane, reg);
           ASSERT_EQ(ml, wg * 64 + PtxDRow(warp, lane, reg));
           ASSERT_EQ(nl, PtxDCol(lane, reg));
-          const double v = tail ? sum[idx] + acc[idx] : sum[idx];
-          if (p.splits > 1) {
-            const int tid = wg * 128 + warp * 32 + lane;
-            const int slot = ClusterPartialSlot(reg, tid);
-            ASSERT_TRUE(slot >= 0 && slot * 4 <= C::kStages * C::kStageBytes - 4);
-            part[slot] = v;
-            continue;
-          }
           const int m = m0 + ml, n = n0 + nl;
           if (m >= p.m || n >= p.cout) continue;
           const int64_t y_at = YRowBase(p, m) + int64_t{n} * p.p;
           ASSERT_TRUE(y_at >= 0 && y_at < s.output_elements());
-          y[y_at] = v;
+          const double v = tail ? sum[idx] + acc[idx] : sum[idx];
+          y[y_at] = p.splits == 1 ? v : y[y_at] + v;
           ++writes[y_at];
         }
-}
-
-// The split-K cluster reduction of one tile replayed: CTA `rank` finishes registers rank,
-// rank + splits, ... of every thread, adding the partials of ranks 0, 1, ... in that order.
-template <int BN>
-void ReduceCluster(const Shape& s, const Params& p, int tile,
-                   const std::vector<std::vector<double>>& parts, std::vector<double>& y,
-                   std::vector<int>& writes) {
-  const int m0 = tile / p.n_tiles * kBM, n0 = tile % p.n_tiles * BN;
-  for (int rank = 0; rank < p.splits; ++rank)
-    for (int tid = 0; tid < kThreads; ++tid)
-      for (int r = rank; r < Config<BN>::kAccRegs; r += p.splits) {
-        const int slot = ClusterPartialSlot(r, tid);
-        double v = parts[0][slot];
-        for (int q = 1; q < p.splits; ++q) v += parts[q][slot];
-        int ml, nl;
-        AccCoord(tid / 128, tid / 32 % 4, tid % 32, r, &ml, &nl);
-        const int m = m0 + ml, n = n0 + nl;
-        if (m >= p.m || n >= p.cout) continue;
-        const int64_t y_at = YRowBase(p, m) + int64_t{n} * p.p;
-        ASSERT_TRUE(y_at >= 0 && y_at < s.output_elements());
-        y[y_at] = v;
-        ++writes[y_at];
-      }
 }
 
 template <int BN, bool kVecA>
@@ -307,19 +275,13 @@ void CheckShape(const Shape& s, uint64_t seed, int splits = 1) {
   const std::vector<float> x = RandomTensor(seed, kInputTensor, s.input_elements());
   const std::vector<float> w = RandomTensor(seed, kFilterTensor, s.filter_elements());
   const std::vector<float> ws = SplitFilter(s, p, BN, w);
-  std::vector<double> y(s.output_elements(), std::numeric_limits<double>::quiet_NaN());
+  std::vector<double> y(s.output_elements(),
+                        p.splits == 1 ? std::numeric_limits<double>::quiet_NaN() : 0.0);
   std::vector<int> writes(s.output_elements(), 0);
   const int64_t tiles = NumTiles(s, BN);
-  std::vector<std::vector<double>> parts(
-      p.splits, std::vector<double>(Config<BN>::kAccRegs * kThreads,
-                                    std::numeric_limits<double>::quiet_NaN()));
   for (int tile = 0; tile < tiles; ++tile) {
     for (int split = 0; split < p.splits; ++split) {
-      EmulateTile<BN, kVecA>(s, p, tile, split, x, ws, y, writes, parts[split]);
-      if (::testing::Test::HasFatalFailure()) return;
-    }
-    if (p.splits > 1) {
-      ReduceCluster<BN>(s, p, tile, parts, y, writes);
+      EmulateTile<BN, kVecA>(s, p, tile, split, x, ws, y, writes);
       if (::testing::Test::HasFatalFailure()) return;
     }
   }
@@ -333,7 +295,7 @@ void CheckShape(const Shape& s, uint64_t seed, int splits = 1) {
   const std::vector<double> mag = ReferenceConv(s, ax.data(), aw.data());
   int64_t bad = 0;
   for (int64_t i = 0; i < s.output_elements(); ++i) {
-    ASSERT_EQ(writes[i], 1) << "output " << i << " written " << writes[i] << " times";
+    ASSERT_EQ(writes[i], p.splits) << "output " << i << " written " << writes[i] << " times";
     if (!(std::abs(y[i] - ref[i]) <= std::ldexp(mag[i], -19) + 1e-30) && bad++ < 5) {
       ADD_FAILURE() << "output " << i << ": emulated " << y[i] << " reference " << ref[i]
                     << " bound " << std::ldexp(mag[i], -19);
@@ -408,23 +370,6 @@ TEST(ImplicitGemmWgmmaEmulationTest, SplitKMatchesReference) {
     CheckShape<64, false>(Shape{2, 40, 8, 20, 20, 4, 4}, 11, splits);     // 20 k-tiles
     CheckShape<128, false>(Shape{1, 33, 130, 9, 11, 3, 2}, 11, splits);   // 7 k-tiles
     CheckShape<128, true>(Shape{2, 64, 136, 8, 12, 1, 1}, 11, splits);    // 2 k-tiles: 1 split each
-  }
-}
-
-// The cluster packing model: clusters stay inside a GPC, so large ones leave SMs idle.
-TEST(ImplicitGemmWgmmaPlanTest, ClusterSlotsModel) {
-  for (int ctas : {1, 2}) {
-    int slots[kMaxSplits];
-    ModelClusterSlots(ctas, slots);
-    EXPECT_EQ(slots[0], 132 * ctas);
-    for (int s = 1; s <= kMaxSplits; ++s) {
-      EXPECT_EQ(slots[s - 1] % s, 0);
-      EXPECT_LE(slots[s - 1], 132 * ctas);
-      EXPECT_GE(slots[s - 1], 132 * ctas - 8 * (s - 1));
-    }
-    // The split-K shapes still split under the model.
-    EXPECT_GT(ChooseSplits(52, 144, slots).splits, 1);
-    EXPECT_GT(ChooseSplits(72, 72, slots).splits, 1);
   }
 }
 

@@ -17,9 +17,8 @@
 //    workspace, already in the shared-memory image wgmma reads: per (N tile, k-tile) a BN x kBK
 //    K-major tile with the 128-byte swizzle, hi then lo. The stage copy is a straight 16-byte
 //    cp.async of contiguous bytes.
-//  - Grids that would underfill the GPU are split along K (ChooseSplits); the splits of a tile
-//    form a thread-block cluster and reduce their partial tiles through distributed shared
-//    memory in a fixed order (ClusterPartialSlot).
+//  - Grids that would underfill the GPU are split along K (ChooseSplits); the splits add into a
+//    zeroed y with fp32 atomics.
 #ifndef CONV2D_CONV_IMPLICIT_GEMM_WGMMA_INTERNAL_H_
 #define CONV2D_CONV_IMPLICIT_GEMM_WGMMA_INTERNAL_H_
 
@@ -72,13 +71,6 @@ struct Config {
   // the next load is issued).
   static constexpr int kAhead = kStages - 2;
   static constexpr int kMinBlocks = BN == 128 ? 1 : 2;
-  // One A fragment set per k8 step, loaded a step ahead (see the kernel); BN = 64 has not the
-  // registers (two CTAs per SM: 128 per thread).
-#ifdef CONV2D_IGW_NO_PREFETCH_A  // experiment switch, for timing both
-  static constexpr bool kPrefetchA = false;
-#else
-  static constexpr bool kPrefetchA = BN == 128;
-#endif
   static constexpr int kBTileFloats = BN * kBK;  // one plane (hi or lo) of one k-tile
   static constexpr int kBTileBytes = kBTileFloats * 4;
   static constexpr int kStageBytes = 2 * kBTileBytes + kAStageFloats * 4;  // B hi, B lo, A
@@ -92,11 +84,6 @@ struct Config {
 };
 static_assert(Config<128>::kSmemBytes <= 227 * 1024, "one CTA per SM");
 static_assert(2 * (Config<64>::kSmemBytes + 1024) <= 228 * 1024, "two CTAs per SM");
-// The split-K partial tile (ClusterPartialSlot) reuses the stages.
-static_assert(Config<64>::kAccRegs * kThreads * 4 <= Config<64>::kStages * Config<64>::kStageBytes &&
-                  Config<128>::kAccRegs * kThreads * 4 <=
-                      Config<128>::kStages * Config<128>::kStageBytes,
-              "the partial tile fits in the stages");
 
 // ---- Shape parameters (32-bit: CheckIndexing bounds every index the kernel forms).
 struct Params {
@@ -110,7 +97,7 @@ struct Params {
   int k_tiles = 0;  // ceil(k / kBK)
   int n_tiles = 0;  // ceil(cout / BN)
   // Split-K: blockIdx.y = split takes k-tiles [split*k_tiles_per_split, +k_tiles_per_split) of
-  // K; with splits > 1 the splits of a tile are one cluster and reduce in shared memory.
+  // K; with splits > 1 the CTAs add their partial tiles into a zeroed y (fp32 atomics).
   int splits = 1;
   int k_tiles_per_split = 0;
   FastDiv div_p, div_ow, div_khkw, div_kw;
@@ -123,15 +110,11 @@ absl::Status CheckIndexing(const Shape& s);
 Params MakeParams(const Shape& s, int bn, int splits = 1);
 
 // Split-K for grids that fill the GPU badly (few tiles: small images, many channels, e.g. 52
-// tiles of 144 k-tiles on 132 SMs). The splits of a tile run as one thread-block cluster (grid y
-// = split = rank in the cluster) and add their partial tiles through distributed shared memory
-// in a fixed order (see ClusterPartialSlot): deterministic, no workspace, no memset of y.
-// Picks the split count s that minimises a wave model: ceil(tiles*s / slots[s-1]) waves, each as
-// long as one CTA's k-tiles plus kSplitOverheadTiles for its prologue and epilogue;
-// slots[s-1] = CTAs that run at once in clusters of s (a cluster's CTAs share one GPC, so large
-// clusters leave some SMs idle). A split keeps at least kMinSplitTiles k-tiles, and more splits
-// must win by 5% (each adds a cluster reduction).
-constexpr int kMaxSplits = 8;  // the portable cluster size limit
+// tiles of 144 k-tiles on 132 SMs). Picks the split count s that minimises a wave model:
+// ceil(tiles*s / slots) waves, each as long as one CTA's k-tiles plus kSplitOverheadTiles for its
+// prologue and epilogue; slots = SMs x CTAs per SM. A split keeps at least kMinSplitTiles
+// k-tiles, and more splits must win by 5% (each adds atomics and, from two on, a memset of y).
+constexpr int kMaxSplits = 16;
 constexpr int kMinSplitTiles = 4;
 constexpr int kSplitOverheadTiles = 2;
 struct SplitChoice {
@@ -139,43 +122,19 @@ struct SplitChoice {
   int k_tiles_per_split = 0;
   double cost = 0;  // in k-tile times of one CTA
 };
-inline SplitChoice ChooseSplits(int64_t tiles, int k_tiles, const int (&slots)[kMaxSplits]) {
+inline SplitChoice ChooseSplits(int64_t tiles, int k_tiles, int slots) {
   SplitChoice best;
   for (int s = 1; s <= kMaxSplits; ++s) {
     const int per = (k_tiles + s - 1) / s;
     if (s > 1 && per < kMinSplitTiles) break;
     const int used = (k_tiles + per - 1) / per;  // no empty split
-    if (used != s || slots[s - 1] < s) continue;
-    const int64_t waves = (tiles * s + slots[s - 1] - 1) / slots[s - 1];
+    if (used != s) continue;
+    const int64_t waves = (tiles * s + slots - 1) / slots;
     const double cost = static_cast<double>(waves) * (per + kSplitOverheadTiles);
     if (s == 1 || cost < 0.95 * best.cost) best = {s, per, cost};
   }
   return best;
 }
-// The same with every cluster size filling `slots` CTAs.
-inline SplitChoice ChooseSplits(int64_t tiles, int k_tiles, int slots) {
-  int all[kMaxSplits];
-  for (int& v : all) v = slots;
-  return ChooseSplits(tiles, k_tiles, all);
-}
-// Model of slots[s-1] without a device (EstimateSeconds): 132 SMs as in the H200, in GPCs of 18,
-// 18 and six of 16 SMs; a cluster stays inside a GPC.
-inline void ModelClusterSlots(int ctas_per_sm, int (&slots)[kMaxSplits]) {
-  constexpr int kGpcSms[] = {18, 18, 16, 16, 16, 16, 16, 16};
-  for (int s = 1; s <= kMaxSplits; ++s) {
-    slots[s - 1] = 0;
-    for (int g : kGpcSms) slots[s - 1] += (g * ctas_per_sm / s) * s;
-  }
-}
-
-// The cluster reduction of split-K. After its k-tiles each CTA writes its partial tile into its
-// own shared memory (thread tid's register r at float ClusterPartialSlot(r, tid) of the aligned
-// base), a cluster barrier publishes them, and CTA `rank` of the cluster finishes the registers
-// r = rank, rank + splits, ... of every thread: it reads the partials of ranks 0, 1, ...,
-// splits-1 in that order (always the same order: deterministic), adds them in fp32 and stores y.
-// A second cluster barrier keeps every CTA's shared memory alive until all have read it.
-CONV2D_IGW_HD int ClusterPartialSlot(int r, int tid) { return r * kThreads + tid; }
-
 int64_t NumTiles(const Shape& s, int bn);
 // Bytes of the split filter (hi and lo planes, every (N tile, k-tile)), without alignment slack.
 int64_t SplitFilterBytes(const Shape& s, int bn);
