@@ -110,8 +110,8 @@ std::vector<float> SplitFilter(const Shape& s, const Params& p, int bn,
   return ws;
 }
 
-// One CTA (tile, split) replayed. y: NaN-initialised, or zeroed under split-K (the kernel's
-// memset); writes counts stores per element.
+// One CTA (tile, split) replayed. y: NaN-initialised, or zeroed under split-K (by the split
+// kernel); writes counts stores per element.
 template <int BN, bool kVecA>
 void EmulateTile(const Shape& s, const Params& p, int tile, int split,
                  const std::vector<float>& x, const std::vector<float>& ws,

@@ -18,7 +18,7 @@
 //    K-major tile with the 128-byte swizzle, hi then lo. The stage copy is a straight 16-byte
 //    cp.async of contiguous bytes.
 //  - Grids that would underfill the GPU are split along K (ChooseSplits); the splits add into a
-//    zeroed y with fp32 atomics.
+//    y zeroed by the filter split kernel, with fp32 atomics (any order: not bit-reproducible).
 #ifndef CONV2D_CONV_IMPLICIT_GEMM_WGMMA_INTERNAL_H_
 #define CONV2D_CONV_IMPLICIT_GEMM_WGMMA_INTERNAL_H_
 
@@ -113,7 +113,7 @@ Params MakeParams(const Shape& s, int bn, int splits = 1);
 // tiles of 144 k-tiles on 132 SMs). Picks the split count s that minimises a wave model:
 // ceil(tiles*s / slots) waves, each as long as one CTA's k-tiles plus kSplitOverheadTiles for its
 // prologue and epilogue; slots = SMs x CTAs per SM. A split keeps at least kMinSplitTiles
-// k-tiles, and more splits must win by 5% (each adds atomics and, from two on, a memset of y).
+// k-tiles, and more splits must win by 5% (each adds atomics, and from two on y is zeroed first).
 constexpr int kMaxSplits = 16;
 constexpr int kMinSplitTiles = 4;
 constexpr int kSplitOverheadTiles = 2;
