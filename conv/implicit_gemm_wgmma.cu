@@ -114,19 +114,28 @@ __device__ __forceinline__ void Split(float v, uint32_t& hi, uint32_t& lo) {
   asm("cvt.rna.tf32.f32 %0, %1;\n" : "=r"(lo) : "f"(rest));
 }
 
-// The filter split into the workspace: one thread per float of the image (hi and lo planes of
-// every (N tile, k-tile), each a swizzled BN x kBK tile; zero past Cout and K). Runs on any GPU.
+// The filter split into the workspace: one block per (N tile, k-tile), see SplitFilterTarget.
+// Under split-K it also zeroes y (its first y_zero floats) for the main kernel's atomics, which
+// saves the separate memset launch. Runs on any GPU.
 template <int BN>
-__global__ void SplitFilterKernel(const float* __restrict__ w, float* __restrict__ ws,
-                                  const Params p, int64_t total) {
-  for (int64_t i = blockIdx.x * int64_t{blockDim.x} + threadIdx.x; i < total;
-       i += int64_t{gridDim.x} * blockDim.x) {
-    int n, k, plane;
-    SplitFilterSource(p, BN, i, &n, &k, &plane);
-    const float v = (n < p.cout && k < p.k) ? w[int64_t{n} * p.k + k] : 0.f;
+__global__ void __launch_bounds__(kSplitThreads)
+    SplitFilterKernel(const float* __restrict__ w, float* __restrict__ ws, const Params p,
+                      float* __restrict__ y, int64_t y_zero) {
+  const int block = static_cast<int>(blockIdx.x);
+  for (int64_t i = int64_t{block} * kSplitThreads + threadIdx.x; i < y_zero;
+       i += int64_t{gridDim.x} * kSplitThreads) {
+    y[i] = 0.f;
+  }
+#pragma unroll
+  for (int e = static_cast<int>(threadIdx.x); e < BN * kBK; e += kSplitThreads) {
+    int n, k;
+    int64_t hi_at;
+    SplitFilterTarget(p, BN, block, e, &n, &k, &hi_at);
+    const float v = (n < p.cout && k < p.k) ? __ldg(w + int64_t{n} * p.k + k) : 0.f;
     uint32_t hi, lo;
     Split(v, hi, lo);
-    ws[i] = __uint_as_float(plane ? lo : hi);
+    ws[hi_at] = __uint_as_float(hi);
+    ws[hi_at + BN * kBK] = __uint_as_float(lo);
   }
 }
 
@@ -425,7 +434,7 @@ class ImplicitGemmWgmmaRunner : public Runner {
         p_(MakeParams(s, bn, SplitsFor(s, bn, sms).splits)),
         tiles_(static_cast<unsigned>(NumTiles(s, bn))),
         split_bytes_(SplitFilterBytes(s, bn)),
-        y_bytes_(static_cast<size_t>(s.output_elements()) * sizeof(float)) {}
+        y_elements_(s.output_elements()) {}
   size_t workspace_bytes() const override {
     return static_cast<size_t>(split_bytes_) + kWorkspaceAlign;
   }
@@ -433,18 +442,13 @@ class ImplicitGemmWgmmaRunner : public Runner {
   absl::Status Run(const RunArgs& a) const override {
     const uintptr_t base = reinterpret_cast<uintptr_t>(a.workspace);
     float* ws = reinterpret_cast<float*>((base + kWorkspaceAlign - 1) & ~(kWorkspaceAlign - 1));
-    const int64_t total = split_bytes_ / 4;
-    const int64_t want_blocks = (total + 255) / 256;
-    const unsigned split_blocks = static_cast<unsigned>(want_blocks < 65536 ? want_blocks : 65536);
+    const unsigned split_blocks = static_cast<unsigned>(p_.n_tiles * p_.k_tiles);
     const bool vec_a = CanVectorizeA(p_, reinterpret_cast<uintptr_t>(a.x));
     const dim3 grid(tiles_, static_cast<unsigned>(p_.splits)), block(kThreads);
-    if (p_.splits > 1) {
-      // The splits add their partial sums into y.
-      RETURN_IF_ERROR(CudaStatus(cudaMemsetAsync(a.y, 0, y_bytes_, a.stream),
-                                 "implicit_gemm_wgmma: cudaMemsetAsync"));
-    }
+    // The splits add their partial sums into y, zeroed by the split kernel.
+    const int64_t y_zero = p_.splits > 1 ? y_elements_ : 0;
     if (bn_ == 128) {
-      SplitFilterKernel<128><<<split_blocks, 256, 0, a.stream>>>(a.w, ws, p_, total);
+      SplitFilterKernel<128><<<split_blocks, kSplitThreads, 0, a.stream>>>(a.w, ws, p_, a.y, y_zero);
       RETURN_IF_ERROR(LaunchStatus("implicit_gemm_wgmma filter split"));
       constexpr int kSmem = Config<128>::kSmemBytes;
       if (vec_a) {
@@ -453,7 +457,7 @@ class ImplicitGemmWgmmaRunner : public Runner {
         ImplicitGemmWgmmaKernel<128, false><<<grid, block, kSmem, a.stream>>>(a.x, ws, a.y, p_);
       }
     } else {
-      SplitFilterKernel<64><<<split_blocks, 256, 0, a.stream>>>(a.w, ws, p_, total);
+      SplitFilterKernel<64><<<split_blocks, kSplitThreads, 0, a.stream>>>(a.w, ws, p_, a.y, y_zero);
       RETURN_IF_ERROR(LaunchStatus("implicit_gemm_wgmma filter split"));
       constexpr int kSmem = Config<64>::kSmemBytes;
       if (vec_a) {
@@ -470,7 +474,7 @@ class ImplicitGemmWgmmaRunner : public Runner {
   Params p_;
   unsigned tiles_;
   int64_t split_bytes_;
-  size_t y_bytes_;
+  int64_t y_elements_;
 };
 
 class ImplicitGemmWgmma : public Algorithm {
@@ -527,15 +531,15 @@ class ImplicitGemmWgmma : public Algorithm {
 
   // Uncalibrated model on the H200's 132 SMs: the split-K wave model (ChooseSplits: waves of
   // CTAs, each its k-tiles plus prologue and epilogue) at three TF32 products per term and
-  // ~330 TFLOP/s per GPU (two thirds of the dense TF32 peak; an SM shared by its CTAs), plus the
-  // minimal bytes, the split filter's writes and reads and (split-K) y's memset at 3 TB/s, plus
-  // 8 us for the launches.
+  // ~300 TFLOP/s per GPU (three fifths of the dense TF32 peak; an SM shared by its CTAs; the cnn
+  // suite measured ~1.08x the model's times at 330), plus the minimal bytes, the split filter's
+  // writes and reads and (split-K) y's zeroing at 3 TB/s, plus 8 us for the two launches.
   double EstimateSeconds(const Shape& s) const override {
     constexpr int kSms = 132;
     const int bn = ChooseBN(s);
     const SplitChoice split = SplitsFor(s, bn, kSms);
     const double ktile_seconds =
-        3.0 * 2.0 * kBM * bn * kBK / (330e12 / kSms / CtasPerSm(bn));
+        3.0 * 2.0 * kBM * bn * kBK / (300e12 / kSms / CtasPerSm(bn));
     const double bytes = s.min_bytes() + 1.5 * static_cast<double>(SplitFilterBytes(s, bn)) +
                          (split.splits > 1 ? 4.0 * s.output_elements() : 0.0);
     return split.cost * ktile_seconds + bytes / 3e12 + 8e-6;

@@ -88,23 +88,30 @@ uint32_t SwizzledAddress(const Desc& d, int n, int k) {
 // the shared window, so the kernel's alignment arithmetic is exercised.
 constexpr uint32_t kSmemRaw = 0x2a0;
 
-// Host replica of the filter split (SplitFilterKernel), through the header's SplitFilterSource.
+// Host replica of the filter split (SplitFilterKernel): every block's elements, through the
+// header's SplitFilterTarget.
 std::vector<float> SplitFilter(const Shape& s, const Params& p, int bn,
                                const std::vector<float>& w) {
-  std::vector<float> ws(SplitFilterBytes(s, bn) / 4);
-  for (int64_t i = 0; i < static_cast<int64_t>(ws.size()); ++i) {
-    int n, k, plane;
-    SplitFilterSource(p, bn, i, &n, &k, &plane);
-    const float v = (n < p.cout && k < p.k) ? w[int64_t{n} * p.k + k] : 0.f;
-    float hi, lo;
-    SplitHost(v, &hi, &lo);
-    ws[i] = plane ? lo : hi;
+  std::vector<float> ws(SplitFilterBytes(s, bn) / 4, std::numeric_limits<float>::quiet_NaN());
+  for (int block = 0; block < p.n_tiles * p.k_tiles; ++block) {
+    for (int t = 0; t < kSplitThreads; ++t) {
+      for (int e = t; e < bn * kBK; e += kSplitThreads) {
+        int n, k;
+        int64_t hi_at;
+        SplitFilterTarget(p, bn, block, e, &n, &k, &hi_at);
+        const float v = (n < p.cout && k < p.k) ? w[int64_t{n} * p.k + k] : 0.f;
+        float hi, lo;
+        SplitHost(v, &hi, &lo);
+        ws[hi_at] = hi;
+        ws[hi_at + bn * kBK] = lo;
+      }
+    }
   }
   return ws;
 }
 
-// One CTA (tile, split) replayed. y: NaN-initialised, or zeroed under split-K (the kernel's
-// memset); writes counts stores per element.
+// One CTA (tile, split) replayed. y: NaN-initialised, or zeroed under split-K (by the split
+// kernel); writes counts stores per element.
 template <int BN, bool kVecA>
 void EmulateTile(const Shape& s, const Params& p, int tile, int split,
                  const std::vector<float>& x, const std::vector<float>& ws,
@@ -431,21 +438,29 @@ TEST(ImplicitGemmWgmmaLayoutTest, SwizzledTileIsWhatWgmmaReads) {
   }
 }
 
-// Every float of the split filter is sourced exactly once per (n, k, plane) of every tile.
+// Every float of the split filter is written exactly once, with (n, k, plane) where the
+// workspace layout (WorkspaceTile, BTileOffset) puts them.
 TEST(ImplicitGemmWgmmaLayoutTest, SplitFilterCoversEveryTileOnce) {
   const Shape s{1, 5, 130, 9, 11, 3, 2};  // K = 30: one partial k-tile; Cout = 130: 2 N tiles
   for (int bn : {64, 128}) {
     const Params p = MakeParams(s, bn);
     const int64_t total = SplitFilterBytes(s, bn) / 4;
     EXPECT_EQ(total, int64_t{p.n_tiles} * p.k_tiles * 2 * bn * kBK);
-    std::vector<int> seen(static_cast<size_t>(p.n_tiles) * bn * p.k_tiles * kBK * 2, 0);
-    for (int64_t i = 0; i < total; ++i) {
-      int n, k, plane;
-      SplitFilterSource(p, bn, i, &n, &k, &plane);
-      ASSERT_TRUE(n >= 0 && n < p.n_tiles * bn && k >= 0 && k < p.k_tiles * kBK);
-      const int nt = n / bn, kt = k / kBK;
-      EXPECT_EQ(WorkspaceTile(bn, p.k_tiles, nt, kt, plane) + BTileOffset(n % bn, k % kBK), i);
-      ++seen[(static_cast<size_t>(n) * p.k_tiles * kBK + k) * 2 + plane];
+    std::vector<int> seen(static_cast<size_t>(total), 0);
+    for (int block = 0; block < p.n_tiles * p.k_tiles; ++block) {
+      for (int e = 0; e < bn * kBK; ++e) {
+        int n, k;
+        int64_t hi_at;
+        SplitFilterTarget(p, bn, block, e, &n, &k, &hi_at);
+        ASSERT_TRUE(n >= 0 && n < p.n_tiles * bn && k >= 0 && k < p.k_tiles * kBK);
+        const int nt = n / bn, kt = k / kBK;
+        for (int plane : {0, 1}) {
+          const int64_t at = WorkspaceTile(bn, p.k_tiles, nt, kt, plane) + BTileOffset(n % bn, k % kBK);
+          EXPECT_EQ(at, hi_at + plane * bn * kBK);
+          ASSERT_TRUE(at >= 0 && at < total);
+          ++seen[at];
+        }
+      }
     }
     for (int v : seen) ASSERT_EQ(v, 1);
   }

@@ -18,7 +18,7 @@
 //    K-major tile with the 128-byte swizzle, hi then lo. The stage copy is a straight 16-byte
 //    cp.async of contiguous bytes.
 //  - Grids that would underfill the GPU are split along K (ChooseSplits); the splits add into a
-//    zeroed y with fp32 atomics.
+//    y zeroed by the filter split kernel, with fp32 atomics (any order: not bit-reproducible).
 #ifndef CONV2D_CONV_IMPLICIT_GEMM_WGMMA_INTERNAL_H_
 #define CONV2D_CONV_IMPLICIT_GEMM_WGMMA_INTERNAL_H_
 
@@ -113,7 +113,7 @@ Params MakeParams(const Shape& s, int bn, int splits = 1);
 // tiles of 144 k-tiles on 132 SMs). Picks the split count s that minimises a wave model:
 // ceil(tiles*s / slots) waves, each as long as one CTA's k-tiles plus kSplitOverheadTiles for its
 // prologue and epilogue; slots = SMs x CTAs per SM. A split keeps at least kMinSplitTiles
-// k-tiles, and more splits must win by 5% (each adds atomics and, from two on, a memset of y).
+// k-tiles, and more splits must win by 5% (each adds atomics, and from two on y is zeroed first).
 constexpr int kMaxSplits = 16;
 constexpr int kMinSplitTiles = 4;
 constexpr int kSplitOverheadTiles = 2;
@@ -157,21 +157,21 @@ CONV2D_IGW_HD void BTileCoord(int off, int* n, int* k) {
 CONV2D_IGW_HD int64_t WorkspaceTile(int bn, int k_tiles, int nt, int kt, int plane) {
   return ((int64_t{nt} * k_tiles + kt) * 2 + plane) * int64_t{bn} * kBK;
 }
-// What float i of the split filter holds (the split kernel runs one thread per i): the half
-// `*plane` (0 hi, 1 lo) of w[*n][*k]; zero when *n >= Cout or *k >= K.
-CONV2D_IGW_HD void SplitFilterSource(const Params& p, int bn, int64_t i, int* n, int* k,
-                                     int* plane) {
-  const int64_t tile_floats = int64_t{bn} * kBK;
-  const int64_t tile = i / tile_floats;  // (nt * k_tiles + kt) * 2 + plane
-  const int off = static_cast<int>(i - tile * tile_floats);
-  *plane = static_cast<int>(tile & 1);
-  const int64_t nk = tile >> 1;
-  const int nt = static_cast<int>(nk / p.k_tiles);
-  const int kt = static_cast<int>(nk - int64_t{nt} * p.k_tiles);
-  int nl, kl;
-  BTileCoord(off, &nl, &kl);
+// The split kernel runs one block of kSplitThreads per (N tile, k-tile), blockIdx.x = nt*k_tiles
+// + kt (no 64-bit division per element: an earlier one-thread-per-float form was ALU bound, 20 us
+// for a 512x4608 filter). Element e of the block (e < bn*kBK, stepping by kSplitThreads) is
+// w[*n][*k], read along k (a warp reads whole 128-byte filter rows), and its hi half goes to
+// float *hi_at of the workspace, its lo half bn*kBK floats further (the lo plane). *n >= Cout or
+// *k >= K: zero.
+constexpr int kSplitThreads = 256;
+CONV2D_IGW_HD void SplitFilterTarget(const Params& p, int bn, int block, int e, int* n, int* k,
+                                     int64_t* hi_at) {
+  const int nt = block / p.k_tiles;
+  const int kt = block - nt * p.k_tiles;
+  const int nl = e / kBK, kl = e % kBK;
   *n = nt * bn + nl;
   *k = kt * kBK + kl;
+  *hi_at = WorkspaceTile(bn, p.k_tiles, nt, kt, 0) + BTileOffset(nl, kl);
 }
 
 // The dynamic shared memory's first 1024-byte aligned address (the kernel asks for 1024 bytes of
