@@ -103,9 +103,8 @@ __device__ __forceinline__ void WgmmaFence() {
 __device__ __forceinline__ void WgmmaCommit() {
   asm volatile("wgmma.commit_group.sync.aligned;\n" ::: "memory");
 }
-template <int kPending>
-__device__ __forceinline__ void WgmmaWait() {
-  asm volatile("wgmma.wait_group.sync.aligned %0;\n" ::"n"(kPending) : "memory");
+__device__ __forceinline__ void WgmmaWaitAll() {
+  asm volatile("wgmma.wait_group.sync.aligned 0;\n" ::: "memory");
 }
 // Ties a register to this point of the program: reads of accumulators after the wait cannot be
 // hoisted above it.
@@ -218,11 +217,17 @@ __global__ void __launch_bounds__(128 * kWgs, 1) CgemmConjSm90Kernel(const __gri
     }
   };
 
+  float2 fa[kSteps][2];  // the filter fragments of a stage: K step s, rows g and g + 8
   const int frag_row = kRowsPerWg * wg + FragRow(warp, lane, 0);
-  // From raw buffer `slot`: this thread's share of the input tile split into the planes of
-  // buffer `buf`.
+  // From raw buffer `slot`: this thread's filter fragments into fa, its share of the input tile
+  // split into the planes of buffer `buf`.
   auto prepare = [&](int slot, int buf) {
     const float2* raw = reinterpret_cast<const float2*>(smem + slot * kT.staged_bytes);
+#pragma unroll
+    for (int s = 0; s < kSteps; ++s) {
+      fa[s][0] = raw[StagedOffset(kT.ld_filter, frag_row, 4 * s + t)];
+      fa[s][1] = raw[StagedOffset(kT.ld_filter, frag_row + 8, 4 * s + t)];
+    }
     const float2* raw_in = raw + kBk * kT.ld_filter;
     unsigned char* hi_plane = planes + buf * kT.buffer_bytes;
     unsigned char* lo_plane = hi_plane + kT.plane_bytes;
@@ -271,24 +276,18 @@ __global__ void __launch_bounds__(128 * kWgs, 1) CgemmConjSm90Kernel(const __gri
   for (int v = 0; v < 2 * kAcc; ++v) run[v] = par[v] = 0.0f;
 
   Cursor at = FirstStage(p);
-  int slot = 0;         // raw buffer of stage q: q % kStaged
-  bool fresh = true;    // the partials hold nothing yet (the first product overwrites them)
-  // Stage q. Its wgmma group stays in flight into stage q + 1 (retired there by wait_group 1
-  // before stage q + 1 reuses stage q - 1's planes), unless the partials are folded after it.
-  // `a_hi`/`a_lo` hold its A fragments until then: the caller alternates two sets.
-  auto step = [&](int q, uint32_t (&a_hi)[kSteps][4], uint32_t (&a_lo)[kSteps][4]) {
-    // 1. A fragments from raw stage q: slots (Br, Bi).
-    const float2* raw = reinterpret_cast<const float2*>(smem + slot * kT.staged_bytes);
+  int slot = 0;  // raw buffer of stage q: q % kStaged
+  for (int q = 0; q < stages; ++q) {
+    // 1. A fragments: slots (Br, Bi).
+    uint32_t a_hi[kSteps][4], a_lo[kSteps][4];
 #pragma unroll
     for (int s = 0; s < kSteps; ++s) {
-      const float2 f0 = raw[StagedOffset(kT.ld_filter, frag_row, 4 * s + t)];
-      const float2 f1 = raw[StagedOffset(kT.ld_filter, frag_row + 8, 4 * s + t)];
-      SplitTf32(f0.x, a_hi[s][0], a_lo[s][0]);
-      SplitTf32(f1.x, a_hi[s][1], a_lo[s][1]);
-      SplitTf32(f0.y, a_hi[s][2], a_lo[s][2]);
-      SplitTf32(f1.y, a_hi[s][3], a_lo[s][3]);
+      SplitTf32(fa[s][0].x, a_hi[s][0], a_lo[s][0]);
+      SplitTf32(fa[s][1].x, a_hi[s][1], a_lo[s][1]);
+      SplitTf32(fa[s][0].y, a_hi[s][2], a_lo[s][2]);
+      SplitTf32(fa[s][1].y, a_hi[s][3], a_lo[s][3]);
     }
-    // 2. The stage on the tensor cores, small terms first; a fresh fold starts the partials.
+    // 2. The stage on the tensor cores, small terms first; the first product starts the partials.
     // Columns [0, kN) of the product are Re C, [kN, 2 kN) Im C.
     const uint32_t stage = planes_base + static_cast<uint32_t>(q & 1) * kT.buffer_bytes;
     uint64_t desc_hi[kSteps], desc_lo[kSteps];
@@ -307,15 +306,15 @@ __global__ void __launch_bounds__(128 * kWgs, 1) CgemmConjSm90Kernel(const __gri
     WgmmaFence();
 #pragma unroll
     for (int s = 0; s < kSteps; ++s) {
-      Wgmma(par, a_lo[s], desc_hi[s], s > 0 || !fresh, Cols<2 * kN>());
+      Wgmma(par, a_lo[s], desc_hi[s], s > 0, Cols<2 * kN>());
       Wgmma(par, a_hi[s], desc_lo[s], 1, Cols<2 * kN>());
       Wgmma(par, a_hi[s], desc_hi[s], 1, Cols<2 * kN>());
     }
     WgmmaCommit();
 
-    // 3. While the tensor cores work: fetch stage q + 2 (into the raw buffer stage q - 1 used,
-    // read by everyone before the last barrier) and prepare stage q + 1 (its planes were read by
-    // stage q - 1's wgmma, retired by each warpgroup's wait_group 1 before the barrier).
+    // 3. While the tensor cores work: fetch stage q + 3 (into the raw buffer stage q - 1 used,
+    // read by everyone before the last barrier) and prepare stage q + 1 (its planes were last
+    // read by stage q - 1's wgmma, which every warpgroup waited for before the last barrier).
     const int next_slot = slot + 1 == kStaged ? 0 : slot + 1;
     if (q + kStaged - 1 < stages) {
       fetch(fetch_at, slot == 0 ? kStaged - 1 : slot - 1);
@@ -324,20 +323,16 @@ __global__ void __launch_bounds__(128 * kWgs, 1) CgemmConjSm90Kernel(const __gri
     CpAsyncCommit();
     if (q + 1 < stages) {
       CpAsyncWait<kStaged - 2>();  // stage q + 1 landed (this thread's copies)...
-      WgmmaWait<1>();              // stage q - 1's products are done...
-      __syncthreads();             // ...everyone's
+      __syncthreads();             // ...and everyone's
       prepare(next_slot, (q + 1) & 1);
     }
 
-    // 4. Fold every kFoldStages stages and at an item's end; store C after an item's last stage.
-    fresh = at.chunk == chunks - 1 || at.chunk % kFoldStages == kFoldStages - 1;
-    if (fresh) {
-      WgmmaWait<0>();
+    // 4. Fold; store C after an item's last stage.
+    WgmmaWaitAll();
 #pragma unroll
-      for (int v = 0; v < 2 * kAcc; ++v) {
-        PinRegister(par[v]);
-        run[v] += par[v];
-      }
+    for (int v = 0; v < 2 * kAcc; ++v) {
+      PinRegister(par[v]);
+      run[v] += par[v];
     }
     if (at.chunk == chunks - 1) {
       float2* C = p.c + at.at.f * p.stride_c;
@@ -367,13 +362,7 @@ __global__ void __launch_bounds__(128 * kWgs, 1) CgemmConjSm90Kernel(const __gri
     NextStage(p, chunks, at);
     slot = next_slot;
     __syncthreads();  // stage q + 1's planes are complete; raw stage q + 1 is read
-  };
-  uint32_t even_hi[kSteps][4], even_lo[kSteps][4], odd_hi[kSteps][4], odd_lo[kSteps][4];
-  for (int q = 0; q < stages; q += 2) {
-    step(q, even_hi, even_lo);
-    if (q + 1 < stages) step(q + 1, odd_hi, odd_lo);
   }
-  WgmmaWait<0>();
   CpAsyncWait<0>();  // no copy may outlive the CTA's shared memory
 #endif
 }

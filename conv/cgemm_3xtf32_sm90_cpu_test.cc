@@ -149,10 +149,6 @@ void Replay(const GemmLayout& l, const std::vector<Cplx>& a, const std::vector<C
       // run[wg][tid][v]: Re C in v < kAcc, Im C at v + kAcc.
       std::vector<std::vector<std::vector<float>>> run(T.wgs);
       for (int wg = 0; wg < T.wgs; ++wg) run[wg].assign(128, std::vector<float>(2 * kAcc, 0.0f));
-      // The partials run over kFoldStages stages (and to the item's end), then fold into run.
-      std::vector<std::vector<std::vector<float>>> par(T.wgs);
-      for (int wg = 0; wg < T.wgs; ++wg) par[wg].assign(128, std::vector<float>(2 * kAcc, 0.0f));
-      bool fresh = true;
       for (int chunk = 0; chunk < chunks; ++chunk) {
         const int l0 = chunk * kBk;
         // The raw stage, as the cp.async copies fill it (NaN where nothing is copied).
@@ -198,6 +194,7 @@ void Replay(const GemmLayout& l, const std::vector<Cplx>& a, const std::vector<C
           }
         }
         for (int wg = 0; wg < T.wgs; ++wg) {
+          std::vector<std::vector<float>> par(128, std::vector<float>(2 * kAcc, 0.0f));
           for (int s = 0; s < kSteps; ++s) {
             uint32_t a_hi[128][4], a_lo[128][4];
             for (int tid = 0; tid < 128; ++tid) {
@@ -218,17 +215,12 @@ void Replay(const GemmLayout& l, const std::vector<Cplx>& a, const std::vector<C
             const uint32_t lbo = static_cast<uint32_t>((desc >> 16) & 0x3fff) << 4;
             const uint32_t sbo = static_cast<uint32_t>((desc >> 32) & 0x3fff) << 4;
             ASSERT_EQ(static_cast<uint32_t>(desc & 0x3fff) << 4, hi);
-            EmulateWgmma(2 * kN, a_lo, smem, hi, lbo, sbo, s > 0 || !fresh, par[wg], dirty);
-            EmulateWgmma(2 * kN, a_hi, smem, lo, lbo, sbo, true, par[wg], dirty);
-            EmulateWgmma(2 * kN, a_hi, smem, hi, lbo, sbo, true, par[wg], dirty);
+            EmulateWgmma(2 * kN, a_lo, smem, hi, lbo, sbo, s > 0, par, dirty);
+            EmulateWgmma(2 * kN, a_hi, smem, lo, lbo, sbo, true, par, dirty);
+            EmulateWgmma(2 * kN, a_hi, smem, hi, lbo, sbo, true, par, dirty);
           }
-        }
-        fresh = chunk == chunks - 1 || chunk % kFoldStages == kFoldStages - 1;
-        if (fresh) {
-          for (int wg = 0; wg < T.wgs; ++wg) {
-            for (int tid = 0; tid < 128; ++tid) {
-              for (int v = 0; v < 2 * kAcc; ++v) run[wg][tid][v] += par[wg][tid][v];
-            }
+          for (int tid = 0; tid < 128; ++tid) {
+            for (int v = 0; v < 2 * kAcc; ++v) run[wg][tid][v] += par[tid][v];
           }
         }
       }

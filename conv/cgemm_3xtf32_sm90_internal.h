@@ -42,7 +42,6 @@ constexpr int kLeadingBytes = 128;  // descriptor LBO: the K-neighbour core matr
 constexpr int kStrideBytes = 256;   // descriptor SBO: the next 8 columns
 
 constexpr int kStaged = 3;          // stages of raw operands in flight (cp.async)
-constexpr int kFoldStages = 2;      // stages summed into one partial before the fold
 constexpr int kStagePad = 4;        // staged rows padded to 4 (mod 16) complex: see StagedOffset
 
 // A CTA: kWgs warpgroups (n rows 64*kWgs) by kN columns of m.
