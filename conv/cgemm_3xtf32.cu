@@ -1,6 +1,6 @@
 // Split-precision (3xTF32) batched CGEMM C_f = A_f * B_f^H on mma.sync m16n8k8 (layout algebra
-// and the reasons behind it: cgemm_3xtf32_internal.h). The wgmma kernel of cgemm_3xtf32_sm90.cu
-// is reached only when asked for: it is correct but measured slower (PERF.md, rounds 10-13).
+// and the reasons behind it: cgemm_3xtf32_internal.h). On sm_90 the entry point hands the mixes
+// with more than 64 output channels to the wgmma kernel of cgemm_3xtf32_sm90.cu (faster there).
 //
 // One CTA computes a bn x bm tile of C_f^T (n rows, m columns) for one frequency f; warps own
 // 32 x 32 sub-tiles (two m16 by four n8 MMA tiles, real and imaginary accumulators: 64 floats).
@@ -324,7 +324,11 @@ absl::Status CgemmConjBatched3xTf32(const fft_tiled::GemmLayout& l, const void* 
     return absl::FailedPreconditionError(
         "cgemm_3xtf32: the wgmma kernel needs a compute capability 9.0 device");
   }
-  if (kernel == CgemmKernel::kWgmma) return CgemmConjBatched3xTf32Sm90(l, a, b, c, stream);
+  // kAuto: wgmma where it measured faster (n > 64: 0.280 vs 0.337 ms on the 128-channel mixes;
+  // on 64-channel ones its single-warpgroup CTAs lose, 0.054 vs 0.048 ms; PERF.md round 14).
+  const bool wgmma = kernel == CgemmKernel::kWgmma ||
+                     (kernel == CgemmKernel::kAuto && l.n > 64 && CgemmSm90Supported());
+  if (wgmma) return CgemmConjBatched3xTf32Sm90(l, a, b, c, stream);
   const Tile tile = ChooseTile(l);
   const Grid grid = MakeGrid(l, tile);
   if (grid.blocks > std::numeric_limits<int>::max()) {

@@ -25,9 +25,9 @@ namespace conv2d {
 // strides >= 0; a, b, c non-null and 8-byte aligned (one complex float). Any m, n, k work (tails
 // are masked). Not checked: C_f must not overlap any A_f or B_f, nor another C_f. Launch errors
 // come back as Internal; execution errors surface on the stream, as with any kernel.
-// The kernel: kAuto is the mma.sync one (any device from sm_80). kWgmma (cgemm_3xtf32_sm90.cu,
-// compute capability 9.0 only, else FailedPrecondition) computes the same sums but measured 4-65%
-// slower on the H200 (issue-bound; PERF.md, rounds 10-13), so nothing picks it by default.
+// The kernel: mma.sync (any device from sm_80) or wgmma (cgemm_3xtf32_sm90.cu, compute capability
+// 9.0 only, else FailedPrecondition); both compute the same sums the same way. kAuto takes wgmma
+// on sm_90 for n > 64, where it measured 1.2x faster, and mma.sync otherwise (PERF.md, round 14).
 enum class CgemmKernel { kAuto, kMmaSync, kWgmma };
 absl::Status CgemmConjBatched3xTf32(const fft_tiled::GemmLayout& layout, const void* a,
                                     const void* b, void* c, cudaStream_t stream,
