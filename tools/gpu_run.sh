@@ -61,7 +61,7 @@ for s in "${steps[@]}"; do
         --print-summary per-kernel bin/benchmark --shape=1,128,128,256,256,32,32 \
         --variants="${PROFILE_VARIANTS:-fft_tiled}" --calls=1 --warmup=0 ;;
     kernelbot)
-      CONV2D_LIB="$PWD/lib/libconv2d.so" step kernelbot 600 python3 kernelbot.py ;;
+      CONV2D_LIB="$PWD/lib/libconv2d.so" step kernelbot 600 python3 kernelbot.py --seeds "${SEEDS:-5}" ;;
     *)
       echo "unknown step $s"; failed=$((failed + 1)) ;;
   esac
