@@ -84,7 +84,9 @@ TEST(CApiTest, NoDeviceOrRunTimeErrors) {
     size_t ws_bytes = 0;
     ASSERT_EQ(conv2d_plan_workspace_size(plan, &ws_bytes), CONV2D_OK);
     void* ws = nullptr;
-    if (ws_bytes) ASSERT_EQ(cudaMalloc(&ws, ws_bytes), cudaSuccess);
+    if (ws_bytes) {
+      ASSERT_EQ(cudaMalloc(&ws, ws_bytes), cudaSuccess);
+    }
     EXPECT_EQ(conv2d_plan_run(plan, nullptr, w, y, ws, ws_bytes, nullptr), CONV2D_INVALID_ARGUMENT);
     EXPECT_TRUE(Says("x is null")) << conv2d_last_error();
     EXPECT_EQ(conv2d_plan_run(plan, x, nullptr, y, ws, ws_bytes, nullptr), CONV2D_INVALID_ARGUMENT);

@@ -20,6 +20,7 @@
 #include "conv/cgemm_3xtf32.h"
 #include "conv/cgemm_3xtf32_internal.h"
 #include "conv/cgemm_3xtf32_sm90.h"
+#include "conv/cp_async.cuh"
 #include "conv/cuda_status.h"
 #include "conv/status_macros.h"
 
@@ -56,20 +57,6 @@ struct Cfg {
   static_assert(kThreads % BN == 0 && kThreads % BM == 0, "a thread copies one fixed row");
 };
 
-__device__ __forceinline__ void CpAsync8(float2* smem, const float2* gmem, bool valid) {
-  const unsigned dst = static_cast<unsigned>(__cvta_generic_to_shared(smem));
-  // Source size 0 zero-fills the 8 bytes without reading global memory.
-  asm volatile("cp.async.ca.shared.global [%0], [%1], 8, %2;\n" ::"r"(dst), "l"(gmem),
-               "r"(valid ? 8 : 0)
-               : "memory");
-}
-__device__ __forceinline__ void CpAsyncCommit() {
-  asm volatile("cp.async.commit_group;\n" ::: "memory");
-}
-template <int kPending>
-__device__ __forceinline__ void CpAsyncWait() {
-  asm volatile("cp.async.wait_group %0;\n" ::"n"(kPending) : "memory");
-}
 
 // d += a * b on one 16x8x8 TF32 tile.
 __device__ __forceinline__ void Mma(float (&d)[4], const uint32_t (&a)[4], uint32_t b0,
@@ -196,7 +183,7 @@ __global__ void __launch_bounds__(Cfg<BN, BM>::kThreads, Cfg<BN, BM>::kMinBlocks
 #pragma unroll
     for (int r = 0; r < C::kCopiesB; ++r) {
       const bool valid = row_b_valid && l < p.k;
-      CpAsync8(sb + r * (C::kThreads / BN) * C::kLdsB, valid ? q : B, valid);
+      CpAsync<8>(sb + r * (C::kThreads / BN) * C::kLdsB, valid ? q : B, valid);
       l += C::kThreads / BN;
       q += step_b;
     }
@@ -205,7 +192,7 @@ __global__ void __launch_bounds__(Cfg<BN, BM>::kThreads, Cfg<BN, BM>::kMinBlocks
 #pragma unroll
     for (int r = 0; r < C::kCopiesA; ++r) {
       const bool valid = row_a_valid && l < p.k;
-      CpAsync8(sa + r * (C::kThreads / BM) * C::kLdsA, valid ? q : A, valid);
+      CpAsync<8>(sa + r * (C::kThreads / BM) * C::kLdsA, valid ? q : A, valid);
       l += C::kThreads / BM;
       q += step_a;
     }

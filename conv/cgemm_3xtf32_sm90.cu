@@ -21,6 +21,7 @@
 #include "conv/cgemm_3xtf32_internal.h"
 #include "conv/cgemm_3xtf32_sm90.h"
 #include "conv/cgemm_3xtf32_sm90_internal.h"
+#include "conv/cp_async.cuh"
 #include "conv/cuda_status.h"
 #include "conv/status_macros.h"
 
@@ -113,20 +114,6 @@ __device__ __forceinline__ void PinRegister(float& r) { asm volatile("" : "+f"(r
 // operand register written between two wgmma makes ptxas insert a warpgroup.arrive there.
 __device__ __forceinline__ void PinOperand(uint32_t& r) { asm volatile("" : "+r"(r)); }
 __device__ __forceinline__ void PinOperand(uint64_t& r) { asm volatile("" : "+l"(r)); }
-__device__ __forceinline__ void CpAsync8(float2* smem, const float2* gmem, bool valid) {
-  const unsigned dst = static_cast<unsigned>(__cvta_generic_to_shared(smem));
-  // Source size 0 zero-fills the 8 bytes without reading global memory.
-  asm volatile("cp.async.ca.shared.global [%0], [%1], 8, %2;\n" ::"r"(dst), "l"(gmem),
-               "r"(valid ? 8 : 0)
-               : "memory");
-}
-__device__ __forceinline__ void CpAsyncCommit() {
-  asm volatile("cp.async.commit_group;\n" ::: "memory");
-}
-template <int kPending>
-__device__ __forceinline__ void CpAsyncWait() {
-  asm volatile("cp.async.wait_group %0;\n" ::"n"(kPending) : "memory");
-}
 // Makes this thread's generic-proxy shared stores visible to the tensor cores' async proxy.
 __device__ __forceinline__ void FenceProxyAsync() {
   asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");
@@ -201,7 +188,7 @@ __global__ void __launch_bounds__(128 * kWgs, 1) CgemmConjSm90Kernel(const __gri
 #pragma unroll
     for (int r = 0; r < kFilterCopies; ++r) {
       const bool ok = j < p.n && f_k + r * kRowStep < k_left;
-      CpAsync8(raw + StagedOffset(kT.ld_filter, f_row, f_k + r * kRowStep),
+      CpAsync<8>(raw + StagedOffset(kT.ld_filter, f_row, f_k + r * kRowStep),
                ok ? src_b + static_cast<int64_t>(r * kRowStep) * p.ldb : p.b, ok);
     }
     float2* raw_in = raw + kBk * kT.ld_filter;
@@ -211,7 +198,7 @@ __global__ void __launch_bounds__(128 * kWgs, 1) CgemmConjSm90Kernel(const __gri
     for (int r = 0; r < kInputCopies; ++r) {
       if (in_k[r] < kBk) {
         const bool ok = i0 + in_col[r] < p.m && in_k[r] < k_left;
-        CpAsync8(raw_in + StagedOffset(kT.ld_input, in_col[r], in_k[r]),
+        CpAsync<8>(raw_in + StagedOffset(kT.ld_input, in_col[r], in_k[r]),
                  ok ? src_a + in_col[r] + static_cast<int64_t>(in_k[r]) * p.lda : p.a, ok);
       }
     }

@@ -33,6 +33,7 @@
 #include <limits>
 
 #include "absl/strings/str_cat.h"
+#include "conv/cp_async.cuh"
 #include "conv/cuda_status.h"
 #include "conv/implicit_gemm_3xtf32.h"
 
@@ -89,35 +90,6 @@ Params MakeParams(const Shape& s) {
 }
 
 namespace {
-
-__device__ __forceinline__ uint32_t SharedAddress(const void* p) {
-  return static_cast<uint32_t>(__cvta_generic_to_shared(p));
-}
-
-// Copies kBytes from global to shared memory asynchronously; when !valid, writes zeros and reads
-// nothing (src-size 0), which is how the tile overhang past M, N and K is masked.
-template <int kBytes>
-__device__ __forceinline__ void CpAsync(float* dst, const float* src, bool valid) {
-  const uint32_t d = SharedAddress(dst);
-  const uint32_t n = valid ? kBytes : 0;
-  if constexpr (kBytes == 16) {
-    asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(d), "l"(src), "r"(n)
-                 : "memory");
-  } else {
-    static_assert(kBytes == 4, "4- or 16-byte copies");
-    asm volatile("cp.async.ca.shared.global [%0], [%1], 4, %2;\n" ::"r"(d), "l"(src), "r"(n)
-                 : "memory");
-  }
-}
-
-__device__ __forceinline__ void CpAsyncCommit() {
-  asm volatile("cp.async.commit_group;\n" ::: "memory");
-}
-
-template <int kPending>
-__device__ __forceinline__ void CpAsyncWait() {
-  asm volatile("cp.async.wait_group %0;\n" ::"n"(kPending) : "memory");
-}
 
 // v = hi + lo in TF32, both rounded to nearest (ties away), as the header describes.
 __device__ __forceinline__ void Split(float v, uint32_t& hi, uint32_t& lo) {

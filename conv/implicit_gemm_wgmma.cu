@@ -33,6 +33,7 @@
 #include <string>
 
 #include "absl/strings/str_cat.h"
+#include "conv/cp_async.cuh"
 #include "conv/cuda_status.h"
 #include "conv/implicit_gemm_wgmma.h"
 #include "conv/implicit_gemm_wgmma_internal.h"
@@ -163,23 +164,6 @@ __device__ __forceinline__ void SplitA(float v, uint32_t& hi, uint32_t& lo) {
   lo = __float_as_uint(__fsub_rn(v, __uint_as_float(hi)));
 }
 
-template <int kBytes>
-__device__ __forceinline__ void CpAsync(uint32_t dst, const float* src, bool valid) {
-  const uint32_t n = valid ? kBytes : 0;
-  if constexpr (kBytes == 16) {
-    asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(dst), "l"(src), "r"(n)
-                 : "memory");
-  } else {
-    static_assert(kBytes == 4, "4- or 16-byte copies");
-    asm volatile("cp.async.ca.shared.global [%0], [%1], 4, %2;\n" ::"r"(dst), "l"(src), "r"(n)
-                 : "memory");
-  }
-}
-__device__ __forceinline__ void CpAsyncCommit() { asm volatile("cp.async.commit_group;\n" ::: "memory"); }
-template <int kPending>
-__device__ __forceinline__ void CpAsyncWait() {
-  asm volatile("cp.async.wait_group %0;\n" ::"n"(kPending) : "memory");
-}
 // cp.async writes are generic-proxy writes; wgmma reads shared memory through the async proxy.
 __device__ __forceinline__ void FenceProxyAsync() {
   asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");

@@ -117,7 +117,7 @@ TEST(RegistryTest, NamesAreUniqueAndWellFormed) {
 }
 
 TEST(RunArgsTest, NullPointersAndSmallWorkspace) {
-  float f;
+  float f = 0.0f;
   char ws[8];
   EXPECT_TRUE(ValidateRunArgs(&f, &f, &f, nullptr, 0, 0).ok());
   EXPECT_NE(ValidateRunArgs(nullptr, &f, &f, ws, 8, 8).message().find("x is null"),
