@@ -10,6 +10,7 @@
 #include "conv/implicit_gemm_3xtf32.h"
 #include "conv/implicit_gemm_wgmma.h"
 #include "conv/triton/triton_igemm.h"
+#include "conv/winograd.h"
 
 namespace conv2d {
 
@@ -28,6 +29,7 @@ void RegisterAll(Registry& registry) {
   RegisterFftFused(registry);
   RegisterImplicitGemm3xTf32(registry);
   RegisterImplicitGemmWgmma(registry);
+  RegisterWinograd(registry);
 }
 
 Registry& Registry::Global() {

@@ -1,8 +1,10 @@
-// Every registered variant, on the standard shapes and the KernelBot test shapes, two fresh seeds
-// each, against the fp64 reference with a poisoned output. Needs a GPU; fails without one.
+// Every registered variant, on the standard shapes and the KernelBot test shapes it takes, two
+// fresh seeds each, against the fp64 reference with a poisoned output. Needs a GPU; fails
+// without one. Which variant may refuse which shape is itself checked (RefusalsAreDeclared).
 #include <cstdio>
 
 #include "conv/conv.h"
+#include "conv/registry.h"
 #include "conv/testing/shapes.h"
 #include "conv/testing/testbed.h"
 #include "gtest/gtest.h"
@@ -15,14 +17,41 @@ struct Case {
   Shape shape;
 };
 
-std::vector<Case> Cases() {
-  std::vector<Case> cases;
+std::vector<Shape> Shapes() {
   std::vector<Shape> shapes = EdgeShapes();
   for (const Shape& s : KernelBotTestShapes()) shapes.push_back(s);
+  return shapes;
+}
+
+bool Takes(const std::string& algorithm, const Shape& s) {
+  return Registry::Global().Find(algorithm)->CanImplement(s).ok();
+}
+
+std::vector<Case> Cases() {
+  std::vector<Case> cases;
   for (const std::string& a : Algorithms()) {
-    for (const Shape& s : shapes) cases.push_back({a, s});
+    for (const Shape& s : Shapes()) {
+      if (Takes(a, s)) cases.push_back({a, s});
+    }
   }
   return cases;
+}
+
+// The only refusals among these shapes: winograd (F(4x4, 3x3)) of kernels other than 3x3, as
+// Unimplemented. Every other variant takes every shape here.
+TEST(Variants, RefusalsAreDeclared) {
+  int refused = 0;
+  for (const std::string& a : Algorithms()) {
+    for (const Shape& s : Shapes()) {
+      const absl::Status st = Registry::Global().Find(a)->CanImplement(s);
+      if (st.ok()) continue;
+      ++refused;
+      const bool declared = a == "winograd" && !(s.kernel_h == 3 && s.kernel_w == 3) &&
+                            st.code() == absl::StatusCode::kUnimplemented;
+      EXPECT_TRUE(declared) << a << " refuses " << s.ToString() << ": " << st;
+    }
+  }
+  std::printf("%d (variant, shape) pairs refused, all declared\n", refused);
 }
 
 class VariantsTest : public ::testing::TestWithParam<Case> {};

@@ -41,6 +41,7 @@
 #include "conv/cuda_status.h"
 #include "conv/registry.h"
 #include "conv/shape.h"
+#include "conv/testing/shapes.h"
 #include "conv/status_macros.h"
 #include "conv/testing/testbed.h"
 #include "reference/random.h"
@@ -183,21 +184,9 @@ absl::Status ParseFlags(int* argc, char** argv, Flags* f, bool* help) {
 }
 
 std::vector<Shape> SuiteShapes(const std::string& suite) {
-  std::vector<Shape> out;
-  if (suite == "cnn") {
-    // (B, Cin, Cout, H=W, K): common CNN layers, from tiny to large channel counts.
-    const int64_t cnn[][5] = {{32, 64, 64, 56, 3},   {32, 128, 128, 28, 3}, {32, 256, 256, 14, 3},
-                              {32, 512, 512, 9, 3},  {32, 256, 256, 56, 1}, {16, 64, 64, 64, 5},
-                              {8, 3, 64, 224, 7},    {8, 64, 64, 64, 7},    {1, 128, 128, 256, 3},
-                              {64, 32, 32, 33, 3}};
-    for (const auto& c : cnn) out.push_back(Shape{c[0], c[1], c[2], c[3], c[3], c[4], c[4]});
-  } else {
-    // KernelBot's (size, kernelsize, channels, batch); the repeated case is KernelBot's too.
-    const int64_t kb[][4] = {
-        {128, 8, 64, 4}, {128, 16, 64, 4}, {256, 16, 128, 2}, {256, 16, 128, 2}, {256, 32, 128, 1}};
-    for (const auto& c : kb) out.push_back(Shape::KernelBot(c[0], c[1], c[2], c[3]));
-  }
-  return out;
+  // cnn: common CNN layers, from tiny to large channel counts; else KernelBot's five (its repeated
+  // case included).
+  return suite == "cnn" ? CnnShapes() : KernelBotBenchmarkShapes();
 }
 
 // ---------------------------------------------------------------------------------------------

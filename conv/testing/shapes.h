@@ -22,6 +22,17 @@ inline std::vector<Shape> KernelBotBenchmarkShapes() {
           Shape::KernelBot(256, 32, 128, 1)};
 }
 
+// The "cnn" benchmark suite (issue 4), (B, Cin, Cout, H = W, K).
+inline std::vector<Shape> CnnShapes() {
+  auto cnn = [](int64_t b, int64_t cin, int64_t cout, int64_t hw, int64_t k) {
+    return Shape{b, cin, cout, hw, hw, k, k};
+  };
+  return {cnn(32, 64, 64, 56, 3),   cnn(32, 128, 128, 28, 3), cnn(32, 256, 256, 14, 3),
+          cnn(32, 512, 512, 9, 3),  cnn(32, 256, 256, 56, 1), cnn(16, 64, 64, 64, 5),
+          cnn(8, 3, 64, 224, 7),    cnn(8, 64, 64, 64, 7),    cnn(1, 128, 128, 256, 3),
+          cnn(64, 32, 32, 33, 3)};
+}
+
 // Edge shapes {batch, in, out, h, w, kh, kw}: K = 1, K = H, odd and unequal H/W, Kh != Kw,
 // batch 1, Cin != Cout, 1 and 3 channels, channel counts not multiples of 4.
 inline std::vector<Shape> EdgeShapes() {

@@ -125,8 +125,7 @@ absl::StatusOr<Comparison> RunAndCompare(const Runner& runner, const DeviceProbl
   return Compare(y, expected.y64, expected.positions, kAbsTol, kRelTol);
 }
 
-absl::Status CheckInputsChangeBetweenCalls(const std::string& algorithm) {
-  const Shape s{2, 5, 7, 37, 29, 6, 5};
+absl::Status CheckInputsChangeBetweenCalls(const std::string& algorithm, const Shape& s) {
   constexpr int64_t kPositions = 1 << 16;
   ASSIGN_OR_RETURN(Plan plan, Plan::Create(s, algorithm));
   ASSIGN_OR_RETURN(DeviceProblem a, DeviceProblem::Create(s, 101));

@@ -86,7 +86,10 @@ absl::StatusOr<Comparison> RunAndCompare(const Runner& runner, const DeviceProbl
 // One plan of `algorithm`, one workspace at an unaligned address, a non-default stream, run on
 // problem A, then B, then A again (different seeds): each result must match its own reference,
 // so nothing from an earlier call (a filter, an input) may be reused. OK when all three do.
-absl::Status CheckInputsChangeBetweenCalls(const std::string& algorithm);
+// `shape` is one no variant special-cases (odd sizes, Kh != Kw); variants that take only some
+// kernels pass one of theirs.
+absl::Status CheckInputsChangeBetweenCalls(const std::string& algorithm,
+                                           const Shape& shape = Shape{2, 5, 7, 37, 29, 6, 5});
 
 // Runs `algorithm` once on `problem` (output poisoned first, workspace allocated and freed here)
 // and returns the output at `positions` (every element if empty).

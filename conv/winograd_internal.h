@@ -1,0 +1,150 @@
+// winograd internals: the F(4x4, 3x3) transforms, the tile geometry, the workspace layout and the
+// cost model, as plain C++ (the transforms host+device) so that the CPU test runs the very
+// arithmetic the GPU runs.
+//
+// Winograd's minimal filtering (Lavin & Gray 2016) for a 3x3 kernel and 4x4 output tiles: each
+// 6x6 input tile d and 3x3 filter g give
+//   Y (4x4) = A^T [ (G g G^T) .* (B^T d B) ] A
+// so that a tile's 16 outputs cost 36 multiplies per (input, output) channel pair instead of 144.
+// Summed over the input channels, the 36 element-wise products become 36 independent GEMMs:
+//   U[p][o][c] = (G w[o][c] G^T)[p]            filter transform, every call
+//   V[p][c][t] = (B^T x-tile(c, t) B)[p]       input transform, t = (b, tile row, tile column)
+//   M[p]       = U[p] (O x C) * V[p] (C x T)   36 fp32 GEMMs (cuBLAS, pedantic: no TF32)
+//   y-tile(o, t) = A^T M[.][o][t] A            output transform, the valid part only
+// The points are 0, +-1, +-2 (and infinity): every coefficient of B and A is a small integer, so
+// the input and output transforms add at most a few roundings; G's fractions (1/6, 1/24) are
+// applied in double and rounded once.
+#ifndef CONV2D_CONV_WINOGRAD_INTERNAL_H_
+#define CONV2D_CONV_WINOGRAD_INTERNAL_H_
+
+#include <cstddef>
+#include <cstdint>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "conv/shape.h"
+
+#ifndef CONV2D_HOST_DEVICE
+#if defined(__CUDACC__)
+#define CONV2D_HOST_DEVICE __host__ __device__
+#else
+#define CONV2D_HOST_DEVICE
+#endif
+#endif
+
+namespace conv2d {
+namespace winograd {
+
+constexpr int kOut = 4;          // outputs per tile side (m)
+constexpr int kKernel = 3;       // kernel side (r)
+constexpr int kTile = 6;         // input tile side, m + r - 1
+constexpr int kPoints = 36;      // kTile^2: GEMMs per call
+constexpr size_t kAlignment = 256;                    // of every buffer (cuBLAS)
+constexpr size_t kBlasWorkspaceBytes = size_t{4} << 20;
+constexpr size_t kMaxWorkspaceBytes = size_t{1} << 30;  // past this, refuse (other variants fit)
+
+struct Geometry {
+  int64_t tiles_h = 0, tiles_w = 0;  // per image: ceil(out / 4)
+  int64_t tiles = 0;                 // T = batch * tiles_h * tiles_w
+};
+Geometry MakeGeometry(const Shape& shape);
+
+enum Buffer { kFilter, kInput, kProduct, kBlasWork, kNumBuffers };
+struct WorkspaceLayout {
+  size_t offset[kNumBuffers] = {};  // from the workspace base rounded up to kAlignment
+  size_t bytes[kNumBuffers] = {};
+  size_t total_bytes = 0;           // the sum, aligned, plus kAlignment for an unaligned base
+};
+WorkspaceLayout MakeWorkspaceLayout(const Shape& shape);
+
+// OK for Kh = Kw = 3 whose workspace is <= kMaxWorkspaceBytes and whose GEMM sizes and element
+// counts fit in int32 (cuBLAS's int arguments, the kernels' indices). Never touches the GPU.
+absl::Status CheckShape(const Shape& shape);
+
+// Modelled seconds on an H200 (before the per-algorithm calibration factor): DRAM bytes of the
+// three transform kernels and of the GEMMs at a sustained rate, plus the GEMMs' FLOPs at
+// cuBLAS's fp32 rate, plus launch overheads.
+struct Cost {
+  double bytes = 0, gemm_flops = 0, seconds = 0;
+};
+Cost EstimateCost(const Shape& shape);
+
+// ---- The transforms (host and device) ----------------------------------------------------------
+
+// u = G g G^T, in double, rounded once. g row-major 3x3, u row-major 6x6.
+//   G = [1/4 0 0; -1/6 -1/6 -1/6; -1/6 1/6 -1/6; 1/24 1/12 1/6; 1/24 -1/12 1/6; 0 0 1]
+CONV2D_HOST_DEVICE inline void GRows(const double g[3], double out[6]) {
+  out[0] = g[0] / 4;
+  out[1] = -(g[0] + g[1] + g[2]) / 6;
+  out[2] = -(g[0] - g[1] + g[2]) / 6;
+  out[3] = g[0] / 24 + g[1] / 12 + g[2] / 6;
+  out[4] = g[0] / 24 - g[1] / 12 + g[2] / 6;
+  out[5] = g[2];
+}
+
+CONV2D_HOST_DEVICE inline void FilterTransform(const float g[9], float u[36]) {
+  double t[6][3];  // G g
+  for (int j = 0; j < 3; ++j) {
+    const double col[3] = {g[j], g[3 + j], g[6 + j]};
+    double out[6];
+    GRows(col, out);
+    for (int i = 0; i < 6; ++i) t[i][j] = out[i];
+  }
+  for (int i = 0; i < 6; ++i) {  // (G g) G^T: G applied to each row of t
+    double out[6];
+    GRows(t[i], out);
+    for (int j = 0; j < 6; ++j) u[6 * i + j] = static_cast<float>(out[j]);
+  }
+}
+
+// out = B^T d for one line of 6 (stride apart in `d`).
+//   B^T = [4 0 -5 0 1 0; 0 -4 -4 1 1 0; 0 4 -4 -1 1 0; 0 -2 -1 2 1 0; 0 2 -1 -2 1 0;
+//          0 4 0 -5 0 1]
+CONV2D_HOST_DEVICE inline void BtRows(const float d[6], float out[6]) {
+  out[0] = 4.0f * d[0] - 5.0f * d[2] + d[4];
+  out[1] = -4.0f * (d[1] + d[2]) + (d[3] + d[4]);
+  out[2] = 4.0f * (d[1] - d[2]) + (d[4] - d[3]);
+  out[3] = 2.0f * (d[3] - d[1]) + (d[4] - d[2]);
+  out[4] = 2.0f * (d[1] - d[3]) + (d[4] - d[2]);
+  out[5] = 4.0f * d[1] - 5.0f * d[3] + d[5];
+}
+
+// v = B^T d B; d and v row-major 6x6.
+CONV2D_HOST_DEVICE inline void InputTransform(const float d[36], float v[36]) {
+  float t[36];  // B^T d, row-major
+  for (int j = 0; j < 6; ++j) {
+    const float col[6] = {d[j], d[6 + j], d[12 + j], d[18 + j], d[24 + j], d[30 + j]};
+    float out[6];
+    BtRows(col, out);
+    for (int i = 0; i < 6; ++i) t[6 * i + j] = out[i];
+  }
+  for (int i = 0; i < 6; ++i) BtRows(t + 6 * i, v + 6 * i);  // (B^T d) B
+}
+
+// out = A^T m for one line of 6.
+//   A^T = [1 1 1 1 1 0; 0 1 -1 2 -2 0; 0 1 1 4 4 0; 0 1 -1 8 -8 1]
+CONV2D_HOST_DEVICE inline void AtRows(const float m[6], float out[4]) {
+  const float s12 = m[1] + m[2], d12 = m[1] - m[2];
+  const float s34 = m[3] + m[4], d34 = m[3] - m[4];
+  out[0] = m[0] + s12 + s34;
+  out[1] = d12 + 2.0f * d34;
+  out[2] = s12 + 4.0f * s34;
+  out[3] = d12 + 8.0f * d34 + m[5];
+}
+
+// y = A^T m A; m row-major 6x6, y row-major 4x4.
+CONV2D_HOST_DEVICE inline void OutputTransform(const float m[36], float y[16]) {
+  float t[24];  // A^T m, 4x6 row-major
+  for (int j = 0; j < 6; ++j) {
+    const float col[6] = {m[j], m[6 + j], m[12 + j], m[18 + j], m[24 + j], m[30 + j]};
+    float out[4];
+    AtRows(col, out);
+    for (int i = 0; i < 4; ++i) t[6 * i + j] = out[i];
+  }
+  for (int i = 0; i < 4; ++i) AtRows(t + 6 * i, y + 4 * i);
+}
+
+}  // namespace winograd
+}  // namespace conv2d
+
+#endif  // CONV2D_CONV_WINOGRAD_INTERNAL_H_

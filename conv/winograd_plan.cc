@@ -1,0 +1,83 @@
+// winograd's planning: geometry, workspace layout, shape checks and the cost model (no CUDA).
+#include <cstdint>
+#include <limits>
+
+#include "absl/strings/str_cat.h"
+#include "conv/winograd_internal.h"
+
+namespace conv2d {
+namespace winograd {
+namespace {
+
+size_t AlignUp(size_t n) { return (n + kAlignment - 1) / kAlignment * kAlignment; }
+
+}  // namespace
+
+Geometry MakeGeometry(const Shape& s) {
+  Geometry g;
+  g.tiles_h = (s.out_h() + kOut - 1) / kOut;
+  g.tiles_w = (s.out_w() + kOut - 1) / kOut;
+  g.tiles = s.batch * g.tiles_h * g.tiles_w;
+  return g;
+}
+
+WorkspaceLayout MakeWorkspaceLayout(const Shape& s) {
+  const Geometry g = MakeGeometry(s);
+  WorkspaceLayout l;
+  l.bytes[kFilter] = sizeof(float) * kPoints * s.out_channels * s.in_channels;
+  l.bytes[kInput] = sizeof(float) * kPoints * s.in_channels * g.tiles;
+  l.bytes[kProduct] = sizeof(float) * kPoints * s.out_channels * g.tiles;
+  l.bytes[kBlasWork] = kBlasWorkspaceBytes;
+  size_t at = 0;
+  for (int b = 0; b < kNumBuffers; ++b) {
+    l.offset[b] = at;
+    at += AlignUp(l.bytes[b]);
+  }
+  l.total_bytes = at + kAlignment;
+  return l;
+}
+
+absl::Status CheckShape(const Shape& s) {
+  if (s.kernel_h != kKernel || s.kernel_w != kKernel) {
+    return absl::UnimplementedError(absl::StrCat(
+        "winograd: F(4x4, 3x3) takes 3x3 kernels only; this shape's kernel is ", s.kernel_h, "x",
+        s.kernel_w));
+  }
+  if (absl::Status st = CheckFitsInt32(s, "winograd"); !st.ok()) return st;
+  // One thread per (channel, tile) and per (out channel, in channel) with int indices; cuBLAS
+  // takes int sizes and leading dimensions.
+  const Geometry g = MakeGeometry(s);
+  constexpr int64_t kMax = std::numeric_limits<int32_t>::max();
+  if (s.in_channels * g.tiles > kMax || s.out_channels * g.tiles > kMax) {
+    return absl::OutOfRangeError(absl::StrCat("winograd: ", g.tiles, " tiles x ",
+                                              s.in_channels, " or ", s.out_channels,
+                                              " channels exceed 32-bit indexing"));
+  }
+  const WorkspaceLayout l = MakeWorkspaceLayout(s);
+  if (l.total_bytes > kMaxWorkspaceBytes) {
+    return absl::ResourceExhaustedError(absl::StrCat(
+        "winograd: ", s.ToString(), " would need ", l.total_bytes,
+        " bytes of workspace; the limit is ", kMaxWorkspaceBytes));
+  }
+  return absl::OkStatus();
+}
+
+Cost EstimateCost(const Shape& s) {
+  // First guesses, calibrated by tools/fit_auto.py through conv/calibration.cc.
+  constexpr double kBytesPerSecond = 3.0e12;   // sustained DRAM/L2 mix of the transforms
+  constexpr double kGemmFlopsPerSecond = 45e12;  // cuBLAS fp32 SGEMM on an H200
+  constexpr double kLaunchSeconds = 4e-6;        // per kernel, four of them
+  const WorkspaceLayout l = MakeWorkspaceLayout(s);
+  const Geometry g = MakeGeometry(s);
+  Cost c;
+  // Each transform reads its tensor and writes its buffer (or reads M and writes y); the GEMMs
+  // read U and V and write M.
+  c.bytes = 4.0 * (s.filter_elements() + s.input_elements() + s.output_elements()) +
+            2.0 * (l.bytes[kFilter] + l.bytes[kInput] + l.bytes[kProduct]);
+  c.gemm_flops = 2.0 * kPoints * s.out_channels * s.in_channels * static_cast<double>(g.tiles);
+  c.seconds = c.bytes / kBytesPerSecond + c.gemm_flops / kGemmFlopsPerSecond + 4 * kLaunchSeconds;
+  return c;
+}
+
+}  // namespace winograd
+}  // namespace conv2d
