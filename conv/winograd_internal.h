@@ -9,11 +9,16 @@
 // Summed over the input channels, the 36 element-wise products become 36 independent GEMMs:
 //   U[p][o][c] = (G w[o][c] G^T)[p]            filter transform, every call
 //   V[p][c][t] = (B^T x-tile(c, t) B)[p]       input transform, t = (b, tile row, tile column)
-//   M[p]       = U[p] (O x C) * V[p] (C x T)   36 fp32 GEMMs (cuBLAS, pedantic: no TF32)
+//   M[p]       = U[p] (O x C) * V[p] (C x T)   36 fp64 GEMMs (cuBLAS DGEMM, fp64 tensor cores)
 //   y-tile(o, t) = A^T M[.][o][t] A            output transform, the valid part only
-// The points are 0, +-1, +-2 (and infinity): every coefficient of B and A is a small integer, so
-// the input and output transforms add at most a few roundings; G's fractions (1/6, 1/24) are
-// applied in double and rounded once.
+// The points are 0, +-1, +-2 (and infinity): every coefficient of B and A is a small integer.
+// Why fp64 for U, V, M and the GEMM: the transformed values are much larger than the outputs
+// they combine into (A^T's coefficients reach 8, so up to 64 in 2D, with heavy cancellation),
+// and fp32 accumulation over the channels is what that amplifies. Measured (the CPU emulation,
+// (2,256,256,14,3), normal inputs): worst error 1.44x the tolerance with fp32 GEMM accumulation,
+// 0.15x with fp64 accumulation of the same fp32-rounded U and V; cuBLAS's SGEMM failed a golden
+// file at 1.46x (docs/PERF.md, session 3). On an H200 the fp64 tensor cores (DMMA) run at the
+// fp32 CUDA cores' rate, so the GEMM costs about what SGEMM does; the buffers double in size.
 #ifndef CONV2D_CONV_WINOGRAD_INTERNAL_H_
 #define CONV2D_CONV_WINOGRAD_INTERNAL_H_
 
@@ -40,6 +45,7 @@ constexpr int kKernel = 3;       // kernel side (r)
 constexpr int kTile = 6;         // input tile side, m + r - 1
 constexpr int kPoints = 36;      // kTile^2: GEMMs per call
 constexpr size_t kAlignment = 256;                    // of every buffer (cuBLAS)
+using Real = double;  // U, V, M and the GEMM (see above)
 constexpr size_t kBlasWorkspaceBytes = size_t{4} << 20;
 constexpr size_t kMaxWorkspaceBytes = size_t{1} << 30;  // past this, refuse (other variants fit)
 
@@ -71,7 +77,7 @@ Cost EstimateCost(const Shape& shape);
 
 // ---- The transforms (host and device) ----------------------------------------------------------
 
-// u = G g G^T, in double, rounded once. g row-major 3x3, u row-major 6x6.
+// u = G g G^T in double. g row-major 3x3, u row-major 6x6.
 //   G = [1/4 0 0; -1/6 -1/6 -1/6; -1/6 1/6 -1/6; 1/24 1/12 1/6; 1/24 -1/12 1/6; 0 0 1]
 CONV2D_HOST_DEVICE inline void GRows(const double g[3], double out[6]) {
   out[0] = g[0] / 4;
@@ -82,7 +88,7 @@ CONV2D_HOST_DEVICE inline void GRows(const double g[3], double out[6]) {
   out[5] = g[2];
 }
 
-CONV2D_HOST_DEVICE inline void FilterTransform(const float g[9], float u[36]) {
+CONV2D_HOST_DEVICE inline void FilterTransform(const float g[9], double u[36]) {
   double t[6][3];  // G g
   for (int j = 0; j < 3; ++j) {
     const double col[3] = {g[j], g[3 + j], g[6 + j]};
@@ -93,28 +99,31 @@ CONV2D_HOST_DEVICE inline void FilterTransform(const float g[9], float u[36]) {
   for (int i = 0; i < 6; ++i) {  // (G g) G^T: G applied to each row of t
     double out[6];
     GRows(t[i], out);
-    for (int j = 0; j < 6; ++j) u[6 * i + j] = static_cast<float>(out[j]);
+    for (int j = 0; j < 6; ++j) u[6 * i + j] = out[j];
   }
 }
 
-// out = B^T d for one line of 6 (stride apart in `d`).
+// out = B^T d for one line of 6.
 //   B^T = [4 0 -5 0 1 0; 0 -4 -4 1 1 0; 0 4 -4 -1 1 0; 0 -2 -1 2 1 0; 0 2 -1 -2 1 0;
 //          0 4 0 -5 0 1]
-CONV2D_HOST_DEVICE inline void BtRows(const float d[6], float out[6]) {
-  out[0] = 4.0f * d[0] - 5.0f * d[2] + d[4];
-  out[1] = -4.0f * (d[1] + d[2]) + (d[3] + d[4]);
-  out[2] = 4.0f * (d[1] - d[2]) + (d[4] - d[3]);
-  out[3] = 2.0f * (d[3] - d[1]) + (d[4] - d[2]);
-  out[4] = 2.0f * (d[1] - d[3]) + (d[4] - d[2]);
-  out[5] = 4.0f * d[1] - 5.0f * d[3] + d[5];
+template <class T>
+CONV2D_HOST_DEVICE inline void BtRows(const T d[6], T out[6]) {
+  out[0] = 4 * d[0] - 5 * d[2] + d[4];
+  out[1] = -4 * (d[1] + d[2]) + (d[3] + d[4]);
+  out[2] = 4 * (d[1] - d[2]) + (d[4] - d[3]);
+  out[3] = 2 * (d[3] - d[1]) + (d[4] - d[2]);
+  out[4] = 2 * (d[1] - d[3]) + (d[4] - d[2]);
+  out[5] = 4 * d[1] - 5 * d[3] + d[5];
 }
 
-// v = B^T d B; d and v row-major 6x6.
-CONV2D_HOST_DEVICE inline void InputTransform(const float d[36], float v[36]) {
-  float t[36];  // B^T d, row-major
+// v = B^T d B; d and v row-major 6x6. In fp64 like the rest of the chain: the fp32 version's
+// roundings, amplified by the output transform, were most of what was left of the error
+// (worst 0.107x the tolerance on (2,256,256,14,3) in fp32, see winograd_cpu_test).
+CONV2D_HOST_DEVICE inline void InputTransform(const float d[36], double v[36]) {
+  double t[36];  // B^T d, row-major
   for (int j = 0; j < 6; ++j) {
-    const float col[6] = {d[j], d[6 + j], d[12 + j], d[18 + j], d[24 + j], d[30 + j]};
-    float out[6];
+    const double col[6] = {d[j], d[6 + j], d[12 + j], d[18 + j], d[24 + j], d[30 + j]};
+    double out[6];
     BtRows(col, out);
     for (int i = 0; i < 6; ++i) t[6 * i + j] = out[i];
   }
@@ -123,21 +132,23 @@ CONV2D_HOST_DEVICE inline void InputTransform(const float d[36], float v[36]) {
 
 // out = A^T m for one line of 6.
 //   A^T = [1 1 1 1 1 0; 0 1 -1 2 -2 0; 0 1 1 4 4 0; 0 1 -1 8 -8 1]
-CONV2D_HOST_DEVICE inline void AtRows(const float m[6], float out[4]) {
-  const float s12 = m[1] + m[2], d12 = m[1] - m[2];
-  const float s34 = m[3] + m[4], d34 = m[3] - m[4];
+template <class T>
+CONV2D_HOST_DEVICE inline void AtRows(const T m[6], T out[4]) {
+  const T s12 = m[1] + m[2], d12 = m[1] - m[2];
+  const T s34 = m[3] + m[4], d34 = m[3] - m[4];
   out[0] = m[0] + s12 + s34;
-  out[1] = d12 + 2.0f * d34;
-  out[2] = s12 + 4.0f * s34;
-  out[3] = d12 + 8.0f * d34 + m[5];
+  out[1] = d12 + 2 * d34;
+  out[2] = s12 + 4 * s34;
+  out[3] = d12 + 8 * d34 + m[5];
 }
 
 // y = A^T m A; m row-major 6x6, y row-major 4x4.
-CONV2D_HOST_DEVICE inline void OutputTransform(const float m[36], float y[16]) {
-  float t[24];  // A^T m, 4x6 row-major
+template <class T>
+CONV2D_HOST_DEVICE inline void OutputTransform(const T m[36], T y[16]) {
+  T t[24];  // A^T m, 4x6 row-major
   for (int j = 0; j < 6; ++j) {
-    const float col[6] = {m[j], m[6 + j], m[12 + j], m[18 + j], m[24 + j], m[30 + j]};
-    float out[4];
+    const T col[6] = {m[j], m[6 + j], m[12 + j], m[18 + j], m[24 + j], m[30 + j]};
+    T out[4];
     AtRows(col, out);
     for (int i = 0; i < 4; ++i) t[6 * i + j] = out[i];
   }

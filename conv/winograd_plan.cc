@@ -24,9 +24,9 @@ Geometry MakeGeometry(const Shape& s) {
 WorkspaceLayout MakeWorkspaceLayout(const Shape& s) {
   const Geometry g = MakeGeometry(s);
   WorkspaceLayout l;
-  l.bytes[kFilter] = sizeof(float) * kPoints * s.out_channels * s.in_channels;
-  l.bytes[kInput] = sizeof(float) * kPoints * s.in_channels * g.tiles;
-  l.bytes[kProduct] = sizeof(float) * kPoints * s.out_channels * g.tiles;
+  l.bytes[kFilter] = sizeof(Real) * kPoints * s.out_channels * s.in_channels;
+  l.bytes[kInput] = sizeof(Real) * kPoints * s.in_channels * g.tiles;
+  l.bytes[kProduct] = sizeof(Real) * kPoints * s.out_channels * g.tiles;
   l.bytes[kBlasWork] = kBlasWorkspaceBytes;
   size_t at = 0;
   for (int b = 0; b < kNumBuffers; ++b) {
@@ -65,7 +65,7 @@ absl::Status CheckShape(const Shape& s) {
 Cost EstimateCost(const Shape& s) {
   // First guesses, calibrated by tools/fit_auto.py through conv/calibration.cc.
   constexpr double kBytesPerSecond = 3.0e12;   // sustained DRAM/L2 mix of the transforms
-  constexpr double kGemmFlopsPerSecond = 45e12;  // cuBLAS fp32 SGEMM on an H200
+  constexpr double kGemmFlopsPerSecond = 45e12;  // cuBLAS DGEMM on an H200's fp64 tensor cores
   constexpr double kLaunchSeconds = 4e-6;        // per kernel, four of them
   const WorkspaceLayout l = MakeWorkspaceLayout(s);
   const Geometry g = MakeGeometry(s);
