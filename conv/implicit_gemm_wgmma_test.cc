@@ -31,18 +31,6 @@ void PrintTo(const Case& c, std::ostream* os) {
   *os << c.shape.ToString() << " (" << c.max_positions << " positions)";
 }
 
-// (B, Cin, Cout, H = W, K).
-Shape Cnn(int64_t b, int64_t cin, int64_t cout, int64_t hw, int64_t k) {
-  return Shape{b, cin, cout, hw, hw, k, k};
-}
-
-std::vector<Shape> CnnShapes() {
-  return {Cnn(32, 64, 64, 56, 3),   Cnn(32, 128, 128, 28, 3), Cnn(32, 256, 256, 56, 1),
-          Cnn(1, 128, 128, 256, 3), Cnn(32, 256, 256, 14, 3), Cnn(32, 512, 512, 9, 3),
-          Cnn(16, 64, 64, 64, 5),   Cnn(8, 3, 64, 224, 7),    Cnn(8, 64, 64, 64, 7),
-          Cnn(64, 32, 32, 33, 3)};
-}
-
 std::vector<Case> Cases() {
   std::vector<Case> cases;
   constexpr int64_t kAll = 1 << 16;
