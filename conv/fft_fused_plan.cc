@@ -2,7 +2,6 @@
 // kernel parameters. No CUDA: CanImplement and EstimateSeconds run on machines without a GPU.
 #include <algorithm>
 #include <cmath>
-#include <cstdlib>
 #include <limits>
 
 #include "absl/strings/str_cat.h"
@@ -84,10 +83,7 @@ SmemLayout MakeSmemLayout(const Geometry& g, int64_t kernel_h, int pairs_per_cta
   s.bytes_inv = SmemBytes(pairs, s.pair_stride_inv);
   const int lth = Log2(g.tile_h);
   const int64_t r2 = int64_t{1} << std::min(Log2(kernel_h), lth);  // the filter's row pass
-  // TEMPORARY measurement switch (round 20, to be removed): the environment variable turns the
-  // halves off so that one GPU run times both filter kernels.
-  s.filter_halves = lth >= 4 && 2 * r2 <= g.tile_h &&
-                    std::getenv("CONV2D_FFT_FUSED_NO_FILTER_HALVES") == nullptr;
+  s.filter_halves = lth >= 4 && 2 * r2 <= g.tile_h;
   s.filter_pairs = s.filter_halves ? 2 * pairs : pairs;
   s.pair_stride_filter = s.filter_halves
                              ? PairStride(lth - 1, Log2(g.tile_w), 2 * pairs, /*inverse=*/false)
