@@ -62,22 +62,20 @@ __device__ DeviceCtx MakeCtx(const KernelParams& k) {
 
 // kPin: an index into kPinnedTiles (the launch checks that Pin changes no value of k), or -1
 // for the generic kernel.
-template <int kPin, int kKind>
+template <int kPin, bool kInverse>
 __device__ KernelParams Pinned(const KernelParams& k) {
   if constexpr (kPin >= 0) {
-    return Pin<kPin, kKind>(k);
+    return Pin<kPin, kInverse>(k);
   } else {
     return k;
   }
 }
 
-// At least three CTAs per SM, as shared memory allows at the benchmark tiles: left alone, the
-// compiler gives the filter kernel in halves up to 126 registers (two CTAs per SM).
 template <int kPin>
-__global__ void __launch_bounds__(kThreads, 3) FilterKernel(KernelParams params,
+__global__ void __launch_bounds__(kThreads) FilterKernel(KernelParams params,
                                                          const float* __restrict__ w,
                                                          Cf* __restrict__ spectrum) {
-  const KernelParams k = Pinned<kPin, kPinFilter>(params);
+  const KernelParams k = Pinned<kPin, false>(params);
   DeviceCtx ctx = MakeCtx(k);
   FilterCta(ctx, k, w, spectrum, static_cast<int>(blockIdx.x));
 }
@@ -86,7 +84,7 @@ template <int kPin>
 __global__ void __launch_bounds__(kThreads) InputKernel(KernelParams params,
                                                         const float* __restrict__ x,
                                                         Cf* __restrict__ spectrum) {
-  const KernelParams k = Pinned<kPin, kPinInput>(params);
+  const KernelParams k = Pinned<kPin, false>(params);
   DeviceCtx ctx = MakeCtx(k);
   InputCta(ctx, k, x, spectrum, static_cast<int>(blockIdx.x));
 }
@@ -95,7 +93,7 @@ template <int kPin>
 __global__ void __launch_bounds__(kThreads) InverseKernel(KernelParams params,
                                                           const Cf* __restrict__ spectrum,
                                                           float* __restrict__ y) {
-  const KernelParams k = Pinned<kPin, kPinInverse>(params);
+  const KernelParams k = Pinned<kPin, true>(params);
   DeviceCtx ctx = MakeCtx(k);
   InverseCta(ctx, k, spectrum, y, static_cast<int>(blockIdx.x));
 }
@@ -136,12 +134,11 @@ class FftFusedRunner : public Runner {
       : shape_(shape),
         options_(options),
         config_(config),
-        filt_(MakeFilterParams(shape, config)),
         fwd_(MakeKernelParams(shape, config, /*inverse=*/false)),
         inv_(MakeKernelParams(shape, config, /*inverse=*/true)),
-        filter_kernel_(kFilterKernels[1 + PinnedIndex(filt_, kPinFilter)]),
-        input_kernel_(kInputKernels[1 + PinnedIndex(fwd_, kPinInput)]),
-        inverse_kernel_(kInverseKernels[1 + PinnedIndex(inv_, kPinInverse)]) {}
+        filter_kernel_(kFilterKernels[1 + PinnedIndex(fwd_, /*inverse=*/false)]),
+        input_kernel_(kInputKernels[1 + PinnedIndex(fwd_, /*inverse=*/false)]),
+        inverse_kernel_(kInverseKernels[1 + PinnedIndex(inv_, /*inverse=*/true)]) {}
   FftFusedRunner(const FftFusedRunner&) = delete;
   FftFusedRunner& operator=(const FftFusedRunner&) = delete;
   ~FftFusedRunner() override {
@@ -154,8 +151,7 @@ class FftFusedRunner : public Runner {
     RETURN_IF_ERROR(CudaStatus(
         cudaDeviceGetAttribute(&optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, device),
         "fft_fused: cudaDeviceGetAttribute"));
-    const size_t need =
-        std::max({config_.smem.bytes_fwd, config_.smem.bytes_inv, config_.smem.bytes_filter});
+    const size_t need = std::max(config_.smem.bytes_fwd, config_.smem.bytes_inv);
     if (need > static_cast<size_t>(optin)) {
       return absl::UnimplementedError(absl::StrCat("fft_fused: needs ", need,
                                                    " bytes of shared memory per block, the "
@@ -202,8 +198,8 @@ class FftFusedRunner : public Runner {
 
     switch (stage) {
       case kFilterStage:
-        filter_kernel_<<<FilterCtas(filt_), kThreads, config_.smem.bytes_filter, stream>>>(
-            filt_, a.w, filter_spectrum);
+        filter_kernel_<<<FilterCtas(fwd_), kThreads, config_.smem.bytes_fwd, stream>>>(
+            fwd_, a.w, filter_spectrum);
         return LaunchStatus("fft_fused filter kernel");
       case kInputStage:
         input_kernel_<<<InputCtas(fwd_), kThreads, config_.smem.bytes_fwd, stream>>>(
@@ -242,7 +238,7 @@ class FftFusedRunner : public Runner {
   Shape shape_;
   Options options_;
   Config config_;
-  KernelParams filt_, fwd_, inv_;
+  KernelParams fwd_, inv_;
   ForwardKernelFn filter_kernel_, input_kernel_;
   InverseKernelFn inverse_kernel_;
   cublasHandle_t blas_ = nullptr;

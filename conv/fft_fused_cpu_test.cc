@@ -427,15 +427,14 @@ Emulated Emulate(const Shape& s, const Config& c, const std::vector<float>& x,
                  const std::vector<float>& w) {
   Emulated e;
   const KernelParams fwd = MakeKernelParams(s, c, false), inv = MakeKernelParams(s, c, true);
-  const KernelParams filt = MakeFilterParams(s, c);
   const int64_t f = c.geometry.freqs;
   e.filter.assign(f * fwd.n_filter, Cf{kNaN, kNaN});
   e.input.assign(f * fwd.n_input, Cf{kNaN, kNaN});
   e.output.assign(f * fwd.n_output, Cf{kNaN, kNaN});
   e.y.assign(s.output_elements(), kNaN);
   RunCtas(
-      FilterCtas(filt), filt,
-      [&](HostCtx& ctx, int cta) { FilterCta(ctx, filt, w.data(), e.filter.data(), cta); },
+      FilterCtas(fwd), fwd,
+      [&](HostCtx& ctx, int cta) { FilterCta(ctx, fwd, w.data(), e.filter.data(), cta); },
       &e.filter_stats, "filter");
   RunCtas(
       InputCtas(fwd), fwd,
@@ -644,10 +643,9 @@ TEST(FftFusedEmulationTest, DISABLED_BenchmarkK32Accuracy) {
     const std::vector<float> x = RandomTensor(seed, kInputTensor, s.input_elements(), dist);
     const std::vector<float> w = RandomTensor(seed, kFilterTensor, s.filter_elements(), dist);
     std::vector<Cf> filter(f * fwd.n_filter), input(f * fwd.n_input), output(f * fwd.n_output);
-    const KernelParams filt = MakeFilterParams(s, c);
-    for (int cta = 0; cta < FilterCtas(filt); ++cta) {
-      FastCtx ctx(filt.pairs, filt.pair_stride);
-      FilterCta(ctx, filt, w.data(), filter.data(), cta);
+    for (int cta = 0; cta < FilterCtas(fwd); ++cta) {
+      FastCtx ctx(fwd.pairs, fwd.pair_stride);
+      FilterCta(ctx, fwd, w.data(), filter.data(), cta);
     }
     for (int cta = 0; cta < InputCtas(fwd); ++cta) {
       FastCtx ctx(fwd.pairs, fwd.pair_stride);
@@ -752,12 +750,6 @@ TEST(FftFusedPlanTest, LayoutsAreExactAndFit) {
       EXPECT_GE(l.pair_stride_inv, g.tile_h * l.row_pitch);
       EXPECT_LE(std::max(l.bytes_fwd, l.bytes_inv), kMaxSmemBytes);
       EXPECT_EQ(l.bytes_fwd, 16u * 2 * l.pairs + 8 * kTwiddles + 8u * l.pairs * l.pair_stride_fwd);
-      const int64_t rows = l.filter_halves ? g.tile_h / 2 : g.tile_h;
-      EXPECT_EQ(l.filter_pairs, l.filter_halves ? 2 * l.pairs : l.pairs);
-      EXPECT_GE(l.pair_stride_filter, rows * l.row_pitch);
-      EXPECT_LE(l.bytes_filter, kMaxSmemBytes);
-      EXPECT_EQ(l.bytes_filter,
-                16u * 2 * l.filter_pairs + 8 * kTwiddles + 8u * l.filter_pairs * l.pair_stride_filter);
     }
   }
 }
@@ -823,45 +815,25 @@ TEST(FftFusedPinTest, BenchmarkConfigurationsArePinnedAndExact) {
       SCOPED_TRACE(s.ToString());
       const Config c = MustConfig(s, o);
       const KernelParams fwd = MakeKernelParams(s, c, false), inv = MakeKernelParams(s, c, true);
-      const KernelParams filt = MakeFilterParams(s, c);
-      EXPECT_EQ(filt.filter_halves, 1);  // every benchmark case runs the filter in halves
-      const int pf = PinnedIndex(fwd, kPinInput), pi = PinnedIndex(inv, kPinInverse);
+      const int pf = PinnedIndex(fwd, false), pi = PinnedIndex(inv, true);
       EXPECT_GE(pf, 0);
       EXPECT_EQ(pf, pi);
-      EXPECT_EQ(PinnedIndex(filt, kPinFilter), pf);
       if (pf < 0) continue;
-      KernelParams pinned[3];
+      KernelParams pinned_fwd, pinned_inv;
       switch (pf) {
-        case 0:
-          pinned[0] = Pin<0, kPinInput>(fwd);
-          pinned[1] = Pin<0, kPinInverse>(inv);
-          pinned[2] = Pin<0, kPinFilter>(filt);
-          break;
-        case 1:
-          pinned[0] = Pin<1, kPinInput>(fwd);
-          pinned[1] = Pin<1, kPinInverse>(inv);
-          pinned[2] = Pin<1, kPinFilter>(filt);
-          break;
-        case 2:
-          pinned[0] = Pin<2, kPinInput>(fwd);
-          pinned[1] = Pin<2, kPinInverse>(inv);
-          pinned[2] = Pin<2, kPinFilter>(filt);
-          break;
-        default:
-          pinned[0] = Pin<3, kPinInput>(fwd);
-          pinned[1] = Pin<3, kPinInverse>(inv);
-          pinned[2] = Pin<3, kPinFilter>(filt);
-          break;
+        case 0: pinned_fwd = Pin<0, false>(fwd); pinned_inv = Pin<0, true>(inv); break;
+        case 1: pinned_fwd = Pin<1, false>(fwd); pinned_inv = Pin<1, true>(inv); break;
+        case 2: pinned_fwd = Pin<2, false>(fwd); pinned_inv = Pin<2, true>(inv); break;
+        default: pinned_fwd = Pin<3, false>(fwd); pinned_inv = Pin<3, true>(inv); break;
       }
-      EXPECT_EQ(std::memcmp(&pinned[0], &fwd, sizeof fwd), 0);
-      EXPECT_EQ(std::memcmp(&pinned[1], &inv, sizeof inv), 0);
-      EXPECT_EQ(std::memcmp(&pinned[2], &filt, sizeof filt), 0);
+      EXPECT_EQ(std::memcmp(&pinned_fwd, &fwd, sizeof fwd), 0);
+      EXPECT_EQ(std::memcmp(&pinned_inv, &inv, sizeof inv), 0);
     }
   }
   // A configuration whose strides differ (forced pair count) is not pinned.
   const Shape s = Shape::KernelBot(256, 32, 128, 1);
   const Config c = MustConfig(s, Tile(64, 64, 1));
-  EXPECT_EQ(PinnedIndex(MakeKernelParams(s, c, false), kPinInput), -1);
+  EXPECT_EQ(PinnedIndex(MakeKernelParams(s, c, false), false), -1);
 }
 
 // ---- Shared-memory bank conflicts on the benchmark configurations -------------------------------
@@ -881,7 +853,6 @@ TEST(FftFusedBankTest, BenchmarkConfigurations) {
   for (const Shape& s : shapes) {
     const Config c = MustConfig(s, Options{});
     const KernelParams fwd = MakeKernelParams(s, c, false), inv = MakeKernelParams(s, c, true);
-    const KernelParams filt = MakeFilterParams(s, c);
     std::printf("%s tile %lldx%lld pairs %d\n", s.ToString().c_str(),
                 static_cast<long long>(c.geometry.tile_h),
                 static_cast<long long>(c.geometry.tile_w), c.smem.pairs);
@@ -892,8 +863,8 @@ TEST(FftFusedBankTest, BenchmarkConfigurations) {
     std::vector<Cf> fs(f * fwd.n_filter), xs(f * fwd.n_input), ys(f * fwd.n_output, Cf{0, 0});
     std::map<std::string, PhaseStats> fst, ist, vst;
     RunCtas(
-        FilterCtas(filt), filt,
-        [&](HostCtx& ctx, int cta) { FilterCta(ctx, filt, w.data(), fs.data(), cta); }, &fst,
+        FilterCtas(fwd), fwd,
+        [&](HostCtx& ctx, int cta) { FilterCta(ctx, fwd, w.data(), fs.data(), cta); }, &fst,
         "filter", 2);
     RunCtas(
         InputCtas(fwd), fwd,

@@ -104,20 +104,10 @@ struct SmemLayout {
   int pair_stride_inv = 0;  // inverse kernel
   size_t bytes_fwd = 0;     // dynamic shared memory per CTA
   size_t bytes_inv = 0;
-  // The filter kernel in halves (FilterCta): when the padded filter's nonzero rows fit in the
-  // top half of the tile (and Th >= 16), it computes the even and then the odd frequency rows,
-  // each as a Th/2-row FFT, so a pair needs half the shared memory and the CTA takes 2P pairs
-  // in about the same bytes: twice as long a run of transforms per frequency in the filter
-  // spectrum (64 bytes instead of 32 at P = 2). Otherwise the filter kernel is the forward
-  // layout's.
-  bool filter_halves = false;
-  int filter_pairs = 0;          // 2P in halves, else P
-  int pair_stride_filter = 0;    // of a Th/2-row pair in halves, else pair_stride_fwd
-  size_t bytes_filter = 0;
 };
 // P = options' or the default; the strides' residues mod 16 spread what one half-warp touches
 // over the banks in the spectrum store (forward) and load (inverse) phases.
-SmemLayout MakeSmemLayout(const Geometry& g, int64_t kernel_h, int pairs_per_cta);
+SmemLayout MakeSmemLayout(const Geometry& g, int pairs_per_cta);
 
 // The row pitch for tiles 2^log2_tw wide: odd, with one pad element every 16 columns.
 CONV2D_HOST_DEVICE constexpr int RowPitch(int log2_tw) {
@@ -262,11 +252,8 @@ struct KernelParams {
   float scale = 0;           // 1 / (Th * Tw), exact
   // The inverse's output phase: by step_w, and by its chunks of four rows, ceil(step_h / 4).
   FastDiv div_step_w, div_out_chunks;
-  int filter_halves = 0;     // filter kernel only: 1 if it runs in halves (SmemLayout)
 };
 KernelParams MakeKernelParams(const Shape& shape, const Config& config, bool inverse);
-// The filter kernel's: MakeKernelParams(.., false)'s with the filter layout's pairs and stride.
-KernelParams MakeFilterParams(const Shape& shape, const Config& config);
 
 // Pinned tiles. The kernels' bodies take the tile size, the pair count and the shared-memory
 // strides from KernelParams at run time, so every shift, mask, trip count and address offset
@@ -284,47 +271,28 @@ struct PinnedTile {
 constexpr PinnedTile kPinnedTiles[] = {{6, 6, 2}, {5, 5, 4}, {5, 7, 2}, {5, 6, 4}};
 constexpr int kNumPinned = sizeof(kPinnedTiles) / sizeof(kPinnedTiles[0]);
 
-// Which kernel a KernelParams is for: they differ in pairs and stride.
-enum PinKind { kPinInput = 0, kPinInverse = 1, kPinFilter = 2 };
-
-// The values Pin sets for kPinnedTiles[i] and a kind.
-struct PinnedValues {
-  int pairs, log2_pairs, pair_stride, filter_halves;
-};
-CONV2D_HOST_DEVICE constexpr PinnedValues PinnedValuesOf(const PinnedTile& t, int kind) {
-  const int pairs = kind == kPinFilter ? 2 * t.pairs : t.pairs;
-  int log2_pairs = 0;
-  while ((1 << log2_pairs) < pairs) ++log2_pairs;
-  const int stride = kind == kPinFilter ? PairStride(t.log2_th - 1, t.log2_tw, pairs, false)
-                                        : PairStride(t.log2_th, t.log2_tw, pairs,
-                                                     kind == kPinInverse);
-  return PinnedValues{pairs, log2_pairs, stride, kind == kPinFilter ? 1 : 0};
-}
-
-template <int kPin, int kKind>
+template <int kPin, bool kInverse>
 CONV2D_HOST_DEVICE inline KernelParams Pin(KernelParams k) {
   constexpr PinnedTile t = kPinnedTiles[kPin];
-  constexpr PinnedValues v = PinnedValuesOf(t, kKind);
+  constexpr int log2_pairs = t.pairs == 1 ? 0 : t.pairs == 2 ? 1 : t.pairs == 4 ? 2 : 3;
+  static_assert((1 << log2_pairs) == t.pairs, "pinned pair counts are 1, 2, 4 or 8");
   k.log2_th = t.log2_th;
   k.log2_tw = t.log2_tw;
-  k.pairs = v.pairs;
-  k.log2_pairs = v.log2_pairs;
+  k.pairs = t.pairs;
+  k.log2_pairs = log2_pairs;
   k.row_pitch = RowPitch(t.log2_tw);
-  k.pair_stride = v.pair_stride;
-  if (kKind == kPinFilter) k.filter_halves = v.filter_halves;
+  k.pair_stride = PairStride(t.log2_th, t.log2_tw, t.pairs, kInverse);
   return k;
 }
 
-// The index into kPinnedTiles of the pinned kernel of this kind that computes exactly what the
-// generic one does with `k`, or -1. Filter kernels are pinned only in halves.
-inline int PinnedIndex(const KernelParams& k, PinKind kind) {
-  if (kind == kPinFilter && !k.filter_halves) return -1;
+// The index into kPinnedTiles of the pinned kernel that computes exactly what the generic one
+// does with `k` (of the forward kernels, or of the inverse), or -1.
+inline int PinnedIndex(const KernelParams& k, bool inverse) {
   for (int i = 0; i < kNumPinned; ++i) {
     const PinnedTile& t = kPinnedTiles[i];
-    const PinnedValues v = PinnedValuesOf(t, kind);
-    if (k.log2_th == t.log2_th && k.log2_tw == t.log2_tw && k.pairs == v.pairs &&
-        k.log2_pairs == v.log2_pairs && k.row_pitch == RowPitch(t.log2_tw) &&
-        k.pair_stride == v.pair_stride) {
+    if (k.log2_th == t.log2_th && k.log2_tw == t.log2_tw && k.pairs == t.pairs &&
+        (1 << k.log2_pairs) == k.pairs && k.row_pitch == RowPitch(t.log2_tw) &&
+        k.pair_stride == PairStride(t.log2_th, t.log2_tw, t.pairs, inverse)) {
       return i;
     }
   }
@@ -355,10 +323,8 @@ absl::StatusOr<StageTimes> TimeStages(const Shape& shape, const Options& options
 
 #if defined(__CUDACC__)
 #define FFT_FUSED_UNROLL _Pragma("unroll")
-#define FFT_FUSED_NO_UNROLL _Pragma("unroll 1")
 #else
 #define FFT_FUSED_UNROLL
-#define FFT_FUSED_NO_UNROLL
 #endif
 
 #if defined(__CUDACC__)
@@ -665,11 +631,9 @@ CONV2D_HOST_DEVICE void Setup(Ctx& ctx, const KernelParams& k, MetaFn meta_of) {
 CONV2D_HOST_DEVICE inline int LoadItems(const KernelParams& k, int rows, int cols) {
   return k.pairs * (rows >= 4 ? rows / 4 : 1) * cols;
 }
-// twiddle_shift >= 0: row u is multiplied by the table twiddle W_128^(u << twiddle_shift) (the
-// filter's odd half, see FilterCta).
 template <class Ctx>
 CONV2D_HOST_DEVICE void LoadRowsItem(Ctx& ctx, const KernelParams& k, const float* src, int row0,
-                                     int rows, int cols, int it, int twiddle_shift = -1) {
+                                     int rows, int cols, int it) {
   const int per = rows >= 4 ? 4 : rows;
   const int q = rows / per;
   int v, rest, uq, p;
@@ -697,11 +661,7 @@ CONV2D_HOST_DEVICE void LoadRowsItem(Ctx& ctx, const KernelParams& k, const floa
   }
   FFT_FUSED_UNROLL
   for (int j = 0; j < 4; ++j) {
-    if (j >= per) continue;
-    const int u = row0 + uq + j * q;
-    Cf z = MakeCf(re[j], im[j]);
-    if (twiddle_shift >= 0) z = CMul(z, ctx.Tw(u << twiddle_shift));
-    ctx.St(Addr(k.pair_stride, k.row_pitch, p, u, v), z);
+    if (j < per) ctx.St(Addr(k.pair_stride, k.row_pitch, p, row0 + uq + j * q, v), MakeCf(re[j], im[j]));
   }
 }
 
@@ -732,38 +692,33 @@ CONV2D_HOST_DEVICE inline int FreqItems(const KernelParams& k, int log2_rows) {
 }
 
 // Separates each pair's spectrum Z into the two transforms' Hermitian halves and writes them
-// frequency-major: out[f * n_total + n0 + g]. The pairs hold rows m < 2^log2_th (bit-reversed)
-// of Z, with m standing for the frequency row k0 = 2^row_log2_mul * m + h: (0, 0) for whole
-// tiles, (1, h) for the filter's even (h = 0) and odd (h = 1) halves; the mirror -k0 (mod the
-// tile) is then m' = -(m + h) (mod 2^log2_th) of the same half.
-// One item takes rows m = 4c + j (j < 4) of one column k1 of one pair (items ordered as
-// FreqOf's over the chunks c, so the lanes of a half-warp read one row and write 16 runs of 2P
-// transforms in every step j). bitrev(4c + j) = bitrev(4c) + (bitrev_2(j) << (log2_th - 2)),
-// and -(4c + j + h) is 4(-c) for j + h = 0 and 4(-c - 1) + (4 - j - h) otherwise, so each item
+// frequency-major: out[f * n_total + n0 + g]. One item takes rows k0 = 4c + j (j < 4) of one
+// column k1 of one pair (items ordered as FreqOf's over the chunks c, so the lanes of a half-warp
+// read one row and write 16 consecutive runs of 2P transforms in every step j). Z[k0, k1] sits at
+// bit-reversed row and column; bitrev(4c + j) = bitrev(4c) + (bitrev_2(j) << (log2 Th - 2)), and
+// the mirror row -(4c + j) is 4(-c) for j = 0 and 4(-c - 1) + (4 - j) otherwise, so each item
 // computes three bit reversals of rows instead of eight and steps its global address by a
-// constant number of frequency rows.
+// constant row of frequencies.
 template <class Ctx>
 CONV2D_HOST_DEVICE void StoreSpectrum(Ctx& ctx, const KernelParams& k, Cf* out, int n_total,
-                                      int n0, int row_log2_mul = 0, int h = 0) {
+                                      int n0) {
   const int lth = k.log2_th, th = 1 << lth, tw = 1 << k.log2_tw;
   const int half = tw / 2 + 1;
   const bool paired = n_total % 2 == 0;  // then n0 + 2p is even: 16-byte stores
-  const int64_t row_step = (static_cast<int64_t>(half) * n_total) << row_log2_mul;  // m -> m+1
+  const int64_t row_step = static_cast<int64_t>(half) * n_total;  // from k0 to k0 + 1
   ctx.ForEach(FreqItems(k, lth - 2), [&](int it) {
     const FreqItem q = FreqOf(k, lth - 2, it);
-    const int p = q.p, k1 = q.k1, m0 = 4 * q.k0;
+    const int p = q.p, k1 = q.k1, k0 = 4 * q.k0;
     const int col = BitReverse(k1, k.log2_tw), mcol = BitReverse(-k1 & (tw - 1), k.log2_tw);
-    const int row0 = BitReverse(m0, lth);
-    const int mrow0 = BitReverse(-m0 & (th - 1), lth);
-    const int mrow1 = BitReverse((-m0 - 4) & (th - 1), lth);
+    const int row0 = BitReverse(k0, lth);
+    const int mrow0 = BitReverse(-k0 & (th - 1), lth);
+    const int mrow1 = BitReverse((-k0 - 4) & (th - 1), lth);
     const int n = n0 + 2 * p;
-    const int k0 = (m0 << row_log2_mul) + h;
     Cf* dst = out + (static_cast<int64_t>(k0) * half + k1) * n_total + n;
 FFT_FUSED_UNROLL
     for (int j = 0; j < 4; ++j) {
       const int row = row0 + (BitReverseConst(j, 2) << (lth - 2));
-      const int mrow =
-          j + h == 0 ? mrow0 : mrow1 + (BitReverseConst((4 - j - h) & 3, 2) << (lth - 2));
+      const int mrow = j == 0 ? mrow0 : mrow1 + (BitReverseConst(4 - j, 2) << (lth - 2));
       const Cf z = ctx.Ld(Addr(k.pair_stride, k.row_pitch, p, row, col));
       const Cf zm = ctx.Ld(Addr(k.pair_stride, k.row_pitch, p, mrow, mcol));
       const Cf a = MakeCf(0.5f * (z.x + zm.x), 0.5f * (z.y - zm.y));
@@ -801,50 +756,32 @@ CONV2D_HOST_DEVICE void FilterCta(Ctx& ctx, const KernelParams& k, const float* 
   // first stage never reads columns >= Tw/2; if r2 <= Th/2 the column pass's first stage never
   // reads rows >= Th/2. Everything else it reads is loaded here: rows < r2 up to column zw, the
   // zero rows [r2, zh) in full.
-  //
-  // In halves (k.filter_halves: r2 <= Th/2 and Th >= 16; MakeSmemLayout says why) a pair holds
-  // Th/2 rows and the CTA runs the whole transform twice, for the even and the odd frequency
-  // rows. With x the row-transformed filter (nonzero in rows u < r2 <= Th/2),
-  //   X[2m + h] = sum_u (x[u] W_Th^(u h)) W_(Th/2)^(u m),  h = 0, 1,
-  // a Th/2-point column FFT of x (h = 0) or of x with row u multiplied by W_Th^u (h = 1; done on
-  // the way in, since the row FFT acts along rows and commutes with it). The filter is read
-  // twice (the second time from L2) and its rows transformed twice.
-  const int tw = 1 << k.log2_tw, r2 = 1 << k.filter_row_log2;
-  KernelParams kh = k;  // the pairs' shape in shared memory
-  if (k.filter_halves) kh.log2_th = k.log2_th - 1;
-  const int rows = 1 << kh.log2_th;
-  const bool zero_right = 2 * d.kernel_w <= tw, zero_bottom = 2 * r2 <= rows;
-  const int zw = zero_right ? tw / 2 : tw, zh = zero_bottom ? rows / 2 : rows;
-  const int halves = k.filter_halves ? 2 : 1;
-  // Not unrolled: two copies of the whole transform would only add registers and code.
-FFT_FUSED_NO_UNROLL
-  for (int h = 0; h < halves; ++h) {
-    const int twiddle_shift = h == 1 ? kMaxLog2Tile - k.log2_th : -1;  // W_Th^u = W_128^(u<<.)
-    const int top = LoadItems(kh, r2, zw);
-    ctx.ForEach(top + kh.pairs * (zh - r2) * tw, [&](int it) {
-      if (it < top) {
-        LoadRowsItem(ctx, kh, w, 0, r2, zw, it, twiddle_shift);
-      } else {
-        int u, p;
-        const int v = (it - top) & (tw - 1);
-        SplitIndex((it - top) >> kh.log2_tw, zh - r2, &u, &p);
-        ctx.St(Addr(kh.pair_stride, kh.row_pitch, p, r2 + u, v), MakeCf(0.0f, 0.0f));
-      }
-    });
-    ctx.Sync("load");
-    if (zero_right) {
-      RowFft<true>(ctx, kh, kh.pair_stride, r2);
+  const int th = 1 << k.log2_th, tw = 1 << k.log2_tw, r2 = 1 << k.filter_row_log2;
+  const bool zero_right = 2 * d.kernel_w <= tw, zero_bottom = 2 * r2 <= th;
+  const int zw = zero_right ? tw / 2 : tw, zh = zero_bottom ? th / 2 : th;
+  const int top = LoadItems(k, r2, zw);
+  ctx.ForEach(top + k.pairs * (zh - r2) * tw, [&](int it) {
+    if (it < top) {
+      LoadRowsItem(ctx, k, w, 0, r2, zw, it);
     } else {
-      RowFft<false>(ctx, kh, kh.pair_stride, r2);
+      int u, p;
+      const int v = (it - top) & (tw - 1);
+      SplitIndex((it - top) >> k.log2_tw, zh - r2, &u, &p);
+      ctx.St(Addr(k.pair_stride, k.row_pitch, p, r2 + u, v), MakeCf(0.0f, 0.0f));
     }
-    if (zero_bottom) {
-      ColumnFft<false, true>(ctx, kh, kh.pair_stride, tw);
-    } else {
-      ColumnFft<false, false>(ctx, kh, kh.pair_stride, tw);
-    }
-    StoreSpectrum(ctx, kh, spectrum, k.n_filter, n0, k.filter_halves ? 1 : 0, h);
-    if (h + 1 < halves) ctx.Sync("store (even half)");
+  });
+  ctx.Sync("load");
+  if (zero_right) {
+    RowFft<true>(ctx, k, k.pair_stride, r2);
+  } else {
+    RowFft<false>(ctx, k, k.pair_stride, r2);
   }
+  if (zero_bottom) {
+    ColumnFft<false, true>(ctx, k, k.pair_stride, tw);
+  } else {
+    ColumnFft<false, false>(ctx, k, k.pair_stride, tw);
+  }
+  StoreSpectrum(ctx, k, spectrum, k.n_filter, n0);
 }
 
 // The input kernel's CTA `cta`: transforms n = c*M + m in [n0, n0 + G).

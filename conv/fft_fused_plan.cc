@@ -62,7 +62,7 @@ std::vector<int64_t> TileSizeCandidates(int64_t kernel, int64_t extent) {
   return out;
 }
 
-SmemLayout MakeSmemLayout(const Geometry& g, int64_t kernel_h, int pairs_per_cta) {
+SmemLayout MakeSmemLayout(const Geometry& g, int pairs_per_cta) {
   SmemLayout s;
   s.row_pitch = RowPitch(Log2(g.tile_w));
   const int64_t pair_elements = g.tile_h * s.row_pitch;
@@ -81,14 +81,6 @@ SmemLayout MakeSmemLayout(const Geometry& g, int64_t kernel_h, int pairs_per_cta
   s.pair_stride_inv = PairStride(Log2(g.tile_h), Log2(g.tile_w), pairs, /*inverse=*/true);
   s.bytes_fwd = SmemBytes(pairs, s.pair_stride_fwd);
   s.bytes_inv = SmemBytes(pairs, s.pair_stride_inv);
-  const int lth = Log2(g.tile_h);
-  const int64_t r2 = int64_t{1} << std::min(Log2(kernel_h), lth);  // the filter's row pass
-  s.filter_halves = lth >= 4 && 2 * r2 <= g.tile_h;
-  s.filter_pairs = s.filter_halves ? 2 * pairs : pairs;
-  s.pair_stride_filter = s.filter_halves
-                             ? PairStride(lth - 1, Log2(g.tile_w), 2 * pairs, /*inverse=*/false)
-                             : s.pair_stride_fwd;
-  s.bytes_filter = SmemBytes(s.filter_pairs, s.pair_stride_filter);
   return s;
 }
 
@@ -236,10 +228,8 @@ absl::StatusOr<Config> ChooseConfig(const Shape& s, const Options& o) {
       ASSIGN_OR_RETURN(Geometry g, fft_tiled::MakeGeometry(s, th, tw));
       Config c;
       c.geometry = g;
-      c.smem = MakeSmemLayout(g, s.kernel_h, o.pairs_per_cta);
-      if (std::max({c.smem.bytes_fwd, c.smem.bytes_inv, c.smem.bytes_filter}) > kMaxSmemBytes) {
-        continue;
-      }
+      c.smem = MakeSmemLayout(g, o.pairs_per_cta);
+      if (std::max(c.smem.bytes_fwd, c.smem.bytes_inv) > kMaxSmemBytes) continue;
       c.workspace = MakeWorkspaceLayout(s, g, o);
       c.cost = EstimateCost(s, g, c.smem, o);
       if (c.workspace.total_bytes <= kTargetWorkspaceBytes &&
@@ -285,15 +275,6 @@ KernelParams MakeKernelParams(const Shape& s, const Config& c, bool inverse) {
   k.scale = static_cast<float>(1.0 / static_cast<double>(g.tile_h * g.tile_w));
   k.div_step_w = FastDiv::Make(k.d.step_w);
   k.div_out_chunks = FastDiv::Make((k.d.step_h + 3) / 4);
-  return k;
-}
-
-KernelParams MakeFilterParams(const Shape& s, const Config& c) {
-  KernelParams k = MakeKernelParams(s, c, /*inverse=*/false);
-  k.pairs = c.smem.filter_pairs;
-  k.log2_pairs = Log2(c.smem.filter_pairs);
-  k.pair_stride = c.smem.pair_stride_filter;
-  k.filter_halves = c.smem.filter_halves ? 1 : 0;
   return k;
 }
 
