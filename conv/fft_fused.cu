@@ -35,9 +35,18 @@ struct DeviceCtx {
   __device__ Cf Tw(int k) const { return tw[k]; }
   __device__ void SetTw(int k, Cf v) const { tw[k] = v; }
   __device__ TransformMeta* meta() const { return meta_; }
+  // Item i on thread i % kThreads, as whole rounds of kThreads items and then a partial one:
+  // when n is a compile-time constant (pinned kernels) the rounds unroll and each item's index
+  // arithmetic folds against threadIdx.x.
   template <class F>
   __device__ void ForEach(int n, F&& f) const {
-    for (int i = threadIdx.x; i < n; i += kThreads) f(i);
+    const int tid = static_cast<int>(threadIdx.x);
+    __builtin_assume(tid < kThreads);  // lets item < n fold in the unrolled rounds
+    const int rounds = n / kThreads;
+#pragma unroll
+    for (int r = 0; r < rounds; ++r) f(r * kThreads + tid);
+    const int i = rounds * kThreads + tid;
+    if (i < n) f(i);
   }
   __device__ void Sync(const char*) const { __syncthreads(); }
 };
@@ -51,24 +60,55 @@ __device__ DeviceCtx MakeCtx(const KernelParams& k) {
   return c;
 }
 
-__global__ void __launch_bounds__(kThreads) FilterKernel(KernelParams k, const float* __restrict__ w,
+// kPin: an index into kPinnedTiles (the launch checks that Pin changes no value of k), or -1
+// for the generic kernel.
+template <int kPin, bool kInverse>
+__device__ KernelParams Pinned(const KernelParams& k) {
+  if constexpr (kPin >= 0) {
+    return Pin<kPin, kInverse>(k);
+  } else {
+    return k;
+  }
+}
+
+template <int kPin>
+__global__ void __launch_bounds__(kThreads) FilterKernel(KernelParams params,
+                                                         const float* __restrict__ w,
                                                          Cf* __restrict__ spectrum) {
+  const KernelParams k = Pinned<kPin, false>(params);
   DeviceCtx ctx = MakeCtx(k);
   FilterCta(ctx, k, w, spectrum, static_cast<int>(blockIdx.x));
 }
 
-__global__ void __launch_bounds__(kThreads) InputKernel(KernelParams k, const float* __restrict__ x,
+template <int kPin>
+__global__ void __launch_bounds__(kThreads) InputKernel(KernelParams params,
+                                                        const float* __restrict__ x,
                                                         Cf* __restrict__ spectrum) {
+  const KernelParams k = Pinned<kPin, false>(params);
   DeviceCtx ctx = MakeCtx(k);
   InputCta(ctx, k, x, spectrum, static_cast<int>(blockIdx.x));
 }
 
-__global__ void __launch_bounds__(kThreads) InverseKernel(KernelParams k,
+template <int kPin>
+__global__ void __launch_bounds__(kThreads) InverseKernel(KernelParams params,
                                                           const Cf* __restrict__ spectrum,
                                                           float* __restrict__ y) {
+  const KernelParams k = Pinned<kPin, true>(params);
   DeviceCtx ctx = MakeCtx(k);
   InverseCta(ctx, k, spectrum, y, static_cast<int>(blockIdx.x));
 }
+
+using ForwardKernelFn = void (*)(KernelParams, const float*, Cf*);
+using InverseKernelFn = void (*)(KernelParams, const Cf*, float*);
+static_assert(kNumPinned == 4, "list every pinned kernel below");
+// [0]: generic; [1 + i]: kPinnedTiles[i].
+constexpr ForwardKernelFn kFilterKernels[] = {FilterKernel<-1>, FilterKernel<0>, FilterKernel<1>,
+                                              FilterKernel<2>, FilterKernel<3>};
+constexpr ForwardKernelFn kInputKernels[] = {InputKernel<-1>, InputKernel<0>, InputKernel<1>,
+                                             InputKernel<2>, InputKernel<3>};
+constexpr InverseKernelFn kInverseKernels[] = {InverseKernel<-1>, InverseKernel<0>,
+                                               InverseKernel<1>, InverseKernel<2>,
+                                               InverseKernel<3>};
 
 absl::Status CublasStatus(cublasStatus_t s, const char* what) {
   if (s == CUBLAS_STATUS_SUCCESS) return absl::OkStatus();
@@ -95,7 +135,10 @@ class FftFusedRunner : public Runner {
         options_(options),
         config_(config),
         fwd_(MakeKernelParams(shape, config, /*inverse=*/false)),
-        inv_(MakeKernelParams(shape, config, /*inverse=*/true)) {}
+        inv_(MakeKernelParams(shape, config, /*inverse=*/true)),
+        filter_kernel_(kFilterKernels[1 + PinnedIndex(fwd_, /*inverse=*/false)]),
+        input_kernel_(kInputKernels[1 + PinnedIndex(fwd_, /*inverse=*/false)]),
+        inverse_kernel_(kInverseKernels[1 + PinnedIndex(inv_, /*inverse=*/true)]) {}
   FftFusedRunner(const FftFusedRunner&) = delete;
   FftFusedRunner& operator=(const FftFusedRunner&) = delete;
   ~FftFusedRunner() override {
@@ -115,9 +158,9 @@ class FftFusedRunner : public Runner {
                                                    "device allows ",
                                                    optin));
     }
-    RETURN_IF_ERROR(AllowSmem(reinterpret_cast<const void*>(FilterKernel), optin));
-    RETURN_IF_ERROR(AllowSmem(reinterpret_cast<const void*>(InputKernel), optin));
-    RETURN_IF_ERROR(AllowSmem(reinterpret_cast<const void*>(InverseKernel), optin));
+    RETURN_IF_ERROR(AllowSmem(reinterpret_cast<const void*>(filter_kernel_), optin));
+    RETURN_IF_ERROR(AllowSmem(reinterpret_cast<const void*>(input_kernel_), optin));
+    RETURN_IF_ERROR(AllowSmem(reinterpret_cast<const void*>(inverse_kernel_), optin));
     if (options_.gemm_3xtf32) return absl::OkStatus();  // the channel mix needs no cuBLAS
     RETURN_IF_ERROR(CublasStatus(cublasCreate(&blas_), "cublasCreate"));
     // Pedantic: fp32 FMA on the CUDA cores only; TF32 would miss the accuracy bar by 60-470x.
@@ -155,11 +198,11 @@ class FftFusedRunner : public Runner {
 
     switch (stage) {
       case kFilterStage:
-        FilterKernel<<<FilterCtas(fwd_), kThreads, config_.smem.bytes_fwd, stream>>>(
+        filter_kernel_<<<FilterCtas(fwd_), kThreads, config_.smem.bytes_fwd, stream>>>(
             fwd_, a.w, filter_spectrum);
         return LaunchStatus("fft_fused filter kernel");
       case kInputStage:
-        InputKernel<<<InputCtas(fwd_), kThreads, config_.smem.bytes_fwd, stream>>>(
+        input_kernel_<<<InputCtas(fwd_), kThreads, config_.smem.bytes_fwd, stream>>>(
             fwd_, a.x, input_spectrum);
         return LaunchStatus("fft_fused input kernel");
       case kMixStage: {
@@ -183,7 +226,7 @@ class FftFusedRunner : public Runner {
             "cublasCgemmStridedBatched");
       }
       case kInverseStage:
-        InverseKernel<<<InverseCtas(inv_), kThreads, config_.smem.bytes_inv, stream>>>(
+        inverse_kernel_<<<InverseCtas(inv_), kThreads, config_.smem.bytes_inv, stream>>>(
             inv_, output_spectrum, a.y);
         return LaunchStatus("fft_fused inverse kernel");
       case kNumStages: break;
@@ -196,6 +239,8 @@ class FftFusedRunner : public Runner {
   Options options_;
   Config config_;
   KernelParams fwd_, inv_;
+  ForwardKernelFn filter_kernel_, input_kernel_;
+  InverseKernelFn inverse_kernel_;
   cublasHandle_t blas_ = nullptr;
 };
 

@@ -782,6 +782,60 @@ TEST(FftFusedPlanTest, BenchmarkShapesPrediction) {
   }
 }
 
+// ---- Pinned kernels and the multiplicative division -------------------------------------------
+
+TEST(FftFusedFastDivTest, MatchesDivision) {
+  std::vector<int> divisors = {1, 2, 3, 5, 7, 9, 16, 17, 25, 33, 49, 100, 113, 121, 241, 1000,
+                               65537, (1 << 30) + 3, std::numeric_limits<int>::max()};
+  for (int d : divisors) {
+    const FastDiv f = FastDiv::Make(d);
+    const int max = std::numeric_limits<int>::max();
+    std::vector<int> xs = {0, 1, d - 1, d, d < max ? d + 1 : d, max, max - 1};
+    for (int i = 0; i < 20000; ++i) {
+      xs.push_back(static_cast<int>(RandomValue(9, d, i) * 1e9 + 1e9) & max);
+    }
+    for (int x : xs) {
+      int q = -1, r = -1;
+      f.DivMod(x, &q, &r);
+      ASSERT_EQ(q, x / d) << x << " / " << d;
+      ASSERT_EQ(r, x % d) << x << " % " << d;
+    }
+  }
+}
+
+// The GPU launches a pinned copy of each kernel (KernelParams fields as compile-time constants)
+// whenever PinnedIndex finds one that changes no value: every benchmark configuration must have
+// one (or the fast path is silently lost), and the pinned parameters run here must give exactly
+// the generic results.
+TEST(FftFusedPinTest, BenchmarkConfigurationsArePinnedAndExact) {
+  for (bool tensor_cores : {false, true}) {
+    Options o;
+    o.gemm_3xtf32 = tensor_cores;
+    for (const Shape& s : KernelBotBenchmarkShapes()) {
+      SCOPED_TRACE(s.ToString());
+      const Config c = MustConfig(s, o);
+      const KernelParams fwd = MakeKernelParams(s, c, false), inv = MakeKernelParams(s, c, true);
+      const int pf = PinnedIndex(fwd, false), pi = PinnedIndex(inv, true);
+      EXPECT_GE(pf, 0);
+      EXPECT_EQ(pf, pi);
+      if (pf < 0) continue;
+      KernelParams pinned_fwd, pinned_inv;
+      switch (pf) {
+        case 0: pinned_fwd = Pin<0, false>(fwd); pinned_inv = Pin<0, true>(inv); break;
+        case 1: pinned_fwd = Pin<1, false>(fwd); pinned_inv = Pin<1, true>(inv); break;
+        case 2: pinned_fwd = Pin<2, false>(fwd); pinned_inv = Pin<2, true>(inv); break;
+        default: pinned_fwd = Pin<3, false>(fwd); pinned_inv = Pin<3, true>(inv); break;
+      }
+      EXPECT_EQ(std::memcmp(&pinned_fwd, &fwd, sizeof fwd), 0);
+      EXPECT_EQ(std::memcmp(&pinned_inv, &inv, sizeof inv), 0);
+    }
+  }
+  // A configuration whose strides differ (forced pair count) is not pinned.
+  const Shape s = Shape::KernelBot(256, 32, 128, 1);
+  const Config c = MustConfig(s, Tile(64, 64, 1));
+  EXPECT_EQ(PinnedIndex(MakeKernelParams(s, c, false), false), -1);
+}
+
 // ---- Shared-memory bank conflicts on the benchmark configurations -------------------------------
 
 void PrintStats(const char* kernel, const std::map<std::string, PhaseStats>& stats,

@@ -23,9 +23,10 @@
 //
 // The 1D FFTs are radix-2 decimation in frequency (Gentleman-Sande), in place, natural order in,
 // bit-reversed order out; R consecutive radix-2 stages run in registers on groups of 2^R
-// elements (one pass = one round trip through shared memory). Twiddles are a 64-entry table of
-// exp(-2 pi i k / 128) computed in double and rounded once to float; in the last pass of each
-// line they are compile-time constants. A 2D FFT runs the rows (along the width) and then the
+// elements (one pass = one round trip through shared memory). Within a pass the twiddles are
+// compile-time constants; between passes each element is multiplied once by an entry of a
+// 128-entry table of exp(-2 pi i k / 128), computed in double and rounded once to float (see
+// DifGroup). A 2D FFT runs the rows (along the width) and then the
 // columns. Pruning: the filter's row pass skips the all-zero rows past the kernel, and the first
 // stage of its row and column passes skips a zero second half (kernel <= tile/2); the inverse's
 // column pass computes only the columns that hold valid outputs.
@@ -81,7 +82,7 @@ struct Options {
 constexpr int kThreads = 256;               // per CTA, every kernel
 constexpr int kMinLog2Tile = 3;             // tiles 8 ..
 constexpr int kMaxLog2Tile = 7;             // .. 128
-constexpr int kTwiddles = 64;               // exp(-2 pi i k / 128), k < 64
+constexpr int kTwiddles = 128;              // exp(-2 pi i k / 128), k < 128
 constexpr int kMaxPairs = 16;               // G <= 32: a 256-byte run per frequency
 constexpr int kDefaultMaxPairs = 4;         // the default's cap (fft_fused_plan.cc says why)
 constexpr size_t kSmemTargetBytes = 72 * 1024;   // three CTAs per SM on an H100/H200
@@ -107,6 +108,58 @@ struct SmemLayout {
 // P = options' or the default; the strides' residues mod 16 spread what one half-warp touches
 // over the banks in the spectrum store (forward) and load (inverse) phases.
 SmemLayout MakeSmemLayout(const Geometry& g, int pairs_per_cta);
+
+// The row pitch for tiles 2^log2_tw wide: odd, with one pad element every 16 columns.
+CONV2D_HOST_DEVICE constexpr int RowPitch(int log2_tw) {
+  return ((1 << log2_tw) + (1 << log2_tw) / 16) | 1;
+}
+
+// The residue mod 16 (in complex elements; 16 of them per 128-byte row of banks) of the
+// distance between pairs. In the spectrum store (forward) and load (inverse) phases a
+// half-warp touches P pairs x 16/P consecutive k1 (and their mirrors -k1), at bit-reversed
+// columns forward, natural ones inverse; the residue is the one whose modelled wavefronts over
+// all those half-warps are fewest (the smallest such). constexpr: the pinned kernels (Pin) take
+// it as a compile-time constant.
+CONV2D_HOST_DEVICE constexpr int PairStrideResidue(int log2_tw, int pairs, bool inverse) {
+  if (pairs <= 1) return 0;
+  const int tw = 1 << log2_tw;
+  const int np = pairs < 16 ? pairs : 16, run = pairs < 16 ? 16 / pairs : 1;
+  int best = 0, best_cost = -1;
+  for (int delta = 0; delta < 16; ++delta) {
+    int cost = 0;
+    for (int start = 0; start < tw / 2; start += run) {
+      for (int mirror = 0; mirror < 2; ++mirror) {
+        int count[16] = {};
+        for (int p = 0; p < np; ++p) {
+          for (int k1 = start; k1 < start + run && k1 < tw / 2; ++k1) {
+            const int c = mirror ? (tw - k1) & (tw - 1) : k1;
+            int v = c;
+            if (!inverse) {  // bit-reversed column
+              v = 0;
+              for (int i = 0; i < log2_tw; ++i) v |= ((c >> i) & 1) << (log2_tw - 1 - i);
+            }
+            ++count[(p * delta + v + (v >> 4)) % 16];
+          }
+        }
+        int worst = 0;
+        for (int i = 0; i < 16; ++i) worst = count[i] > worst ? count[i] : worst;
+        cost += worst;
+      }
+    }
+    if (best_cost < 0 || cost < best_cost) {
+      best_cost = cost;
+      best = delta;
+    }
+  }
+  return best;
+}
+
+// The distance between pairs (complex elements): the least >= 2^log2_th rows of RowPitch with
+// PairStrideResidue's residue mod 16.
+CONV2D_HOST_DEVICE constexpr int PairStride(int log2_th, int log2_tw, int pairs, bool inverse) {
+  const int base = (1 << log2_th) * RowPitch(log2_tw);
+  return base + ((PairStrideResidue(log2_tw, pairs, inverse) - base) % 16 + 16) % 16;
+}
 
 enum Buffer {
   kFilterSpectrum,  // [F][Cin*Cout] complex, written by the filter kernel
@@ -154,6 +207,36 @@ std::vector<int64_t> TileSizeCandidates(int64_t kernel, int64_t extent);
 // or int32 indexing. Never touches the GPU.
 absl::StatusOr<Config> ChooseConfig(const Shape& shape, const Options& options);
 
+// Division of 0 <= x < 2^31 by a run-time constant 1 <= d < 2^31 without a division
+// instruction: q = (umulhi(x, mul) + x) >> shift with shift = ceil(log2 d) and
+// mul = floor(2^32 (2^shift - d) / d) + 1 (Granlund and Montgomery; (umulhi + x) < 2^32 for
+// x < 2^31). Made on the host (Make), used per item by the kernels.
+struct FastDiv {
+  int d = 1;
+  unsigned mul = 0;
+  int shift = 0;
+  static FastDiv Make(int divisor) {
+    FastDiv f;
+    f.d = divisor;
+    while ((int64_t{1} << f.shift) < divisor) ++f.shift;
+    f.mul = static_cast<unsigned>(((uint64_t{1} << 32) * ((uint64_t{1} << f.shift) - divisor)) /
+                                      static_cast<uint64_t>(divisor) +
+                                  1);
+    return f;
+  }
+  // x = q * d + r.
+  CONV2D_HOST_DEVICE void DivMod(int x, int* q, int* r) const {
+    const unsigned ux = static_cast<unsigned>(x);
+#if defined(__CUDA_ARCH__)
+    const unsigned hi = __umulhi(ux, mul);
+#else
+    const unsigned hi = static_cast<unsigned>((static_cast<uint64_t>(ux) * mul) >> 32);
+#endif
+    *q = static_cast<int>((hi + ux) >> shift);
+    *r = x - *q * d;
+  }
+};
+
 // Everything the kernels need, by value.
 struct KernelParams {
   Dims d;
@@ -167,8 +250,54 @@ struct KernelParams {
   int n_input = 0;           // Cin * M
   int n_output = 0;          // Cout * M
   float scale = 0;           // 1 / (Th * Tw), exact
+  // The inverse's output phase: by step_w, and by its chunks of four rows, ceil(step_h / 4).
+  FastDiv div_step_w, div_out_chunks;
 };
 KernelParams MakeKernelParams(const Shape& shape, const Config& config, bool inverse);
+
+// Pinned tiles. The kernels' bodies take the tile size, the pair count and the shared-memory
+// strides from KernelParams at run time, so every shift, mask, trip count and address offset
+// derived from them is computed per item. For the configurations the benchmark runs, the GPU
+// launches copies of the kernels whose KernelParams has those fields replaced by compile-time
+// constants of the same values (Pin): the same code and the same results, but the index
+// arithmetic folds into immediates and the ForEach rounds unroll. A configuration is pinned only
+// if Pin changes none of its values (PinnedIndex checks), so the generic path and the CPU tests
+// cover the pinned kernels too.
+struct PinnedTile {
+  int log2_th, log2_tw, pairs;
+};
+// 64x64 x2: KernelBot (256, K, 128, B); 32x32 x4: (128, 8, 64, 4); 32x128 x2 and 32x64 x4:
+// (128, 16, 64, 4) (fft_fused and fft_fused_3xtf32 pick different tiles there).
+constexpr PinnedTile kPinnedTiles[] = {{6, 6, 2}, {5, 5, 4}, {5, 7, 2}, {5, 6, 4}};
+constexpr int kNumPinned = sizeof(kPinnedTiles) / sizeof(kPinnedTiles[0]);
+
+template <int kPin, bool kInverse>
+CONV2D_HOST_DEVICE inline KernelParams Pin(KernelParams k) {
+  constexpr PinnedTile t = kPinnedTiles[kPin];
+  constexpr int log2_pairs = t.pairs == 1 ? 0 : t.pairs == 2 ? 1 : t.pairs == 4 ? 2 : 3;
+  static_assert((1 << log2_pairs) == t.pairs, "pinned pair counts are 1, 2, 4 or 8");
+  k.log2_th = t.log2_th;
+  k.log2_tw = t.log2_tw;
+  k.pairs = t.pairs;
+  k.log2_pairs = log2_pairs;
+  k.row_pitch = RowPitch(t.log2_tw);
+  k.pair_stride = PairStride(t.log2_th, t.log2_tw, t.pairs, kInverse);
+  return k;
+}
+
+// The index into kPinnedTiles of the pinned kernel that computes exactly what the generic one
+// does with `k` (of the forward kernels, or of the inverse), or -1.
+inline int PinnedIndex(const KernelParams& k, bool inverse) {
+  for (int i = 0; i < kNumPinned; ++i) {
+    const PinnedTile& t = kPinnedTiles[i];
+    if (k.log2_th == t.log2_th && k.log2_tw == t.log2_tw && k.pairs == t.pairs &&
+        (1 << k.log2_pairs) == k.pairs && k.row_pitch == RowPitch(t.log2_tw) &&
+        k.pair_stride == PairStride(t.log2_th, t.log2_tw, t.pairs, inverse)) {
+      return i;
+    }
+  }
+  return -1;
+}
 // CTAs per kernel: ceil(N / 2P).
 int FilterCtas(const KernelParams& k);
 int InputCtas(const KernelParams& k);
@@ -225,11 +354,12 @@ CONV2D_HOST_DEVICE inline int BitReverse(int x, int bits) {
 #endif
 }
 
-// exp(-2 pi i k / 128) for 0 <= k < 64, from double, rounded once. Computed from the first
-// octant only, so that the table's symmetries hold exactly (W^32 = -i, |re| and |im| of W^j and
-// W^(32-j) swapped).
+// exp(-2 pi i k / 128) for 0 <= k < 128, from double, rounded once. Computed from the first
+// octant only, so that the table's symmetries hold exactly (W^64 = -1, W^32 = -i, |re| and |im|
+// of W^j and W^(32-j) swapped).
 CONV2D_HOST_DEVICE inline Cf Twiddle128(int k) {
-  int j = k;
+  const bool negate = k >= 64;  // W^k = -W^(k-64)
+  int j = negate ? k - 64 : k;
   const bool upper = j >= 32;  // W^k = -i W^(k-32)
   if (upper) j -= 32;
   const bool swap = j > 16;  // cos and sin of pi/2 - x
@@ -245,8 +375,9 @@ CONV2D_HOST_DEVICE inline Cf Twiddle128(int k) {
   // First quadrant angle theta = pi k' / 64: (cos theta, sin theta).
   const double ct = swap ? s : c, st = swap ? c : s;
   // W = (cos, -sin); -i W = (-sin, -cos).
-  return upper ? MakeCf(static_cast<float>(-st), static_cast<float>(-ct))
-               : MakeCf(static_cast<float>(ct), static_cast<float>(-st));
+  const Cf w = upper ? MakeCf(static_cast<float>(-st), static_cast<float>(-ct))
+                     : MakeCf(static_cast<float>(ct), static_cast<float>(-st));
+  return negate ? MakeCf(-w.x, -w.y) : w;
 }
 
 // d * exp(-2 pi i k / n) for n in {2, 4, 8, 16}, k < n/2, with constant k and n after unrolling:
@@ -272,16 +403,30 @@ CONV2D_HOST_DEVICE inline int Addr(int pair_stride, int row_pitch, int p, int u,
   return p * pair_stride + u * row_pitch + v + (v >> 4);
 }
 
+// Reverses the low `bits` <= 4 bits of x (< 16) by a lookup in a 64-bit constant (nibble i holds
+// the 4-bit reversal of i): for compile-time x and bits (unrolled loops) it folds to a constant,
+// which neither __brev nor a loop over the bits reliably does.
+CONV2D_HOST_DEVICE constexpr int BitReverseConst(int x, int bits) {
+  return static_cast<int>((0xF7B3D591E6A2C480ull >> (4 * x)) & 0xF) >> (4 - bits);
+}
+
 // Radix-2 DIF stages [stage, stage + R) of one line of length 2^m, on the group `grp` of 2^R
 // elements that those stages combine. Line element i is at base + i + (i >> 4) for a row
-// (kRow), base + i * row_pitch for a column. In the last pass (kLast: stage + R == m) the
-// twiddles are constants. kZeroUpper (first pass only, stage 0): the line's second half is
-// known to be zero, so it is neither read nor added.
+// (kRow), base + i * row_pitch for a column. kLast: stage + R == m. kZeroUpper (first pass only,
+// stage 0): the line's second half is known to be zero, so it is neither read nor added.
+//
+// The group is the 2^R elements lo + t H (t < 2^R, H = 2^(m - stage - R)) of a block of
+// L = 2^R H elements that the earlier passes left as an independent L-point DFT. Splitting that
+// DFT as 2^R x H (four-step), the R stages are a 2^R-point DFT of the group whose twiddles are
+// all constants, followed by one multiplication of output k by W_L^(lo k); in the bit-reversed
+// order of radix-2 DIF, output k sits in slot t = bitrev_R(k). So each element takes at most one
+// table twiddle per pass (none in the last pass, where H = 1 and lo = 0), instead of one per
+// stage: fewer multiplies, loads and index computations than R stages of table twiddles.
 template <int R, bool kRow, bool kLast, bool kZeroUpper, class Ctx>
 CONV2D_HOST_DEVICE inline void DifGroup(Ctx& ctx, int base, int row_pitch, int m, int stage,
                                         int grp) {
   constexpr int kN = 1 << R;
-  const int lg_hl = kLast ? 0 : m - stage - R;  // log2 of the distance of the group's elements
+  const int lg_hl = kLast ? 0 : m - stage - R;  // log2 H, the distance of the group's elements
   const int lo = kLast ? 0 : grp & ((1 << lg_hl) - 1);
   const int start = ((grp >> lg_hl) << (m - stage)) | lo;
   int at[kN];
@@ -302,15 +447,14 @@ FFT_FUSED_UNROLL
       const bool b_zero = kZeroUpper && q == 0;  // then v[t] stays a and d = a
       if (!b_zero) v[t] = CAdd(a, b);
       const Cf d = b_zero ? a : CSub(a, b);
-      if (kLast) {
-        v[t + hr] = MulConstTwiddle(d, t & (hr - 1), 2 * hr);
-      } else {
-        // Element index i of v[t] within its block of 2h: j = i & (h - 1); twiddle W_2h^j =
-        // W_L^(j * L / 2h) = W_L^(j << (stage + q)) = W_128^(that << (7 - m)).
-        const int j = (((t & (hr - 1)) << lg_hl) | lo);
-        v[t + hr] = CMul(d, ctx.Tw((j << (stage + q)) << (kMaxLog2Tile - m)));
-      }
+      v[t + hr] = MulConstTwiddle(d, t & (hr - 1), 2 * hr);
     }
+  }
+  if (!kLast) {
+    // W_L^(lo k) = W_128^((lo k) << (7 - log2 L)); lo k < L, so the index is < 128.
+    const int shift = kMaxLog2Tile - (m - stage);
+FFT_FUSED_UNROLL
+    for (int t = 1; t < kN; ++t) v[t] = CMul(v[t], ctx.Tw((lo * BitReverseConst(t, R)) << shift));
   }
 FFT_FUSED_UNROLL
   for (int t = 0; t < kN; ++t) ctx.St(at[t], v[t]);
@@ -536,30 +680,44 @@ CONV2D_HOST_DEVICE inline int FreqItems(const KernelParams& k, int log2_rows) {
 }
 
 // Separates each pair's spectrum Z into the two transforms' Hermitian halves and writes them
-// frequency-major: out[f * n_total + n0 + g].
+// frequency-major: out[f * n_total + n0 + g]. One item takes rows k0 = 4c + j (j < 4) of one
+// column k1 of one pair (items ordered as FreqOf's over the chunks c, so the lanes of a half-warp
+// read one row and write 16 consecutive runs of 2P transforms in every step j). Z[k0, k1] sits at
+// bit-reversed row and column; bitrev(4c + j) = bitrev(4c) + (bitrev_2(j) << (log2 Th - 2)), and
+// the mirror row -(4c + j) is 4(-c) for j = 0 and 4(-c - 1) + (4 - j) otherwise, so each item
+// computes three bit reversals of rows instead of eight and steps its global address by a
+// constant row of frequencies.
 template <class Ctx>
 CONV2D_HOST_DEVICE void StoreSpectrum(Ctx& ctx, const KernelParams& k, Cf* out, int n_total,
                                       int n0) {
-  const int th = 1 << k.log2_th, tw = 1 << k.log2_tw;
+  const int lth = k.log2_th, th = 1 << lth, tw = 1 << k.log2_tw;
   const int half = tw / 2 + 1;
   const bool paired = n_total % 2 == 0;  // then n0 + 2p is even: 16-byte stores
-  ctx.ForEach(FreqItems(k, k.log2_th), [&](int it) {
-    const FreqItem q = FreqOf(k, k.log2_th, it);
-    const int p = q.p, k0 = q.k0, k1 = q.k1;
-    const int f = k0 * half + k1;
-    const Cf z = ctx.Ld(Addr(k.pair_stride, k.row_pitch, p, BitReverse(k0, k.log2_th),
-                             BitReverse(k1, k.log2_tw)));
-    const Cf zm = ctx.Ld(Addr(k.pair_stride, k.row_pitch, p, BitReverse(-k0 & (th - 1), k.log2_th),
-                              BitReverse(-k1 & (tw - 1), k.log2_tw)));
-    const Cf a = MakeCf(0.5f * (z.x + zm.x), 0.5f * (z.y - zm.y));
-    const Cf b = MakeCf(0.5f * (z.y + zm.y), 0.5f * (zm.x - z.x));
+  const int64_t row_step = static_cast<int64_t>(half) * n_total;  // from k0 to k0 + 1
+  ctx.ForEach(FreqItems(k, lth - 2), [&](int it) {
+    const FreqItem q = FreqOf(k, lth - 2, it);
+    const int p = q.p, k1 = q.k1, k0 = 4 * q.k0;
+    const int col = BitReverse(k1, k.log2_tw), mcol = BitReverse(-k1 & (tw - 1), k.log2_tw);
+    const int row0 = BitReverse(k0, lth);
+    const int mrow0 = BitReverse(-k0 & (th - 1), lth);
+    const int mrow1 = BitReverse((-k0 - 4) & (th - 1), lth);
     const int n = n0 + 2 * p;
-    Cf* dst = out + static_cast<int64_t>(f) * n_total + n;
-    if (paired && n < n_total) {
-      StoreGlobalPair(dst, a, b);
-    } else {
-      if (n < n_total) dst[0] = a;
-      if (n + 1 < n_total) dst[1] = b;
+    Cf* dst = out + (static_cast<int64_t>(k0) * half + k1) * n_total + n;
+FFT_FUSED_UNROLL
+    for (int j = 0; j < 4; ++j) {
+      const int row = row0 + (BitReverseConst(j, 2) << (lth - 2));
+      const int mrow = j == 0 ? mrow0 : mrow1 + (BitReverseConst(4 - j, 2) << (lth - 2));
+      const Cf z = ctx.Ld(Addr(k.pair_stride, k.row_pitch, p, row, col));
+      const Cf zm = ctx.Ld(Addr(k.pair_stride, k.row_pitch, p, mrow, mcol));
+      const Cf a = MakeCf(0.5f * (z.x + zm.x), 0.5f * (z.y - zm.y));
+      const Cf b = MakeCf(0.5f * (z.y + zm.y), 0.5f * (zm.x - z.x));
+      Cf* d = dst + j * row_step;
+      if (paired && n < n_total) {
+        StoreGlobalPair(d, a, b);
+      } else {
+        if (n < n_total) d[0] = a;
+        if (n + 1 < n_total) d[1] = b;
+      }
     }
   });
 }
@@ -710,24 +868,25 @@ CONV2D_HOST_DEVICE void InverseCta(Ctx& ctx, const KernelParams& k, const Cf* sp
   ColumnFft<true, false>(ctx, k, k.pair_stride, d.step_w);
 
   // D = DFT(conj Z); the outputs are conj(D) / (Th Tw): transform 2p's is Re D, 2p+1's -Im D.
-  // Lanes take consecutive j in runs of 16 aligned to the half-warps, then the tail columns.
-  const int lines = 2 * k.pairs * d.step_h;  // (g, i)
-  const int aligned = d.step_w & ~15, tail = d.step_w - aligned;
-  ctx.ForEach(lines * d.step_w, [&](int it) {
-    int j, line;
-    if (it < lines * aligned) {
-      SplitIndex(it, aligned, &j, &line);
-    } else {
-      SplitIndex(it - lines * aligned, tail, &j, &line);
-      j += aligned;
-    }
-    const int g = line / d.step_h;
-    const int i = line - g * d.step_h;
+  // One item takes rows i = 4c + r (r < 4) of one column j of one transform g; lanes take
+  // consecutive j, then c, then g (two multiplicative divisions per item, none per element).
+  // bitrev(4c + r) = bitrev(4c) + (bitrev_2(r) << (log2 Th - 2)); 4 ceil(step_h / 4) <= Th.
+  const int chunks = (d.step_h + 3) / 4;
+  ctx.ForEach(2 * k.pairs * chunks * d.step_w, [&](int it) {
+    int j, rest, g, c;
+    k.div_step_w.DivMod(it, &rest, &j);
+    k.div_out_chunks.DivMod(rest, &g, &c);
     const TransformMeta t = ctx.meta()[g];
-    if (i < t.rows && j < t.cols) {
-      const Cf z = ctx.Ld(Addr(k.pair_stride, k.row_pitch, g >> 1, BitReverse(i, k.log2_th),
-                               BitReverse(j, k.log2_tw)));
-      y[t.base + i * t.pitch + j] = (g & 1 ? -z.y : z.x) * k.scale;
+    const int col = BitReverse(j, k.log2_tw);
+    const int row0 = BitReverse(4 * c, k.log2_th);
+FFT_FUSED_UNROLL
+    for (int r = 0; r < 4; ++r) {
+      const int i = 4 * c + r;
+      if (i < t.rows && j < t.cols) {
+        const Cf z = ctx.Ld(Addr(k.pair_stride, k.row_pitch, g >> 1,
+                                 row0 + (BitReverseConst(r, 2) << (k.log2_th - 2)), col));
+        y[t.base + i * t.pitch + j] = (g & 1 ? -z.y : z.x) * k.scale;
+      }
     }
   });
 }

@@ -45,45 +45,6 @@ int Log2(int64_t n) {
 
 int64_t CeilDiv(int64_t a, int64_t b) { return (a + b - 1) / b; }
 
-// The residue mod 16 (in complex elements; 16 of them per 128-byte row of banks) of the
-// distance between pairs. In the spectrum store (forward) and load (inverse) phases a
-// half-warp touches P pairs x 16/P consecutive k1 (and their mirrors -k1), at bit-reversed
-// columns forward, natural ones inverse; the residue is the one whose modelled wavefronts over
-// all those half-warps are fewest (the smallest such).
-int PairStrideResidue(int64_t tile_w, int pairs, bool inverse) {
-  if (pairs <= 1) return 0;
-  const int tw = static_cast<int>(tile_w), lw = Log2(tile_w);
-  const int np = std::min(pairs, 16), run = std::max(1, 16 / pairs);
-  int best = 0;
-  int64_t best_cost = std::numeric_limits<int64_t>::max();
-  for (int delta = 0; delta < 16; ++delta) {
-    int64_t cost = 0;
-    for (int start = 0; start < tw / 2; start += run) {
-      for (int mirror = 0; mirror < 2; ++mirror) {
-        int count[16] = {};
-        for (int p = 0; p < np; ++p) {
-          for (int k1 = start; k1 < start + run && k1 < tw / 2; ++k1) {
-            const int c = mirror ? (tw - k1) & (tw - 1) : k1;
-            const int v = inverse ? c : BitReverse(c, lw);
-            ++count[(p * delta + v + (v >> 4)) % 16];
-          }
-        }
-        cost += *std::max_element(count, count + 16);
-      }
-    }
-    if (cost < best_cost) {
-      best_cost = cost;
-      best = delta;
-    }
-  }
-  return best;
-}
-
-int StrideWithResidue(int64_t base, int residue) {
-  const int64_t r = ((residue - base) % 16 + 16) % 16;
-  return static_cast<int>(base + r);
-}
-
 size_t SmemBytes(int pairs, int pair_stride) {
   return sizeof(TransformMeta) * 2 * pairs + 8 * kTwiddles + size_t{8} * pairs * pair_stride;
 }
@@ -103,7 +64,7 @@ std::vector<int64_t> TileSizeCandidates(int64_t kernel, int64_t extent) {
 
 SmemLayout MakeSmemLayout(const Geometry& g, int pairs_per_cta) {
   SmemLayout s;
-  s.row_pitch = static_cast<int>((g.tile_w + g.tile_w / 16) | 1);
+  s.row_pitch = RowPitch(Log2(g.tile_w));
   const int64_t pair_elements = g.tile_h * s.row_pitch;
   int pairs = pairs_per_cta;
   if (pairs <= 0) {
@@ -116,8 +77,8 @@ SmemLayout MakeSmemLayout(const Geometry& g, int pairs_per_cta) {
     }
   }
   s.pairs = pairs;
-  s.pair_stride_fwd = StrideWithResidue(pair_elements, PairStrideResidue(g.tile_w, pairs, false));
-  s.pair_stride_inv = StrideWithResidue(pair_elements, PairStrideResidue(g.tile_w, pairs, true));
+  s.pair_stride_fwd = PairStride(Log2(g.tile_h), Log2(g.tile_w), pairs, /*inverse=*/false);
+  s.pair_stride_inv = PairStride(Log2(g.tile_h), Log2(g.tile_w), pairs, /*inverse=*/true);
   s.bytes_fwd = SmemBytes(pairs, s.pair_stride_fwd);
   s.bytes_inv = SmemBytes(pairs, s.pair_stride_inv);
   return s;
@@ -312,6 +273,8 @@ KernelParams MakeKernelParams(const Shape& s, const Config& c, bool inverse) {
   k.n_input = static_cast<int>(s.in_channels * g.tiles);
   k.n_output = static_cast<int>(s.out_channels * g.tiles);
   k.scale = static_cast<float>(1.0 / static_cast<double>(g.tile_h * g.tile_w));
+  k.div_step_w = FastDiv::Make(k.d.step_w);
+  k.div_out_chunks = FastDiv::Make((k.d.step_h + 3) / 4);
   return k;
 }
 
