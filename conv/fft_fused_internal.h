@@ -640,12 +640,24 @@ CONV2D_HOST_DEVICE void LoadRowsItem(Ctx& ctx, const KernelParams& k, const floa
   SplitIndex(it, cols, &v, &rest);
   SplitIndex(rest, q, &uq, &p);
   const TransformMeta a = ctx.meta()[2 * p], b = ctx.meta()[2 * p + 1];
+  // One address per transform and column, then a 32-bit byte offset per load (u * pitch * 4,
+  // unsigned: u, pitch >= 0), added as an integer so that the compiler keeps it to one wide
+  // multiply-add per load instead of re-deriving a 64-bit sum of three terms.
+  const uintptr_t pa = reinterpret_cast<uintptr_t>(src + a.base + v);
+  const uintptr_t pb = reinterpret_cast<uintptr_t>(src + b.base + v);
+  const unsigned pitch_a = 4u * static_cast<unsigned>(a.pitch);
+  const unsigned pitch_b = 4u * static_cast<unsigned>(b.pitch);
+  const bool in_a = v < a.cols, in_b = v < b.cols;
   float re[4], im[4];
   FFT_FUSED_UNROLL
   for (int j = 0; j < 4; ++j) {
     const int u = row0 + uq + j * q;
-    re[j] = j < per && u < a.rows && v < a.cols ? LoadGlobal(src + a.base + u * a.pitch + v) : 0.0f;
-    im[j] = j < per && u < b.rows && v < b.cols ? LoadGlobal(src + b.base + u * b.pitch + v) : 0.0f;
+    re[j] = j < per && in_a && u < a.rows
+                ? LoadGlobal(reinterpret_cast<const float*>(pa + static_cast<unsigned>(u) * pitch_a))
+                : 0.0f;
+    im[j] = j < per && in_b && u < b.rows
+                ? LoadGlobal(reinterpret_cast<const float*>(pb + static_cast<unsigned>(u) * pitch_b))
+                : 0.0f;
   }
   FFT_FUSED_UNROLL
   for (int j = 0; j < 4; ++j) {
