@@ -3,8 +3,10 @@
 # golden files and a runner into gpu_bundle/ (git-ignored), for a GPU host that has no Bazel:
 #   tools/make_gpu_bundle.sh            # here
 #   gpu_bundle/run.sh [STEP...]         # there; STEP: tests regress sanitize bench kernelbot (all)
-# It also writes gpu_bundle.tgz (the same, compressed ~3x) for hosts reached by copying a file:
-#   tar xzf gpu_bundle.tgz && gpu_bundle/run.sh
+# It also writes gpu_bundle.txz (the same, xz -9: ~12 MB, since every test binary carries the
+# same device code and xz's 64 MB window stores it once; gzip's 32 KB window gave 57 MB) for hosts
+# reached by copying a file:
+#   tar xJf gpu_bundle.txz && gpu_bundle/run.sh
 set -euo pipefail
 cd "$(dirname "$0")/.."
 BUNDLE=gpu_bundle
@@ -26,6 +28,6 @@ for f in "$BUNDLE"/bin/* "$BUNDLE"/tests/* "$BUNDLE"/lib/libconv2d.so; do
   ldd "$f" | awk '/=> \// {print $3}' | grep -E 'libabsl_|libbenchmark' || true
 done | sort -u | while read -r lib; do cp -L "$lib" "$BUNDLE/lib/"; done
 chmod -R u+w "$BUNDLE"
-tar -czf "$BUNDLE.tgz" "$BUNDLE"
+tar -cf - "$BUNDLE" | xz -9 -T0 > "$BUNDLE.txz"
 echo "bundle: $(du -sh "$BUNDLE" | cut -f1) in $BUNDLE ($(ls "$BUNDLE/tests" | wc -l) tests)," \
-  "$(du -sh "$BUNDLE.tgz" | cut -f1) as $BUNDLE.tgz"
+  "$(du -sh "$BUNDLE.txz" | cut -f1) as $BUNDLE.txz"
