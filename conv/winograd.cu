@@ -107,7 +107,9 @@ __global__ void __launch_bounds__(kThreads)
 #pragma unroll
     for (int j = 0; j < kOut; ++j) {
       const int row = row0 + i, col = col0 + j;
-      if (row < k.out_h && col < k.out_w) y[plane + row * k.out_w + col] = static_cast<float>(out[kOut * i + j]);
+      if (row < k.out_h && col < k.out_w) {
+        y[plane + row * k.out_w + col] = static_cast<float>(out[kOut * i + j]);
+      }
     }
   }
 }

@@ -69,7 +69,7 @@ absl::Status CheckShape(const Shape& shape);
 
 // Modelled seconds on an H200 (before the per-algorithm calibration factor): DRAM bytes of the
 // three transform kernels and of the GEMMs at a sustained rate, plus the GEMMs' FLOPs at
-// cuBLAS's fp32 rate, plus launch overheads.
+// cuBLAS's DGEMM rate, plus launch overheads.
 struct Cost {
   double bytes = 0, gemm_flops = 0, seconds = 0;
 };
@@ -118,7 +118,7 @@ CONV2D_HOST_DEVICE inline void BtRows(const T d[6], T out[6]) {
 
 // v = B^T d B; d and v row-major 6x6. In fp64 like the rest of the chain: the fp32 version's
 // roundings, amplified by the output transform, were most of what was left of the error
-// (worst 0.107x the tolerance on (2,256,256,14,3) in fp32, see winograd_cpu_test).
+// (worst 0.107x the tolerance on (2,256,256,14,3) in fp32; docs/PERF.md round 20).
 CONV2D_HOST_DEVICE inline void InputTransform(const float d[36], double v[36]) {
   double t[36];  // B^T d, row-major
   for (int j = 0; j < 6; ++j) {
