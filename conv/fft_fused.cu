@@ -15,6 +15,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "conv/cgemm_3xtf32.h"
+#include "conv/cp_async.cuh"
 #include "conv/cuda_status.h"
 #include "conv/fft_fused.h"
 #include "conv/fft_fused_internal.h"
@@ -32,6 +33,17 @@ struct DeviceCtx {
 
   __device__ Cf Ld(int i) const { return data[i]; }
   __device__ void St(int i, Cf v) const { data[i] = v; }
+  // Element i = (*re, *im), each zero where not ok, copied by cp.async (see LoadRowsItem).
+  __device__ void CopyIn(int i, const float* re, bool ok_re, const float* im, bool ok_im) const {
+    float* d = reinterpret_cast<float*>(data + i);
+    CpAsync<4>(d, re, ok_re);
+    CpAsync<4>(d + 1, im, ok_im);
+  }
+  // This thread's copies have landed (the barrier after it publishes them to the CTA).
+  __device__ void WaitCopies() const {
+    CpAsyncCommit();
+    CpAsyncWait<0>();
+  }
   __device__ Cf Tw(int k) const { return tw[k]; }
   __device__ void SetTw(int k, Cf v) const { tw[k] = v; }
   __device__ TransformMeta* meta() const { return meta_; }

@@ -59,6 +59,12 @@ class HostCtx {
     data_[i] = v;
     written_[i] = true;
   }
+  // The device copies asynchronously: the values are only safe to publish after WaitCopies().
+  void CopyIn(int i, const float* re, bool ok_re, const float* im, bool ok_im) {
+    St(i, Cf{ok_re ? *re : 0.0f, ok_im ? *im : 0.0f});
+    copies_pending_ = true;
+  }
+  void WaitCopies() { copies_pending_ = false; }
   Cf Tw(int k) {
     Check(k, tw_.size(), "twiddle load");
     Record(kTable, k, false);
@@ -112,6 +118,10 @@ class HostCtx {
   }
 
   void EndPhase(const char* phase) {
+    if (copies_pending_) {
+      Fail(std::string("phase '") + phase + "' ends with copies not waited for");
+      copies_pending_ = false;
+    }
     // Races: an element written by one item and touched by another in the same phase.
     std::vector<Access> by_index = log_;
     std::sort(by_index.begin(), by_index.end(), [](const Access& a, const Access& b) {
@@ -177,6 +187,7 @@ class HostCtx {
   std::vector<std::string> errors_;
   std::map<std::string, PhaseStats> stats_;
   int item_ = -1, seq_ = 0;
+  bool copies_pending_ = false;
 };
 
 // The same kernels without any checking, for shapes too large for HostCtx's logs.
@@ -186,6 +197,10 @@ class FastCtx {
       : data_(static_cast<size_t>(pairs) * pair_stride), tw_(kTwiddles), meta_(2 * pairs) {}
   Cf Ld(int i) const { return data_[i]; }
   void St(int i, Cf v) { data_[i] = v; }
+  void CopyIn(int i, const float* re, bool ok_re, const float* im, bool ok_im) {
+    St(i, Cf{ok_re ? *re : 0.0f, ok_im ? *im : 0.0f});
+  }
+  void WaitCopies() {}
   Cf Tw(int k) const { return tw_[k]; }
   void SetTw(int k, Cf v) { tw_[k] = v; }
   TransformMeta* meta() { return meta_.data(); }
