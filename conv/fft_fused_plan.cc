@@ -5,6 +5,8 @@
 #include <limits>
 
 #include "absl/strings/str_cat.h"
+#include "conv/cgemm_3xtf32_internal.h"
+#include "conv/cgemm_3xtf32_sm90_internal.h"
 #include "conv/fft_fused_internal.h"
 #include "conv/status_macros.h"
 
@@ -134,7 +136,10 @@ Cost EstimateCost(const Shape& s, const Geometry& g, const SmemLayout& smem, con
   constexpr double kFlopRate = 40e12;
   constexpr double kLaunchSeconds = 3e-6;
   constexpr double kGemmTile = 32;
-  constexpr double kTensorRate = 100e12;  // 3xTF32 mma.sync, complex flops: a third of TF32
+  // The 3xTF32 mix kernels' rates in complex-GEMM flops over their padded tiles, measured on the
+  // H200 (ncu, KernelBot mixes, PERF.md round 25): mma.sync 46-51 TFLOP/s, wgmma 53-55.
+  constexpr double kMmaSyncRate = 48e12;
+  constexpr double kWgmmaRate = 54e12;
   const double ci = s.in_channels, co = s.out_channels, m = g.tiles, f = g.freqs;
   const double th = g.tile_h, tw = g.tile_w;
   const int mh = Log2(g.tile_h), mw = Log2(g.tile_w);
@@ -180,10 +185,25 @@ Cost EstimateCost(const Shape& s, const Geometry& g, const SmemLayout& smem, con
   c.bytes += gemm_bytes;
   ++c.kernels;
   if (o.gemm_3xtf32) {
-    // mma.m16n8k8 granularity: the output channels in 16s, the tiles in 8s.
+    // The CTA tile that cgemm_3xtf32 will launch (wgmma for more than 64 output channels, as on
+    // an H200) pads m and n: with 64-tile CTAs, 84 tiles compute as 128 (a 32 x 64 FFT tile on
+    // KernelBot case 2 measured 87 us; the 32 x 128 tile gives 28 tiles, 47 us in round 14).
+    const fft_tiled::GemmLayout l = fft_tiled::ChannelMixLayout(s, g);
+    const bool wgmma = l.n > cgemm_3xtf32_sm90::kRowsPerWg;
+    int bm, bn;
+    if (wgmma) {
+      const cgemm_3xtf32_sm90::Tile t = cgemm_3xtf32_sm90::ChooseTile(l);
+      bm = t.n_cols;
+      bn = t.rows;
+    } else {
+      const cgemm_3xtf32::Tile t = cgemm_3xtf32::ChooseTile(l);
+      bm = t.bm;
+      bn = t.bn;
+    }
     auto padded = [](double x, double q) { return x / (q * std::ceil(x / q)); };
-    c.gemm_seconds = std::max(gemm_bytes / kBandwidth,
-                              c.gemm_flops / (kTensorRate * padded(m, 8) * padded(co, 16)));
+    c.gemm_seconds =
+        std::max(gemm_bytes / kBandwidth, c.gemm_flops / ((wgmma ? kWgmmaRate : kMmaSyncRate) *
+                                                          padded(m, bm) * padded(co, bn)));
   } else {
     c.gemm_seconds = std::max(gemm_bytes / kBandwidth,
                               c.gemm_flops / (kFlopRate * quantised(m) * quantised(co)));
