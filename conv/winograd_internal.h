@@ -67,9 +67,9 @@ WorkspaceLayout MakeWorkspaceLayout(const Shape& shape);
 // counts fit in int32 (cuBLAS's int arguments, the kernels' indices). Never touches the GPU.
 absl::Status CheckShape(const Shape& shape);
 
-// Modelled seconds on an H200 (before the per-algorithm calibration factor): DRAM bytes of the
-// three transform kernels and of the GEMMs at a sustained rate, plus the GEMMs' FLOPs at
-// cuBLAS's DGEMM rate, plus launch overheads.
+// Modelled seconds on an H200 (before the per-algorithm calibration factor): the bytes of the
+// transform kernels and of the GEMMs, the GEMMs' FLOPs and a fixed part, with coefficients fitted
+// to measured runs (see winograd_plan.cc).
 struct Cost {
   double bytes = 0, gemm_flops = 0, seconds = 0;
 };
