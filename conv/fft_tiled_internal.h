@@ -37,13 +37,8 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "conv/algorithm.h"
+#include "conv/host_device.h"
 #include "conv/shape.h"
-
-#if defined(__CUDACC__)
-#define CONV2D_HOST_DEVICE __host__ __device__
-#else
-#define CONV2D_HOST_DEVICE
-#endif
 
 namespace conv2d {
 namespace fft_tiled {

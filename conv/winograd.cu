@@ -47,18 +47,14 @@ __device__ void FilterTransformThread(int n, int filters, const float* __restric
 __device__ void InputTransformThread(int n, const TileParams& k, const float* __restrict__ x,
                                      Real* __restrict__ v) {
   if (n >= k.in_channels * k.tiles) return;
-  const int c = n / k.tiles, t = n - c * k.tiles;
-  const int per_image = k.tiles_h * k.tiles_w;
-  const int b = t / per_image, r = t - b * per_image;
-  const int th = r / k.tiles_w, tw = r - th * k.tiles_w;
-  const int row0 = kOut * th, col0 = kOut * tw;
-  const int plane = (b * k.in_channels + c) * k.height * k.width;
+  const TileIndex ti = TileOfThread(n, k.tiles, k.tiles_h, k.tiles_w);
+  const int plane = (ti.b * k.in_channels + ti.channel) * k.height * k.width;
   float d[kPoints];
 #pragma unroll
   for (int i = 0; i < kTile; ++i) {
 #pragma unroll
     for (int j = 0; j < kTile; ++j) {
-      const int row = row0 + i, col = col0 + j;
+      const int row = ti.row0 + i, col = ti.col0 + j;
       d[kTile * i + j] = row < k.height && col < k.width ? x[plane + row * k.width + col] : 0.0f;
     }
   }
@@ -96,17 +92,13 @@ __global__ void __launch_bounds__(kThreads)
   for (int p = 0; p < kPoints; ++p) mm[p] = m[p * stride + n];
   Real out[kOut * kOut];
   OutputTransform(mm, out);
-  const int o = n / k.tiles, t = n - o * k.tiles;
-  const int per_image = k.tiles_h * k.tiles_w;
-  const int b = t / per_image, r = t - b * per_image;
-  const int th = r / k.tiles_w, tw = r - th * k.tiles_w;
-  const int row0 = kOut * th, col0 = kOut * tw;
-  const int plane = (b * k.out_channels + o) * k.out_h * k.out_w;
+  const TileIndex ti = TileOfThread(n, k.tiles, k.tiles_h, k.tiles_w);
+  const int plane = (ti.b * k.out_channels + ti.channel) * k.out_h * k.out_w;
 #pragma unroll
   for (int i = 0; i < kOut; ++i) {
 #pragma unroll
     for (int j = 0; j < kOut; ++j) {
-      const int row = row0 + i, col = col0 + j;
+      const int row = ti.row0 + i, col = ti.col0 + j;
       if (row < k.out_h && col < k.out_w) {
         y[plane + row * k.out_w + col] = static_cast<float>(out[kOut * i + j]);
       }

@@ -79,15 +79,16 @@ std::vector<float> Emulate(const Shape& s, const std::vector<float>& x,
     FilterTransform(&w[9 * n], out);
     for (int p = 0; p < kPoints; ++p) u[p * O * C + n] = out[p];
   }
+  const int tiles = static_cast<int>(T), tiles_h = static_cast<int>(g.tiles_h),
+            tiles_w = static_cast<int>(g.tiles_w);
   for (int64_t n = 0; n < C * T; ++n) {  // input kernel, thread n
-    const int64_t c = n / T, t = n % T, per = g.tiles_h * g.tiles_w;
-    const int64_t b = t / per, th = (t % per) / g.tiles_w, tw = (t % per) % g.tiles_w;
+    const TileIndex ti = TileOfThread(static_cast<int>(n), tiles, tiles_h, tiles_w);
     float d[36];
     for (int i = 0; i < 6; ++i) {
       for (int j = 0; j < 6; ++j) {
-        const int64_t row = 4 * th + i, col = 4 * tw + j;
+        const int64_t row = ti.row0 + i, col = ti.col0 + j;
         d[6 * i + j] = row < s.height && col < s.width
-                           ? x[((b * C + c) * s.height + row) * s.width + col]
+                           ? x[((ti.b * C + ti.channel) * s.height + row) * s.width + col]
                            : 0.0f;
       }
     }
@@ -114,13 +115,13 @@ std::vector<float> Emulate(const Shape& s, const std::vector<float>& x,
     Real mm[36], out[16];
     for (int p = 0; p < kPoints; ++p) mm[p] = m[p * O * T + n];
     OutputTransform(mm, out);
-    const int64_t o = n / T, t = n % T, per = g.tiles_h * g.tiles_w;
-    const int64_t b = t / per, th = (t % per) / g.tiles_w, tw = (t % per) % g.tiles_w;
+    const TileIndex ti = TileOfThread(static_cast<int>(n), tiles, tiles_h, tiles_w);
     for (int i = 0; i < 4; ++i) {
       for (int j = 0; j < 4; ++j) {
-        const int64_t row = 4 * th + i, col = 4 * tw + j;
+        const int64_t row = ti.row0 + i, col = ti.col0 + j;
         if (row < s.out_h() && col < s.out_w()) {
-          y[((b * O + o) * s.out_h() + row) * s.out_w() + col] = static_cast<float>(out[4 * i + j]);
+          y[((ti.b * O + ti.channel) * s.out_h() + row) * s.out_w() + col] =
+              static_cast<float>(out[4 * i + j]);
         }
       }
     }

@@ -27,15 +27,8 @@
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "conv/host_device.h"
 #include "conv/shape.h"
-
-#ifndef CONV2D_HOST_DEVICE
-#if defined(__CUDACC__)
-#define CONV2D_HOST_DEVICE __host__ __device__
-#else
-#define CONV2D_HOST_DEVICE
-#endif
-#endif
 
 namespace conv2d {
 namespace winograd {
@@ -75,7 +68,26 @@ struct Cost {
 };
 Cost EstimateCost(const Shape& shape);
 
-// ---- The transforms (host and device) ----------------------------------------------------------
+// ---- The tiles and the transforms (host and device) --------------------------------------------
+
+// Thread n of the input (output) transform takes channel n / T and tile t = n % T, where
+// t = (image b, tile row, tile column) row-major within each image; the tile's 6x6 input window
+// and its 4x4 outputs start at row 4 * tile row, column 4 * tile column of their planes.
+struct TileIndex {
+  int channel, b, row0, col0;
+};
+CONV2D_HOST_DEVICE inline TileIndex TileOfThread(int n, int tiles, int tiles_h, int tiles_w) {
+  TileIndex r;
+  r.channel = n / tiles;
+  const int t = n - r.channel * tiles;
+  const int per_image = tiles_h * tiles_w;
+  r.b = t / per_image;
+  const int rest = t - r.b * per_image;
+  const int th = rest / tiles_w;
+  r.row0 = kOut * th;
+  r.col0 = kOut * (rest - th * tiles_w);
+  return r;
+}
 
 // u = G g G^T in double. g row-major 3x3, u row-major 6x6.
 //   G = [1/4 0 0; -1/6 -1/6 -1/6; -1/6 1/6 -1/6; 1/24 1/12 1/6; 1/24 -1/12 1/6; 0 0 1]
