@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "conv/conv.h"
+#include "conv/testing/expect_reference.h"
 #include "conv/testing/shapes.h"
 #include "conv/testing/testbed.h"
 #include "gtest/gtest.h"
@@ -58,21 +59,7 @@ std::vector<Case> Cases() {
 class ImplicitGemmWgmmaTest : public ::testing::TestWithParam<Case> {};
 
 TEST_P(ImplicitGemmWgmmaTest, MatchesFp64Reference) {
-  const Case& c = GetParam();
-  struct Run {
-    uint64_t seed;
-    Distribution dist;
-  };
-  for (const Run& run : {Run{11, Distribution::kUniform}, Run{12345, Distribution::kNormal}}) {
-    absl::StatusOr<Comparison> r =
-        CheckAgainstReference(c.shape, kAlgorithm, run.seed, c.max_positions, run.dist);
-    ASSERT_TRUE(r.ok()) << c.shape.ToString() << ": " << r.status();
-    std::printf("%-20s %-36s seed %-6llu %-7s %s\n", kAlgorithm, c.shape.ToString().c_str(),
-                static_cast<unsigned long long>(run.seed),
-                run.dist == Distribution::kNormal ? "normal" : "uniform", r->ToString().c_str());
-    EXPECT_TRUE(r->ok()) << c.shape.ToString() << " seed " << run.seed << ": " << r->ToString()
-                         << " first failure at " << r->first_failure;
-  }
+  ExpectMatchesReference(GetParam().shape, kAlgorithm, GetParam().max_positions);
 }
 
 INSTANTIATE_TEST_SUITE_P(Shapes, ImplicitGemmWgmmaTest, ::testing::ValuesIn(Cases()),

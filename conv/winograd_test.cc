@@ -3,11 +3,11 @@
 // and normal inputs; the cnn suite's 3x3 shapes at 4096 sampled positions; inputs changed
 // between calls; the refusal of other kernels through the public API. Needs a GPU: without one
 // main() fails.
-#include <cstdio>
 #include <ostream>
 #include <vector>
 
 #include "conv/conv.h"
+#include "conv/testing/expect_reference.h"
 #include "conv/testing/shapes.h"
 #include "conv/testing/testbed.h"
 #include "gtest/gtest.h"
@@ -47,21 +47,7 @@ std::vector<Case> Cases() {
 class WinogradTest : public ::testing::TestWithParam<Case> {};
 
 TEST_P(WinogradTest, MatchesFp64Reference) {
-  const Case& c = GetParam();
-  struct Run {
-    uint64_t seed;
-    Distribution dist;
-  };
-  for (const Run& run : {Run{11, Distribution::kUniform}, Run{12345, Distribution::kNormal}}) {
-    absl::StatusOr<Comparison> r =
-        CheckAgainstReference(c.shape, kAlgorithm, run.seed, c.max_positions, run.dist);
-    ASSERT_TRUE(r.ok()) << c.shape.ToString() << ": " << r.status();
-    std::printf("%-10s %-36s seed %-6llu %-7s %s\n", kAlgorithm, c.shape.ToString().c_str(),
-                static_cast<unsigned long long>(run.seed),
-                run.dist == Distribution::kNormal ? "normal" : "uniform", r->ToString().c_str());
-    EXPECT_TRUE(r->ok()) << c.shape.ToString() << " seed " << run.seed << ": " << r->ToString()
-                         << " first failure at " << r->first_failure;
-  }
+  ExpectMatchesReference(GetParam().shape, kAlgorithm, GetParam().max_positions);
 }
 
 INSTANTIATE_TEST_SUITE_P(Shapes, WinogradTest, ::testing::ValuesIn(Cases()),
