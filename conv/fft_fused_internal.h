@@ -49,7 +49,6 @@
 #include <cstddef>
 #include <cstdint>
 #include <memory>
-#include <type_traits>
 #include <vector>
 
 #include "absl/status/status.h"
@@ -620,12 +619,11 @@ CONV2D_HOST_DEVICE void Setup(Ctx& ctx, const KernelParams& k, MetaFn meta_of) {
 // Loads rows [row0, row0 + rows) x columns [0, cols) of every pair from `src`: transform 2p's
 // (u, v) in the real part, 2p+1's in the imaginary part, zero outside its meta extents. One item
 // takes rows uq, uq + q, uq + 2q, uq + 3q (q = rows / 4, rows a power of two; fewer rows if
-// rows < 4) of one column; the count is LoadItems(k, rows, cols). Lanes take consecutive
-// columns. The copies go straight to shared memory (ctx.CopyIn, cp.async on the device), so
-// every copy of the thread's items is in flight at once: with loads through registers each item
-// waited for its own round trip before its stores (ncu, (256,32,128,1): 37% of the filter
-// kernel's stall samples on those stores). The phase ends with ctx.WaitCopies() before its
-// barrier.
+// rows < 4) of one column; the count is LoadItems(k, rows, cols). Lanes take consecutive columns. The copies go straight to shared
+// memory (ctx.CopyIn, cp.async on the device), so every copy of the thread's items is in flight
+// at once: with loads through registers each item waited for its own round trip before its
+// stores (ncu, (256,32,128,1): 37% of the filter kernel's stall samples on those stores). The
+// phase ends with ctx.WaitCopies() before its barrier.
 CONV2D_HOST_DEVICE inline int LoadItems(const KernelParams& k, int rows, int cols) {
   return k.pairs * (rows >= 4 ? rows / 4 : 1) * cols;
 }
@@ -830,59 +828,46 @@ CONV2D_HOST_DEVICE void InverseCta(Ctx& ctx, const KernelParams& k, const Cf* sp
   });
 
   // Z = conj(A + iB) in natural order over the full Th x Tw, from the Hermitian halves.
-  // One item takes rows k0 and k0 + Th/2 of one column k1. When every transform of the CTA is
-  // present and n_total is even (kWhole), an item has no branch: it always loads the mirror rows
-  // that only the self-mirrored columns (k1 = 0, Tw/2) use (others load their own rows again, an
-  // L1 hit) and always stores twice (self-mirrored columns store the same value to the same
-  // element twice). Straight-line items let the compiler issue the loads of several items before
-  // their stores; with a branch around each load every item waited for its own round trip, eight
-  // per thread on a 64 x 64 tile.
-  auto load_item = [&](int it, auto whole) {
-    constexpr bool kWhole = decltype(whole)::value;
+  const bool paired = n_total % 2 == 0;
+  auto read = [&](int f, int n, Cf* a, Cf* b) {
+    const Cf* src = spectrum + static_cast<int64_t>(f) * n_total + n;
+    if (paired && n < n_total) {
+      LoadGlobalPair(src, a, b);
+    } else {
+      *a = n < n_total ? LoadGlobalCf(src) : MakeCf(0.0f, 0.0f);
+      *b = n + 1 < n_total ? LoadGlobalCf(src + 1) : MakeCf(0.0f, 0.0f);
+    }
+  };
+  // One item takes rows k0 and k0 + Th/2 of one column k1: its loads are in flight together.
+  ctx.ForEach(FreqItems(k, k.log2_th - 1), [&](int it) {
     const FreqItem q = FreqOf(k, k.log2_th - 1, it);
     const int p = q.p, k1 = q.k1;
     const int n = n0 + 2 * p;
     const bool own_mirror = k1 == 0 || k1 == tw / 2;
-    auto read = [&](int f, Cf* a, Cf* b) {
-      const Cf* src = spectrum + static_cast<int64_t>(f) * n_total + n;
-      if (kWhole) {
-        LoadGlobalPair(src, a, b);
-      } else {
-        *a = n < n_total ? LoadGlobalCf(src) : MakeCf(0.0f, 0.0f);
-        *b = n + 1 < n_total ? LoadGlobalCf(src + 1) : MakeCf(0.0f, 0.0f);
-      }
-    };
     Cf a[2], b[2], am[2], bm[2];
     FFT_FUSED_UNROLL
     for (int h = 0; h < 2; ++h) {
       const int k0 = q.k0 + h * th / 2;
-      const int mirror = -k0 & (th - 1);
-      read(k0 * half + k1, &a[h], &b[h]);
-      read((own_mirror ? mirror : k0) * half + k1, &am[h], &bm[h]);
+      read(k0 * half + k1, n, &a[h], &b[h]);
+      if (own_mirror) read((-k0 & (th - 1)) * half + k1, n, &am[h], &bm[h]);
     }
     FFT_FUSED_UNROLL
     for (int h = 0; h < 2; ++h) {
       const int k0 = q.k0 + h * th / 2;
-      const int mirror = -k0 & (th - 1);
-      // Columns that are their own mirror keep the Hermitian part, (A[k] + conj A[-k]) / 2.
-      const Cf ah = own_mirror ? MakeCf(0.5f * (a[h].x + am[h].x), 0.5f * (a[h].y - am[h].y))
-                               : a[h];
-      const Cf bh = own_mirror ? MakeCf(0.5f * (b[h].x + bm[h].x), 0.5f * (b[h].y - bm[h].y))
-                               : b[h];
-      const Cf z = MakeCf(ah.x - bh.y, -(ah.y + bh.x));
-      ctx.St(Addr(k.pair_stride, k.row_pitch, p, k0, k1), z);
-      // Z[-k0, Tw-k1] = conj A + i conj B, stored conjugated.
-      ctx.St(Addr(k.pair_stride, k.row_pitch, p, own_mirror ? k0 : mirror,
-                  own_mirror ? k1 : tw - k1),
-             own_mirror ? z : MakeCf(ah.x + bh.y, ah.y - bh.x));
+      Cf ah = a[h], bh = b[h];
+      if (own_mirror) {
+        // Columns that are their own mirror: keep the Hermitian part, (A[k] + conj A[-k]) / 2.
+        ah = MakeCf(0.5f * (a[h].x + am[h].x), 0.5f * (a[h].y - am[h].y));
+        bh = MakeCf(0.5f * (b[h].x + bm[h].x), 0.5f * (b[h].y - bm[h].y));
+      }
+      ctx.St(Addr(k.pair_stride, k.row_pitch, p, k0, k1), MakeCf(ah.x - bh.y, -(ah.y + bh.x)));
+      if (!own_mirror) {
+        // Z[-k0, Tw-k1] = conj A + i conj B; stored conjugated.
+        ctx.St(Addr(k.pair_stride, k.row_pitch, p, -k0 & (th - 1), tw - k1),
+               MakeCf(ah.x + bh.y, ah.y - bh.x));
+      }
     }
-  };
-  const int items = FreqItems(k, k.log2_th - 1);
-  if (n_total % 2 == 0 && n0 + 2 * k.pairs <= n_total) {
-    ctx.ForEach(items, [&](int it) { load_item(it, std::true_type()); });
-  } else {
-    ctx.ForEach(items, [&](int it) { load_item(it, std::false_type()); });
-  }
+  });
   ctx.Sync("load spectrum");
 
   RowFft<false>(ctx, k, k.pair_stride, th);
