@@ -619,11 +619,12 @@ CONV2D_HOST_DEVICE void Setup(Ctx& ctx, const KernelParams& k, MetaFn meta_of) {
 // Loads rows [row0, row0 + rows) x columns [0, cols) of every pair from `src`: transform 2p's
 // (u, v) in the real part, 2p+1's in the imaginary part, zero outside its meta extents. One item
 // takes rows uq, uq + q, uq + 2q, uq + 3q (q = rows / 4, rows a power of two; fewer rows if
-// rows < 4) of one column; the count is LoadItems(k, rows, cols). Lanes take consecutive columns. The copies go straight to shared
-// memory (ctx.CopyIn, cp.async on the device), so every copy of the thread's items is in flight
-// at once: with loads through registers each item waited for its own round trip before its
-// stores (ncu, (256,32,128,1): 37% of the filter kernel's stall samples on those stores). The
-// phase ends with ctx.WaitCopies() before its barrier.
+// rows < 4) of one column; the count is LoadItems(k, rows, cols). Lanes take consecutive
+// columns. The copies go straight to shared memory (ctx.CopyIn, cp.async on the device), so
+// every copy of the thread's items is in flight at once: with loads through registers each item
+// waited for its own round trip before its stores (ncu, (256,32,128,1): 37% of the filter
+// kernel's stall samples on those stores). The phase ends with ctx.WaitCopies() before its
+// barrier.
 CONV2D_HOST_DEVICE inline int LoadItems(const KernelParams& k, int rows, int cols) {
   return k.pairs * (rows >= 4 ? rows / 4 : 1) * cols;
 }
