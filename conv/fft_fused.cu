@@ -39,8 +39,6 @@ struct DeviceCtx {
     CpAsync<4>(d, re, ok_re);
     CpAsync<4>(d + 1, im, ok_im);
   }
-  // Element i = *src (zero where not ok), copied by cp.async (see InverseCta).
-  __device__ void CopyInCf(int i, const Cf* src, bool ok) const { CpAsync<8>(data + i, src, ok); }
   // This thread's copies have landed (the barrier after it publishes them to the CTA).
   __device__ void WaitCopies() const {
     CpAsyncCommit();

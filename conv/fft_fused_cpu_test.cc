@@ -64,10 +64,6 @@ class HostCtx {
     St(i, Cf{ok_re ? *re : 0.0f, ok_im ? *im : 0.0f});
     copies_pending_ = true;
   }
-  void CopyInCf(int i, const Cf* src, bool ok) {
-    St(i, ok ? *src : Cf{0.0f, 0.0f});
-    copies_pending_ = true;
-  }
   void WaitCopies() { copies_pending_ = false; }
   Cf Tw(int k) {
     Check(k, tw_.size(), "twiddle load");
@@ -204,7 +200,6 @@ class FastCtx {
   void CopyIn(int i, const float* re, bool ok_re, const float* im, bool ok_im) {
     St(i, Cf{ok_re ? *re : 0.0f, ok_im ? *im : 0.0f});
   }
-  void CopyInCf(int i, const Cf* src, bool ok) { St(i, ok ? *src : Cf{0.0f, 0.0f}); }
   void WaitCopies() {}
   Cf Tw(int k) const { return tw_[k]; }
   void SetTw(int k, Cf v) { tw_[k] = v; }

@@ -828,13 +828,7 @@ CONV2D_HOST_DEVICE void InverseCta(Ctx& ctx, const KernelParams& k, const Cf* sp
     return t;
   });
 
-  // Z = conj(A + iB) in natural order over the full Th x Tw, from the Hermitian halves, in two
-  // phases. Load: for the columns 0 < k1 < Tw/2, A[k0, k1] is copied to Z's element (k0, k1) and
-  // B[k0, k1] to (-k0, Tw - k1), by cp.async, so that every copy of the thread is in flight at
-  // once (loaded through registers, each item waited for its own round trip: 34% of this
-  // kernel's stall samples, ncu round 28); the self-mirrored columns 0 and Tw/2, which need
-  // A[-k0] too, go through registers while the copies fly. Combine: each such pair of elements
-  // becomes the two values of Z it holds.
+  // Z = conj(A + iB) in natural order over the full Th x Tw, from the Hermitian halves.
   const bool paired = n_total % 2 == 0;
   auto read = [&](int f, int n, Cf* a, Cf* b) {
     const Cf* src = spectrum + static_cast<int64_t>(f) * n_total + n;
@@ -845,55 +839,37 @@ CONV2D_HOST_DEVICE void InverseCta(Ctx& ctx, const KernelParams& k, const Cf* sp
       *b = n + 1 < n_total ? LoadGlobalCf(src + 1) : MakeCf(0.0f, 0.0f);
     }
   };
-  // Items over (pair, k0 < Th, k1 < Tw/2), lanes on consecutive pairs, then k1; k1 = 0 idles
-  // (it is a self-mirrored column).
-  const int pair_items = k.pairs * th * (tw / 2);
-  auto pair_item = [&](int it, int* p, int* k0, int* k1) {
-    *p = it & (k.pairs - 1);
-    const int rest = it >> k.log2_pairs;
-    *k1 = rest & (tw / 2 - 1);
-    *k0 = rest >> (k.log2_tw - 1);
-  };
-  ctx.ForEach(pair_items, [&](int it) {
-    int p, k0, k1;
-    pair_item(it, &p, &k0, &k1);
-    if (k1 == 0) return;
+  // One item takes rows k0 and k0 + Th/2 of one column k1: its loads are in flight together.
+  ctx.ForEach(FreqItems(k, k.log2_th - 1), [&](int it) {
+    const FreqItem q = FreqOf(k, k.log2_th - 1, it);
+    const int p = q.p, k1 = q.k1;
     const int n = n0 + 2 * p;
-    const Cf* src = spectrum + static_cast<int64_t>(k0 * half + k1) * n_total + n;
-    // A masked copy reads nothing; it is still given an address inside the spectrum.
-    ctx.CopyInCf(Addr(k.pair_stride, k.row_pitch, p, k0, k1), n < n_total ? src : spectrum,
-                 n < n_total);
-    ctx.CopyInCf(Addr(k.pair_stride, k.row_pitch, p, -k0 & (th - 1), tw - k1),
-                 n + 1 < n_total ? src + 1 : spectrum, n + 1 < n_total);
+    const bool own_mirror = k1 == 0 || k1 == tw / 2;
+    Cf a[2], b[2], am[2], bm[2];
+    FFT_FUSED_UNROLL
+    for (int h = 0; h < 2; ++h) {
+      const int k0 = q.k0 + h * th / 2;
+      read(k0 * half + k1, n, &a[h], &b[h]);
+      if (own_mirror) read((-k0 & (th - 1)) * half + k1, n, &am[h], &bm[h]);
+    }
+    FFT_FUSED_UNROLL
+    for (int h = 0; h < 2; ++h) {
+      const int k0 = q.k0 + h * th / 2;
+      Cf ah = a[h], bh = b[h];
+      if (own_mirror) {
+        // Columns that are their own mirror: keep the Hermitian part, (A[k] + conj A[-k]) / 2.
+        ah = MakeCf(0.5f * (a[h].x + am[h].x), 0.5f * (a[h].y - am[h].y));
+        bh = MakeCf(0.5f * (b[h].x + bm[h].x), 0.5f * (b[h].y - bm[h].y));
+      }
+      ctx.St(Addr(k.pair_stride, k.row_pitch, p, k0, k1), MakeCf(ah.x - bh.y, -(ah.y + bh.x)));
+      if (!own_mirror) {
+        // Z[-k0, Tw-k1] = conj A + i conj B; stored conjugated.
+        ctx.St(Addr(k.pair_stride, k.row_pitch, p, -k0 & (th - 1), tw - k1),
+               MakeCf(ah.x + bh.y, ah.y - bh.x));
+      }
+    }
   });
-  // Self-mirrored columns: items over (pair, k0 < Th, column 0 or Tw/2). Keep the Hermitian
-  // part, (A[k] + conj A[-k]) / 2.
-  ctx.ForEach(k.pairs * th * 2, [&](int it) {
-    const int p = it & (k.pairs - 1);
-    const int rest = it >> k.log2_pairs;
-    const int k1 = (rest & 1) != 0 ? tw / 2 : 0, k0 = rest >> 1;
-    const int n = n0 + 2 * p;
-    Cf a, b, am, bm;
-    read(k0 * half + k1, n, &a, &b);
-    read((-k0 & (th - 1)) * half + k1, n, &am, &bm);
-    const Cf ah = MakeCf(0.5f * (a.x + am.x), 0.5f * (a.y - am.y));
-    const Cf bh = MakeCf(0.5f * (b.x + bm.x), 0.5f * (b.y - bm.y));
-    ctx.St(Addr(k.pair_stride, k.row_pitch, p, k0, k1), MakeCf(ah.x - bh.y, -(ah.y + bh.x)));
-  });
-  ctx.WaitCopies();
   ctx.Sync("load spectrum");
-  ctx.ForEach(pair_items, [&](int it) {
-    int p, k0, k1;
-    pair_item(it, &p, &k0, &k1);
-    if (k1 == 0) return;
-    const int at = Addr(k.pair_stride, k.row_pitch, p, k0, k1);
-    const int bt = Addr(k.pair_stride, k.row_pitch, p, -k0 & (th - 1), tw - k1);
-    const Cf a = ctx.Ld(at), b = ctx.Ld(bt);
-    ctx.St(at, MakeCf(a.x - b.y, -(a.y + b.x)));
-    // Z[-k0, Tw-k1] = conj A + i conj B; stored conjugated.
-    ctx.St(bt, MakeCf(a.x + b.y, a.y - b.x));
-  });
-  ctx.Sync("combine spectrum");
 
   RowFft<false>(ctx, k, k.pair_stride, th);
   // Only the columns holding outputs j < step_w; they sit at bit-reversed positions.
