@@ -65,10 +65,11 @@ absl::Status CheckShape(const Shape& s) {
 Cost EstimateCost(const Shape& s) {
   // The three coefficients are a least-squares fit (relative error) to 18 H200 runs, the six cnn
   // 3x3 shapes in rounds 24-26, all within 2%: tools/fit_auto.py --winograd on
-  // docs/data/round24_cnn_cpasync_stores.json, round25_cnn_inverse.json and round26_cnn.json. They are fitted, not the hardware's
-  // rates: bytes and GEMM flops grow together on these shapes, so neither term alone is physical
-  // (cuBLAS's DGEMM kernels ran at 28-46 TFLOP/s under ncu, round 21). The fixed part is three
-  // launches plus the transform kernels' latency-bound small grids (round 24's profile).
+  // docs/data/round24_cnn_cpasync_stores.json, round25_cnn_inverse.json and round26_cnn.json.
+  // They are fitted, not the hardware's rates: bytes and GEMM flops grow together on these
+  // shapes, so neither term alone is physical (cuBLAS's DGEMM kernels ran at 28-46 TFLOP/s under
+  // ncu, round 21). The fixed part is three launches plus the transform kernels' latency-bound
+  // small grids (round 24's profile).
   constexpr double kBytesPerSecond = 4.5e12;
   constexpr double kGemmFlopsPerSecond = 87e12;
   constexpr double kFixedSeconds = 25.6e-6;
