@@ -1,16 +1,17 @@
 // The 3xTF32 channel mix on Hopper's warpgroup MMA (wgmma, sm_90a): the layout algebra and the
 // reasons are in cgemm_3xtf32_sm90_internal.h. cgemm_3xtf32.cu dispatches here on sm_90 devices.
 //
-// Per CTA: kWgs warpgroups (64 n rows each) by kN m columns. A thread holds its running sums and
-// partials (2 x kN floats) and a stage's A fragments in registers (~200), so a 256-thread CTA
-// runs alone on its SM and the grid is persistent (the resident CTAs walk the work items).
-// Per stage q of kBk = 16 complex k (raw stages q+1, q+2 already in flight):
-//   1. split stage q's filter fragments (read from shared memory in step 3 of stage q-1)
-//   2. wgmma.fence; 4 K steps x 6 wgmma (Re and Im x lo*hi, hi*lo, hi*hi); commit
-//   3. while they run: cp.async stage q+3; wait for stage q+1's copies; barrier; read its filter
-//      fragments and split its input tile into the other pair of planes; fence.proxy.async
-//   4. wait for the wgmma; fold the partials into the running sums; after an item's last stage,
-//      store C; barrier
+// Per CTA: a producer warpgroup and kWgs consumer warpgroups (64 n rows each) by kN m columns,
+// persistent over the work items, handing slots round a ring of kSlots:
+//   producer, stage q: wait "empty" of stage q + kAhead's slot; cp.async stage q + kAhead; wait
+//     for stage q's copies; split its input tile into the slot's planes; fence.proxy.async;
+//     arrive "full"
+//   consumer, stage q: split the filter fragments (loaded during stage q - 1); wgmma.fence; 4 K
+//     steps x 6 wgmma (Re and Im x lo*hi, hi*lo, hi*hi); commit; while they run, wait "full" of
+//     stage q + 1 and load its filter fragments; wait for the wgmma; arrive "empty"; fold the
+//     partials into the running sums; after an item's last stage, store C
+// A consumer thread holds its running sums and partials (2 x kN floats), so with two consumer
+// warpgroups the producer gives registers up (setmaxnreg) for them.
 #include <cuda_runtime.h>
 
 #include <algorithm>
@@ -140,132 +141,189 @@ __device__ __forceinline__ void NextStage(const Params& p, int chunks, Cursor& c
 }
 #endif
 
-template <int kWgs, int kN>
-__global__ void __launch_bounds__(128 * kWgs, 1) CgemmConjSm90Kernel(const __grid_constant__ Params p) {
 #if CONV2D_HAS_WGMMA
+__device__ __forceinline__ uint32_t SmemAddress(const void* p) {
+  return static_cast<uint32_t>(__cvta_generic_to_shared(p));
+}
+__device__ __forceinline__ void MbarInit(uint64_t* bar, int count) {
+  asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;\n" ::"r"(SmemAddress(bar)), "r"(count)
+               : "memory");
+}
+// Release: this thread's earlier shared-memory writes are seen by whoever waits for the phase.
+__device__ __forceinline__ void MbarArrive(uint64_t* bar) {
+  asm volatile("{\n.reg .b64 state;\nmbarrier.arrive.shared::cta.b64 state, [%0];\n}\n" ::"r"(
+                   SmemAddress(bar))
+               : "memory");
+}
+// Waits until the phase of parity `parity` has completed (acquire).
+__device__ __forceinline__ void MbarWait(uint64_t* bar, int parity) {
+  asm volatile(
+      "{\n.reg .pred done;\nWAIT:\n"
+      "mbarrier.try_wait.parity.shared::cta.b64 done, [%0], %1;\n"
+      "@!done bra WAIT;\n}\n" ::"r"(SmemAddress(bar)),
+      "r"(parity)
+      : "memory");
+}
+// The producer warpgroup's own barrier (barrier 0 is __syncthreads').
+__device__ __forceinline__ void ProducerSync() {
+  asm volatile("bar.sync 1, %0;\n" ::"n"(kProducerThreads) : "memory");
+}
+template <int kRegs>
+__device__ __forceinline__ void GiveRegisters() {
+  asm volatile("setmaxnreg.dec.sync.aligned.u32 %0;\n" ::"n"(kRegs));
+}
+template <int kRegs>
+__device__ __forceinline__ void TakeRegisters() {
+  asm volatile("setmaxnreg.inc.sync.aligned.u32 %0;\n" ::"n"(kRegs));
+}
+
+// The producer warpgroup: copies of every stage into its slot, and the split of its input tile.
+// kWide: the filter spectrum is 16-byte aligned (even ldb and stride_b), copied two rows a copy.
+template <int kWgs, int kN, bool kWide>
+__device__ __forceinline__ void Produce(const Params& p, unsigned char* smem, uint64_t* full,
+                                        uint64_t* empty, int stages, int chunks) {
   constexpr Tile kT = MakeTile(kWgs, kN);
-  constexpr int kThreads = 128 * kWgs;
-  constexpr int kAcc = kN / 2;
-  constexpr int kFilterCopies = FilterCopies(kT.rows, kThreads);
+  constexpr int kThreads = kProducerThreads;
+  constexpr int kRowsPerCopy = kWide ? 2 : 1;
+  constexpr int kCopyRows = kT.rows / kRowsPerCopy;  // copies per k row of the filter
+  constexpr int kFilterCopies =
+      kWide ? WideFilterCopies(kT.rows, kThreads) : FilterCopies(kT.rows, kThreads);
   constexpr int kInputCopies = InputCopies(kN, kThreads);
-  constexpr int kSplits = CopiesPerThread(kN, kThreads);
-  constexpr int kRowStep = kThreads / kT.rows;  // k rows between a thread's filter copies
-  constexpr uint32_t kSign = 0x80000000u;
-  static_assert(kThreads % kT.rows == 0, "a thread copies one fixed filter row");
-  extern __shared__ __align__(128) unsigned char smem[];
-  const int tid = threadIdx.x, lane = tid & 31, warp = (tid >> 5) & 3, wg = tid >> 7;
-  const int t = lane & 3;
-  const int chunks = (p.k + kBk - 1) / kBk;
-  const int stages = (p.items - static_cast<int>(blockIdx.x) + static_cast<int>(gridDim.x) - 1) /
-                     static_cast<int>(gridDim.x) * chunks;
-  if (stages <= 0) return;
-  unsigned char* const planes = smem + kStaged * kT.staged_bytes;
-  const uint32_t planes_base = static_cast<uint32_t>(__cvta_generic_to_shared(planes));
+  constexpr int kGroups = SplitGroupsPerThread(kN, kThreads);
+  constexpr int kRowStep = kThreads / kCopyRows;  // k rows between a thread's filter copies
+  static_assert(kThreads % kCopyRows == 0, "a thread copies fixed filter rows");
+  const int tid = threadIdx.x;
+  const int f_row = kRowsPerCopy * (tid % kCopyRows), f_k = tid / kCopyRows;
 
-  // This thread's fixed share of every stage (offsets within a tile, a raw stage or a plane).
-  const int f_row = tid % kT.rows, f_k = tid / kT.rows;  // filter copies: row, first k
-  int in_col[kInputCopies], in_k[kInputCopies];          // input copies: column, k (k >= kBk: none)
-#pragma unroll
-  for (int r = 0; r < kInputCopies; ++r) {
-    const int e = tid + r * kThreads;
-    in_col[r] = e % kN;
-    in_k[r] = e / kN;
-  }
-  int split_src[kSplits], split_dst[kSplits];  // split: raw input offset, plane offset (-1: none)
-#pragma unroll
-  for (int r = 0; r < kSplits; ++r) {
-    const Copy cp = CopyOf(kN, kThreads, tid, r);
-    split_src[r] = StagedOffset(kT.ld_input, cp.c, cp.kk);
-    split_dst[r] = cp.valid ? PlaneOffset(kN, cp.c, cp.kk >> 2, cp.kk & 3) : -1;
-  }
-
-  // Enqueues the raw copies of the stage at `c` into raw buffer `slot` (zeros past n, m and k).
+  // Enqueues the raw copies of the stage at `c` into `slot` (zeros past n, m and k).
   auto fetch = [&](const Cursor& c, int slot) {
     const int l0 = c.chunk * kBk, k_left = p.k - l0;
-    float2* raw = reinterpret_cast<float2*>(smem + slot * kT.staged_bytes);
+    float2* raw = reinterpret_cast<float2*>(smem + slot * kT.slot_bytes);
     const int j = c.at.tn * kT.rows + f_row;
     const float2* src_b = p.b + c.at.f * p.stride_b + j + static_cast<int64_t>(l0 + f_k) * p.ldb;
+    const int64_t step_b = static_cast<int64_t>(kRowStep) * p.ldb;
+    // Bytes of this thread's row(s) inside n: 16, 8 (the pair cut by n) or 0.
+    const int row_bytes = kWide ? (j + 1 < p.n ? 16 : (j < p.n ? 8 : 0)) : (j < p.n ? 8 : 0);
 #pragma unroll
     for (int r = 0; r < kFilterCopies; ++r) {
-      const bool ok = j < p.n && f_k + r * kRowStep < k_left;
-      CpAsync<8>(raw + StagedOffset(kT.ld_filter, f_row, f_k + r * kRowStep),
-               ok ? src_b + static_cast<int64_t>(r * kRowStep) * p.ldb : p.b, ok);
+      const int bytes = f_k + r * kRowStep < k_left ? row_bytes : 0;
+      float2* dst = raw + StagedOffset(kT.ld_filter, f_row, f_k + r * kRowStep);
+      const float2* src = bytes > 0 ? src_b + r * step_b : p.b;
+      if constexpr (kWide) {
+        CpAsync16Partial(dst, src, bytes);
+      } else {
+        CpAsync<8>(dst, src, bytes > 0);
+      }
     }
     float2* raw_in = raw + kBk * kT.ld_filter;
     const int i0 = c.at.tm * kN;
     const float2* src_a = p.a + c.at.f * p.stride_a + i0 + static_cast<int64_t>(l0) * p.lda;
 #pragma unroll
     for (int r = 0; r < kInputCopies; ++r) {
-      if (in_k[r] < kBk) {
-        const bool ok = i0 + in_col[r] < p.m && in_k[r] < k_left;
-        CpAsync<8>(raw_in + StagedOffset(kT.ld_input, in_col[r], in_k[r]),
-                 ok ? src_a + in_col[r] + static_cast<int64_t>(in_k[r]) * p.lda : p.a, ok);
+      const int e = tid + r * kThreads, col = e % kN, kk = e / kN;
+      if (kk < kBk) {
+        const bool ok = i0 + col < p.m && kk < k_left;
+        CpAsync<8>(raw_in + StagedOffset(kT.ld_input, col, kk),
+                   ok ? src_a + col + static_cast<int64_t>(kk) * p.lda : p.a, ok);
       }
     }
   };
+  // This thread's groups of the slot's input tile, split into the slot's hi and lo planes.
+  auto split = [&](int slot) {
+    unsigned char* base = smem + slot * kT.slot_bytes;
+    const float2* raw_in = reinterpret_cast<const float2*>(base) + kBk * kT.ld_filter;
+    unsigned char* hi_plane = base + kT.staged_bytes;
+    unsigned char* lo_plane = hi_plane + kT.plane_bytes;
+#pragma unroll
+    for (int r = 0; r < kGroups; ++r) {
+      const SplitGroup g = SplitGroupOf(kN, kThreads, tid, r);
+      if (!g.valid) continue;
+      uint32_t re_hi[4], re_lo[4], im_hi[4], im_lo[4];
+#pragma unroll
+      for (int t = 0; t < 4; ++t) {
+        const float2 x = raw_in[StagedOffset(kT.ld_input, g.c, 4 * g.s + t)];
+        SplitTf32(x.x, re_hi[t], re_lo[t]);
+        SplitTf32(x.y, im_hi[t], im_lo[t]);
+      }
+      // Column c (Re form): slots (Ar, Ai); column c + kN (Im form): slots (Ai, -Ar). Slots 4-7
+      // are one core matrix on (kLeadingBytes); column + kN is kN / 8 column groups on.
+      constexpr uint32_t kSign = 0x80000000u;
+      constexpr int kImForm = kN / 8 * kStrideBytes;
+      const int at = PlaneOffset(kN, g.c, g.s, 0);
+      auto put = [&](unsigned char* plane, const uint32_t (&re)[4], const uint32_t (&im)[4]) {
+        *reinterpret_cast<uint4*>(plane + at) = make_uint4(re[0], re[1], re[2], re[3]);
+        *reinterpret_cast<uint4*>(plane + at + kLeadingBytes) =
+            make_uint4(im[0], im[1], im[2], im[3]);
+        *reinterpret_cast<uint4*>(plane + at + kImForm) = make_uint4(im[0], im[1], im[2], im[3]);
+        *reinterpret_cast<uint4*>(plane + at + kImForm + kLeadingBytes) =
+            make_uint4(re[0] ^ kSign, re[1] ^ kSign, re[2] ^ kSign, re[3] ^ kSign);
+      };
+      put(hi_plane, re_hi, im_hi);
+      put(lo_plane, re_lo, im_lo);
+    }
+  };
+
+  Cursor fetch_at = FirstStage(p);
+#pragma unroll
+  for (int s = 0; s < kAhead; ++s) {
+    if (s < stages) {
+      fetch(fetch_at, s);
+      NextStage(p, chunks, fetch_at);
+    }
+    CpAsyncCommit();  // empty groups past the end keep the group count uniform
+  }
+  for (int q = 0; q < stages; ++q) {
+    const int s = q + kAhead;
+    if (s < stages) {
+      const int slot = s % kSlots;
+      // The slot's last stage, s - kSlots, is done with (its wgmma complete, fragments read).
+      if (s >= kSlots) MbarWait(&empty[slot], (s / kSlots - 1) & 1);
+      fetch(fetch_at, slot);
+      NextStage(p, chunks, fetch_at);
+    }
+    CpAsyncCommit();
+    CpAsyncWait<kAhead>();  // stage q's copies landed (this thread's)...
+    ProducerSync();         // ...and every producer thread's
+    split(q % kSlots);
+    FenceProxyAsync();  // the planes, seen by the tensor cores' async proxy
+    MbarArrive(&full[q % kSlots]);
+  }
+  CpAsyncWait<0>();  // (empty groups only by now)
+}
+
+// A consumer warpgroup: rows 64 * wg .. + 63 of every item's n tile.
+template <int kWgs, int kN>
+__device__ __forceinline__ void Consume(const Params& p, unsigned char* smem, uint64_t* full,
+                                        uint64_t* empty, int stages, int chunks) {
+  constexpr Tile kT = MakeTile(kWgs, kN);
+  constexpr int kAcc = kN / 2;
+  const int ctid = static_cast<int>(threadIdx.x) - kProducerThreads;
+  const int lane = ctid & 31, warp = (ctid >> 5) & 3, wg = ctid >> 7;
+  const int t = lane & 3;
+  const uint32_t smem_base = SmemAddress(smem);
 
   float2 fa[kSteps][2];  // the filter fragments of a stage: K step s, rows g and g + 8
   const int frag_row = kRowsPerWg * wg + FragRow(warp, lane, 0);
-  // From raw buffer `slot`: this thread's filter fragments into fa, its share of the input tile
-  // split into the planes of buffer `buf`.
-  auto prepare = [&](int slot, int buf) {
-    const float2* raw = reinterpret_cast<const float2*>(smem + slot * kT.staged_bytes);
+  auto load_fragments = [&](int slot) {
+    const float2* raw = reinterpret_cast<const float2*>(smem + slot * kT.slot_bytes);
 #pragma unroll
     for (int s = 0; s < kSteps; ++s) {
       fa[s][0] = raw[StagedOffset(kT.ld_filter, frag_row, 4 * s + t)];
       fa[s][1] = raw[StagedOffset(kT.ld_filter, frag_row + 8, 4 * s + t)];
     }
-    const float2* raw_in = raw + kBk * kT.ld_filter;
-    unsigned char* hi_plane = planes + buf * kT.buffer_bytes;
-    unsigned char* lo_plane = hi_plane + kT.plane_bytes;
-#pragma unroll
-    for (int r = 0; r < kSplits; ++r) {
-      if (split_dst[r] < 0) continue;
-      const float2 x = raw_in[split_src[r]];
-      // Column c (Re form): slots (Ar, Ai); column c + kN (Im form): slots (Ai, -Ar). Slot + 4 is
-      // one core matrix on (kLeadingBytes); column + kN is kN / 8 column groups on.
-      constexpr int kImForm = kN / 8 * kStrideBytes;
-      uint32_t re_hi, re_lo, im_hi, im_lo;
-      SplitTf32(x.x, re_hi, re_lo);
-      SplitTf32(x.y, im_hi, im_lo);
-      uint32_t* hi_at = reinterpret_cast<uint32_t*>(hi_plane + split_dst[r]);
-      uint32_t* lo_at = reinterpret_cast<uint32_t*>(lo_plane + split_dst[r]);
-      hi_at[0] = re_hi;
-      lo_at[0] = re_lo;
-      hi_at[kLeadingBytes / 4] = im_hi;
-      lo_at[kLeadingBytes / 4] = im_lo;
-      hi_at[kImForm / 4] = im_hi;
-      lo_at[kImForm / 4] = im_lo;
-      hi_at[(kImForm + kLeadingBytes) / 4] = re_hi ^ kSign;
-      lo_at[(kImForm + kLeadingBytes) / 4] = re_lo ^ kSign;
-    }
-    FenceProxyAsync();
   };
-
-  // Prologue: raw stages 0 .. kStaged - 2 in flight, stage 0 prepared.
-  Cursor fetch_at = FirstStage(p);
-#pragma unroll
-  for (int q = 0; q < kStaged - 1; ++q) {
-    if (q < stages) {
-      fetch(fetch_at, q);
-      NextStage(p, chunks, fetch_at);
-    }
-    CpAsyncCommit();  // empty groups past the end keep the group count uniform
-  }
-  CpAsyncWait<kStaged - 2>();  // stage 0 landed (this thread's copies)...
-  __syncthreads();             // ...and everyone's
-  prepare(0, 0);
-  __syncthreads();
 
   // Accumulator v of the 64 x 2kN product: Re C in v < kAcc, the matching Im C at v + kAcc.
   float run[2 * kAcc], par[2 * kAcc];
 #pragma unroll
   for (int v = 0; v < 2 * kAcc; ++v) run[v] = par[v] = 0.0f;
 
+  MbarWait(&full[0], 0);
+  load_fragments(0);
   Cursor at = FirstStage(p);
-  int slot = 0;  // raw buffer of stage q: q % kStaged
   for (int q = 0; q < stages; ++q) {
-    // 1. A fragments: slots (Br, Bi).
+    const int slot = q % kSlots;
+    // A fragments: slots (Br, Bi).
     uint32_t a_hi[kSteps][4], a_lo[kSteps][4];
 #pragma unroll
     for (int s = 0; s < kSteps; ++s) {
@@ -274,14 +332,14 @@ __global__ void __launch_bounds__(128 * kWgs, 1) CgemmConjSm90Kernel(const __gri
       SplitTf32(fa[s][0].y, a_hi[s][2], a_lo[s][2]);
       SplitTf32(fa[s][1].y, a_hi[s][3], a_lo[s][3]);
     }
-    // 2. The stage on the tensor cores, small terms first; the first product starts the partials.
+    // The stage on the tensor cores, small terms first; the first product starts the partials.
     // Columns [0, kN) of the product are Re C, [kN, 2 kN) Im C.
-    const uint32_t stage = planes_base + static_cast<uint32_t>(q & 1) * kT.buffer_bytes;
+    const uint32_t planes = smem_base + slot * kT.slot_bytes + kT.staged_bytes;
     uint64_t desc_hi[kSteps], desc_lo[kSteps];
 #pragma unroll
     for (int s = 0; s < kSteps; ++s) {
-      desc_hi[s] = Descriptor(stage + s * (2 * kN / 8) * kStrideBytes);
-      desc_lo[s] = Descriptor(stage + kT.plane_bytes + s * (2 * kN / 8) * kStrideBytes);
+      desc_hi[s] = Descriptor(planes + s * (2 * kN / 8) * kStrideBytes);
+      desc_lo[s] = Descriptor(planes + kT.plane_bytes + s * (2 * kN / 8) * kStrideBytes);
       PinOperand(desc_hi[s]);
       PinOperand(desc_lo[s]);
 #pragma unroll
@@ -299,23 +357,15 @@ __global__ void __launch_bounds__(128 * kWgs, 1) CgemmConjSm90Kernel(const __gri
     }
     WgmmaCommit();
 
-    // 3. While the tensor cores work: fetch stage q + 3 (into the raw buffer stage q - 1 used,
-    // read by everyone before the last barrier) and prepare stage q + 1 (its planes were last
-    // read by stage q - 1's wgmma, which every warpgroup waited for before the last barrier).
-    const int next_slot = slot + 1 == kStaged ? 0 : slot + 1;
-    if (q + kStaged - 1 < stages) {
-      fetch(fetch_at, slot == 0 ? kStaged - 1 : slot - 1);
-      NextStage(p, chunks, fetch_at);
-    }
-    CpAsyncCommit();
+    // While the tensor cores work: the next stage's filter fragments.
     if (q + 1 < stages) {
-      CpAsyncWait<kStaged - 2>();  // stage q + 1 landed (this thread's copies)...
-      __syncthreads();             // ...and everyone's
-      prepare(next_slot, (q + 1) & 1);
+      const int next = q + 1;
+      MbarWait(&full[next % kSlots], (next / kSlots) & 1);
+      load_fragments(next % kSlots);
     }
 
-    // 4. Fold; store C after an item's last stage.
     WgmmaWaitAll();
+    MbarArrive(&empty[slot]);  // the slot's planes and fragments are no longer read
 #pragma unroll
     for (int v = 0; v < 2 * kAcc; ++v) {
       PinRegister(par[v]);
@@ -347,17 +397,48 @@ __global__ void __launch_bounds__(128 * kWgs, 1) CgemmConjSm90Kernel(const __gri
       for (int v = 0; v < 2 * kAcc; ++v) run[v] = 0.0f;
     }
     NextStage(p, chunks, at);
-    slot = next_slot;
-    __syncthreads();  // stage q + 1's planes are complete; raw stage q + 1 is read
   }
-  CpAsyncWait<0>();  // no copy may outlive the CTA's shared memory
+}
+#endif
+
+// Registers per thread of the two roles when two consumer warpgroups share the SM with the
+// producer: 128 * 80 + 256 * 208 = 63488, within the 64512 the launch gives 384 threads (168 each).
+constexpr int kProducerRegs = 80;
+constexpr int kConsumerRegs = 208;
+
+template <int kWgs, int kN, bool kWide>
+__global__ void __launch_bounds__(128 * (kWgs + 1), 1)
+    CgemmConjSm90Kernel(const __grid_constant__ Params p) {
+#if CONV2D_HAS_WGMMA
+  constexpr Tile kT = MakeTile(kWgs, kN);
+  extern __shared__ __align__(128) unsigned char smem[];
+  const int chunks = (p.k + kBk - 1) / kBk;
+  const int stages = (p.items - static_cast<int>(blockIdx.x) + static_cast<int>(gridDim.x) - 1) /
+                     static_cast<int>(gridDim.x) * chunks;
+  if (stages <= 0) return;
+  uint64_t* const full = reinterpret_cast<uint64_t*>(smem + kT.barrier_offset);
+  uint64_t* const empty = full + kSlots;
+  if (threadIdx.x == 0) {
+    for (int s = 0; s < kSlots; ++s) {
+      MbarInit(&full[s], kProducerThreads);
+      MbarInit(&empty[s], 128 * kWgs);
+    }
+  }
+  __syncthreads();
+  if (threadIdx.x < kProducerThreads) {
+    if constexpr (kWgs == 2) GiveRegisters<kProducerRegs>();
+    Produce<kWgs, kN, kWide>(p, smem, full, empty, stages, chunks);
+  } else {
+    if constexpr (kWgs == 2) TakeRegisters<kConsumerRegs>();
+    Consume<kWgs, kN>(p, smem, full, empty, stages, chunks);
+  }
 #endif
 }
 
-template <int kWgs, int kN>
+template <int kWgs, int kN, bool kWide>
 absl::Status Launch(const Params& p, cudaStream_t stream) {
   constexpr Tile kTile = MakeTile(kWgs, kN);
-  auto* kernel = &CgemmConjSm90Kernel<kWgs, kN>;
+  auto* kernel = &CgemmConjSm90Kernel<kWgs, kN, kWide>;
   // Resident CTAs per SM for this kernel, read once (it depends on the device only).
   static const absl::StatusOr<int> slots = [&]() -> absl::StatusOr<int> {
     int device = 0, sms = 0, per_sm = 0;
@@ -422,10 +503,18 @@ absl::Status CgemmConjBatched3xTf32Sm90(const fft_tiled::GemmLayout& l, const vo
         absl::StrCat("cgemm_3xtf32: ", grid.items, " work items exceed the kernel's int range"));
   }
   p.items = static_cast<int>(grid.items);
-  if (tile.wgs == 2) {
-    return tile.n_cols == 32 ? Launch<2, 32>(p, stream) : Launch<2, 56>(p, stream);
+  const bool wide = reinterpret_cast<uintptr_t>(b) % 16 == 0 && l.ldb % 2 == 0 &&
+                    l.stride_b % 2 == 0;
+  if (wide) {
+    if (tile.wgs == 2) {
+      return tile.n_cols == 32 ? Launch<2, 32, true>(p, stream) : Launch<2, 56, true>(p, stream);
+    }
+    return tile.n_cols == 32 ? Launch<1, 32, true>(p, stream) : Launch<1, 56, true>(p, stream);
   }
-  return tile.n_cols == 32 ? Launch<1, 32>(p, stream) : Launch<1, 56>(p, stream);
+  if (tile.wgs == 2) {
+    return tile.n_cols == 32 ? Launch<2, 32, false>(p, stream) : Launch<2, 56, false>(p, stream);
+  }
+  return tile.n_cols == 32 ? Launch<1, 32, false>(p, stream) : Launch<1, 56, false>(p, stream);
 }
 
 }  // namespace conv2d

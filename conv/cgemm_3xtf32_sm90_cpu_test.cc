@@ -54,24 +54,29 @@ TEST(Sm90LayoutTest, TilesAndPlanes) {
       }
     }
     for (int h : hits) EXPECT_EQ(h, 1);
-    // The copies cover every complex of a stage once; a warp's stores hit 32 distinct banks.
-    for (int threads : {128, 256}) {
-      std::vector<int> seen(kBk * n_cols, 0);
-      for (int r = 0; r < CopiesPerThread(n_cols, threads); ++r) {
-        for (int warp = 0; warp < threads / 32; ++warp) {
-          std::vector<int> banks;
-          for (int lane = 0; lane < 32; ++lane) {
-            const Copy cp = CopyOf(n_cols, threads, 32 * warp + lane, r);
-            if (!cp.valid) continue;
-            ++seen.at(cp.kk * n_cols + cp.c);
-            banks.push_back(PlaneOffset(n_cols, cp.c, cp.kk / 4, cp.kk % 4) / 4 % 32);
-          }
-          std::sort(banks.begin(), banks.end());
-          EXPECT_EQ(std::unique(banks.begin(), banks.end()), banks.end()) << "bank conflict";
+    // The split's groups cover every (column, K step) of a stage once; each 8-thread phase of a
+    // warp's 16-byte stores fills one 128-byte core-matrix block (no bank conflict).
+    std::vector<int> seen(kSteps * n_cols, 0);
+    for (int r = 0; r < SplitGroupsPerThread(n_cols, kProducerThreads); ++r) {
+      for (int phase = 0; phase < kProducerThreads / 8; ++phase) {
+        std::vector<int> blocks, chunks;
+        for (int tid = 8 * phase; tid < 8 * phase + 8; ++tid) {
+          const SplitGroup g = SplitGroupOf(n_cols, kProducerThreads, tid, r);
+          if (!g.valid) continue;
+          ++seen.at(g.s * n_cols + g.c);
+          const int at = PlaneOffset(n_cols, g.c, g.s, 0);
+          EXPECT_EQ(at % 16, 0);
+          blocks.push_back(at / 128);
+          chunks.push_back(at % 128 / 16);
         }
+        if (blocks.empty()) continue;
+        std::sort(chunks.begin(), chunks.end());
+        EXPECT_EQ(std::unique(chunks.begin(), chunks.end()), chunks.end()) << "bank conflict";
+        EXPECT_EQ(*std::min_element(blocks.begin(), blocks.end()),
+                  *std::max_element(blocks.begin(), blocks.end()));
       }
-      for (int v : seen) EXPECT_EQ(v, 1);
     }
+    for (int v : seen) EXPECT_EQ(v, 1);
   }
   // Staged rows: a half-warp's 8-byte reads land on 16 distinct bank pairs, for the fragment
   // loads (lanes: 8 rows g by 4 k t) and for the split (4 k by 4 columns).
@@ -135,7 +140,7 @@ void EmulateWgmma(int n_cols, const uint32_t (&a)[128][4], const std::vector<uin
 
 // The kernel for all items, one CTA (of `grid_ctas`) after another, in its own item order.
 void Replay(const GemmLayout& l, const std::vector<Cplx>& a, const std::vector<Cplx>& b,
-            std::vector<Cplx>& c, int grid_ctas, int* dirty) {
+            std::vector<Cplx>& c, int grid_ctas, bool wide, int* dirty) {
   const Tile T = ChooseTile(l);
   const Grid G = MakeGrid(l, T);
   const int kN = T.n_cols, kAcc = kN / 2;
@@ -154,43 +159,62 @@ void Replay(const GemmLayout& l, const std::vector<Cplx>& a, const std::vector<C
         // The raw stage, as the cp.async copies fill it (NaN where nothing is copied).
         std::vector<Cplx> raw(kBk * (T.ld_filter + T.ld_input), Cplx{NAN, NAN});
         Cplx* raw_in = raw.data() + kBk * T.ld_filter;
-        for (int tid = 0; tid < T.threads; ++tid) {
-          for (int r = 0; r < FilterCopies(T.rows, T.threads); ++r) {
-            const int e = tid + r * T.threads, x = e % T.rows, kk = e / T.rows;
-            const int j = it.tn * T.rows + x, ll = l0 + kk;
-            raw.at(StagedOffset(T.ld_filter, x, kk)) =
-                j < l.n && ll < l.k ? b.at(fb + j + static_cast<int64_t>(ll) * l.ldb) : Cplx{0, 0};
+        for (int tid = 0; tid < kProducerThreads; ++tid) {
+          if (wide) {
+            // Two rows j, j + 1 per 16-byte copy, the second zero-filled past n.
+            const int copy_rows = T.rows / 2, step = kProducerThreads / copy_rows;
+            for (int r = 0; r < WideFilterCopies(T.rows, kProducerThreads); ++r) {
+              const int x = 2 * (tid % copy_rows), kk = tid / copy_rows + r * step;
+              for (int h = 0; h < 2; ++h) {
+                const int j = it.tn * T.rows + x + h, ll = l0 + kk;
+                Cplx& dst = raw.at(StagedOffset(T.ld_filter, x + h, kk));
+                EXPECT_TRUE(std::isnan(dst.x)) << "staged filter element copied twice";
+                dst = j < l.n && ll < l.k ? b.at(fb + j + static_cast<int64_t>(ll) * l.ldb)
+                                          : Cplx{0, 0};
+              }
+            }
+          } else {
+            for (int r = 0; r < FilterCopies(T.rows, kProducerThreads); ++r) {
+              const int e = tid + r * kProducerThreads, x = e % T.rows, kk = e / T.rows;
+              const int j = it.tn * T.rows + x, ll = l0 + kk;
+              Cplx& dst = raw.at(StagedOffset(T.ld_filter, x, kk));
+              EXPECT_TRUE(std::isnan(dst.x)) << "staged filter element copied twice";
+              dst = j < l.n && ll < l.k ? b.at(fb + j + static_cast<int64_t>(ll) * l.ldb)
+                                        : Cplx{0, 0};
+            }
           }
-          for (int r = 0; r < InputCopies(kN, T.threads); ++r) {
-            const int e = tid + r * T.threads, x = e % kN, kk = e / kN;
+          for (int r = 0; r < InputCopies(kN, kProducerThreads); ++r) {
+            const int e = tid + r * kProducerThreads, x = e % kN, kk = e / kN;
             if (kk >= kBk) continue;
             const int i = it.tm * kN + x, ll = l0 + kk;
             raw_in[StagedOffset(T.ld_input, x, kk)] =
                 i < l.m && ll < l.k ? a.at(fa + i + static_cast<int64_t>(ll) * l.lda) : Cplx{0, 0};
           }
         }
-        // The split into the planes (NaN before).
+        // The split into the planes (NaN before): groups of four k of one column, each (form,
+        // slots) row one 16-byte store per plane.
         std::vector<uint32_t> smem(T.buffer_bytes / 4, kNan);
-        for (int tid = 0; tid < T.threads; ++tid) {
-          for (int r = 0; r < CopiesPerThread(kN, T.threads); ++r) {
-            const Copy cp = CopyOf(kN, T.threads, tid, r);
-            if (!cp.valid) continue;
-            const Cplx x = raw_in[StagedOffset(T.ld_input, cp.c, cp.kk)];
-            uint32_t re_hi, re_lo, im_hi, im_lo;
-            const int s = cp.kk / 4, q = cp.kk % 4;
-            SplitTf32(x.x, re_hi, re_lo);
-            SplitTf32(x.y, im_hi, im_lo);
-            auto put = [&](int col, int slot, uint32_t hi, uint32_t lo) {
-              uint32_t& h = smem.at(PlaneOffset(kN, col, s, slot) / 4);
-              uint32_t& w = smem.at((T.plane_bytes + PlaneOffset(kN, col, s, slot)) / 4);
-              EXPECT_EQ(h, kNan) << "plane word written twice";
-              h = hi;
-              w = lo;
-            };
-            put(cp.c, q, re_hi, re_lo);  // Re form: (Ar, Ai)
-            put(cp.c, q + 4, im_hi, im_lo);
-            put(cp.c + kN, q, im_hi, im_lo);  // Im form: (Ai, -Ar)
-            put(cp.c + kN, q + 4, re_hi ^ 0x80000000u, re_lo ^ 0x80000000u);
+        for (int tid = 0; tid < kProducerThreads; ++tid) {
+          for (int r = 0; r < SplitGroupsPerThread(kN, kProducerThreads); ++r) {
+            const SplitGroup g = SplitGroupOf(kN, kProducerThreads, tid, r);
+            if (!g.valid) continue;
+            for (int t = 0; t < 4; ++t) {
+              const Cplx x = raw_in[StagedOffset(T.ld_input, g.c, 4 * g.s + t)];
+              uint32_t re_hi, re_lo, im_hi, im_lo;
+              SplitTf32(x.x, re_hi, re_lo);
+              SplitTf32(x.y, im_hi, im_lo);
+              auto put = [&](int col, int slot, uint32_t hi, uint32_t lo) {
+                uint32_t& h = smem.at(PlaneOffset(kN, col, g.s, slot) / 4);
+                uint32_t& w = smem.at((T.plane_bytes + PlaneOffset(kN, col, g.s, slot)) / 4);
+                EXPECT_EQ(h, kNan) << "plane word written twice";
+                h = hi;
+                w = lo;
+              };
+              put(g.c, t, re_hi, re_lo);  // Re form: (Ar, Ai)
+              put(g.c, t + 4, im_hi, im_lo);
+              put(g.c + kN, t, im_hi, im_lo);  // Im form: (Ai, -Ar)
+              put(g.c + kN, t + 4, re_hi ^ 0x80000000u, re_lo ^ 0x80000000u);
+            }
           }
         }
         for (int wg = 0; wg < T.wgs; ++wg) {
@@ -244,6 +268,7 @@ void Replay(const GemmLayout& l, const std::vector<Cplx>& a, const std::vector<C
 struct Case {
   std::string name;
   int m, n, k, batch, grid_ctas;
+  bool wide = false;  // even ldb and stride_b: the kernel's 16-byte filter copies
 };
 
 void RunCase(const Case& cs) {
@@ -253,10 +278,10 @@ void RunCase(const Case& cs) {
   l.n = cs.n;
   l.k = cs.k;
   l.lda = cs.m + 3;  // padded leading dimensions, as the channel mix's are not
-  l.ldb = cs.n + 1;
+  l.ldb = cs.wide ? (cs.n + 2) / 2 * 2 : cs.n + 1 + cs.n % 2;  // even or odd as asked
   l.ldc = cs.m + 2;
   l.stride_a = static_cast<int64_t>(l.lda) * cs.k + 5;
-  l.stride_b = static_cast<int64_t>(l.ldb) * cs.k + 7;
+  l.stride_b = static_cast<int64_t>(l.ldb) * cs.k + (cs.wide ? 6 : 7);
   l.stride_c = static_cast<int64_t>(l.ldc) * cs.n + 1;
   l.batch = cs.batch;
   std::vector<Cplx> a(l.stride_a * cs.batch), b(l.stride_b * cs.batch);
@@ -265,7 +290,7 @@ void RunCase(const Case& cs) {
   const float kPoison = NAN;
   std::vector<Cplx> c(l.stride_c * cs.batch, Cplx{kPoison, kPoison});
   int dirty = 0;
-  Replay(l, a, b, c, cs.grid_ctas, &dirty);
+  Replay(l, a, b, c, cs.grid_ctas, cs.wide, &dirty);
   EXPECT_EQ(dirty, 0) << "operands with bits below TF32";
   int64_t bad = 0, unwritten = 0, outside = 0;
   double worst = 0;
@@ -311,6 +336,10 @@ TEST(Sm90ReplayTest, MatchesFp64) {
   RunCase({"one wg x 32", 28, 64, 20, 2, 1});
   RunCase({"tails everywhere", 61, 70, 19, 3, 2});
   RunCase({"tiny", 1, 1, 1, 1, 1});
+  RunCase({"kernelbot-like, wide copies", 49, 128, 32, 2, 3, true});
+  RunCase({"one wg x 32, wide copies", 28, 64, 20, 2, 1, true});
+  RunCase({"n odd, wide copies", 61, 71, 19, 3, 2, true});
+  RunCase({"tiny, wide copies", 1, 1, 1, 1, 1, true});
 }
 
 }  // namespace

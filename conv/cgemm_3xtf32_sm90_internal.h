@@ -9,21 +9,25 @@
 // operand, (Br, Bi) in slots (t, t + 4):
 //   columns [0, kN):     B operand slots (Ar, Ai):  sum Br*Ar + Bi*Ai  = Re C
 //   columns [kN, 2 kN):  B operand slots (Ai, -Ar): sum Br*Ai - Bi*Ar  = Im C
-// Both operands reach shared memory raw, by cp.async, kStaged stages ahead. The A operand (the
-// filter spectrum) goes on to registers in the wgmma fragment layout and is split there (each
-// element once per CTA, by the one thread that holds it). The B operand (the input spectrum) is
-// split into two TF32 planes (hi, lo) in the no-swizzle K-major layout that wgmma reads through a
-// matrix descriptor: 8 x 16-byte core matrices of 8 columns by 4 K slots, the K neighbour 128
-// bytes on (the descriptor's leading byte offset), the column-group neighbour 256 bytes on (its
-// stride byte offset).
+// Both operands reach shared memory raw, by cp.async. The A operand (the filter spectrum) goes on
+// to registers in the wgmma fragment layout and is split there (each element once per CTA, by the
+// one thread that holds it). The B operand (the input spectrum) is split into two TF32 planes
+// (hi, lo) in the no-swizzle K-major layout that wgmma reads through a matrix descriptor: 8 x
+// 16-byte core matrices of 8 columns by 4 K slots, the K neighbour 128 bytes on (the descriptor's
+// leading byte offset), the column-group neighbour 256 bytes on (its stride byte offset).
 //
 // Each product a*b is lo_a*hi_b + hi_a*lo_b + hi_a*hi_b. The tensor cores sum each stage of kBk
 // complex k (the first instruction with scale-d = 0) into partials that fp32 adds fold into the
 // running sums: see cgemm_3xtf32.cu's ComputeStage for why (accuracy).
 //
+// The CTA is warp-specialised: a producer warpgroup copies the raw stages (kAhead stages ahead)
+// and splits B into the planes; the kWgs consumer warpgroups (64 n rows each) only load and split
+// their A fragments, run the wgmma and fold. Producer and consumers hand kSlots slots (a raw stage
+// and its planes) to each other through "full" and "empty" mbarriers, so no CTA-wide barrier
+// stalls the tensor cores: while one consumer warpgroup folds, the other's wgmma run (round 30 of
+// docs/PERF.md: the single-role kernel before it spent 2/3 of its time with the tensor cores idle).
 // CTAs are persistent: each walks work items (f, m tile, n tile) = blockIdx.x, + gridDim.x, ...,
-// and its pipeline (raw stages in flight, two split buffers) runs on across items, so the load
-// latency of one item's first stages hides behind the last one's math.
+// and the slot ring runs on across items.
 #ifndef CONV2D_CONV_CGEMM_3XTF32_SM90_INTERNAL_H_
 #define CONV2D_CONV_CGEMM_3XTF32_SM90_INTERNAL_H_
 
@@ -41,39 +45,45 @@ constexpr int kCoreBytes = 128;    // one core matrix: 8 columns x 16 bytes
 constexpr int kLeadingBytes = 128;  // descriptor LBO: the K-neighbour core matrix
 constexpr int kStrideBytes = 256;   // descriptor SBO: the next 8 columns
 
-constexpr int kStaged = 3;          // stages of raw operands in flight (cp.async)
 constexpr int kStagePad = 4;        // staged rows padded to 4 (mod 16) complex: see StagedOffset
+constexpr int kProducerThreads = 128;  // the producer warpgroup: copies and the B split
+constexpr int kSlots = 4;   // slots (raw stage + planes) in the ring between the roles
+constexpr int kAhead = 2;   // stages whose copies are in flight while the producer splits one
 
-// A CTA: kWgs warpgroups (n rows 64*kWgs) by kN columns of m.
+// A CTA: the producer warpgroup, then kWgs consumer warpgroups (n rows 64*kWgs) by kN columns of m.
 struct Tile {
-  int wgs = 0;     // 1 or 2
+  int wgs = 0;     // consumer warpgroups: 1 or 2
   int n_cols = 0;  // kN: 32 or 56
-  int threads = 0;
+  int threads = 0;       // 128 * (wgs + 1)
   int rows = 0;          // n rows: 64 * wgs
   int ld_filter = 0;     // staged filter rows (one per k), complex
   int ld_input = 0;      // staged input-spectrum rows (one per k), complex
   int staged_bytes = 0;  // one raw stage: filter [kBk][ld_filter] then input [kBk][ld_input]
   int plane_bytes = 0;   // one TF32 plane of one stage: kSteps K steps of 2 kN columns
   int buffer_bytes = 0;  // hi and lo planes
-  int smem_bytes = 0;    // kStaged raw stages, then two split buffers
+  int slot_bytes = 0;    // a raw stage, then its hi and lo planes
+  int barrier_offset = 0;  // kSlots "full" then kSlots "empty" mbarriers (8 bytes each)
+  int smem_bytes = 0;
 };
 CONV2D_HOST_DEVICE constexpr Tile MakeTile(int wgs, int n_cols) {
   Tile t;
   t.wgs = wgs;
   t.n_cols = n_cols;
-  t.threads = 128 * wgs;
+  t.threads = 128 * (wgs + 1);
   t.rows = kRowsPerWg * wgs;
   t.ld_filter = t.rows + kStagePad;
   t.ld_input = n_cols + ((kStagePad - n_cols) % 16 + 16) % 16;
   t.staged_bytes = kBk * (t.ld_filter + t.ld_input) * 8;
   t.plane_bytes = kSteps * (2 * n_cols / 8) * 2 * kCoreBytes;
   t.buffer_bytes = 2 * t.plane_bytes;
-  t.smem_bytes = kStaged * t.staged_bytes + 2 * t.buffer_bytes;
+  t.slot_bytes = t.staged_bytes + t.buffer_bytes;
+  t.barrier_offset = kSlots * t.slot_bytes;
+  t.smem_bytes = t.barrier_offset + 2 * kSlots * 8;
   return t;
 }
 
-// Raw stages are filled by 8-byte cp.async (the spectra's leading dimensions can be odd), copy
-// r of thread tid taking filter element (row j, k kk) = e % rows, e / rows and input element
+// Raw stages are filled by the producer's 8-byte cp.async (the spectra's leading dimensions can be
+// odd), copy r of producer thread tid taking filter element (row j, k kk) = e % rows, e / rows and input element
 // (column c, k kk) = e % kN, e / kN for e = tid + r * threads: consecutive threads, consecutive
 // addresses in global and shared memory.
 CONV2D_HOST_DEVICE constexpr int FilterCopies(int rows, int threads) {
@@ -121,24 +131,29 @@ CONV2D_HOST_DEVICE inline int PlaneOffset(int n_cols, int c, int s, int q) {
          (q >> 2) * kLeadingBytes + (c & 7) * 16 + (q & 3) * 4;
 }
 
-// The element of a stage that split r of thread tid moves from the raw stage into the planes:
-// column c, complex k index kk < kBk (K step kk / 4, slot kk % 4 for the real part, + 4 for the
-// imaginary part). Four consecutive threads take four consecutive k of one column, eight such
-// groups eight consecutive columns: a warp's stores into a plane hit 32 distinct banks. `valid`
-// is false past the stage.
-struct Copy {
-  int c, kk;
+// The split's work: group r of producer thread tid is column c of K step s, the four complex
+// k = 4s .. 4s + 3 of that column, whose real parts fill one 16-byte row of a core matrix (K
+// slots 0-3) and imaginary parts the next core matrix's (slots 4-7): each of the four (form,
+// slots) rows of each plane is one 16-byte store. Eight consecutive threads take eight
+// consecutive columns (kN and 128 are multiples of 8), one 128-byte core matrix: no bank
+// conflict. `valid` is false past the stage.
+struct SplitGroup {
+  int c, s;
   bool valid;
 };
-CONV2D_HOST_DEVICE inline Copy CopyOf(int n_cols, int threads, int tid, int r) {
-  const int e = tid + r * threads;
-  const int t = e & 3, rest = e >> 2;
-  const int c = rest % n_cols, s = rest / n_cols;
-  return {c, 4 * s + t, s < kSteps};
+CONV2D_HOST_DEVICE inline SplitGroup SplitGroupOf(int n_cols, int threads, int tid, int r) {
+  const int g = tid + r * threads;
+  return {g % n_cols, g / n_cols, g < kSteps * n_cols};
 }
-// Splits per thread and stage.
-CONV2D_HOST_DEVICE constexpr int CopiesPerThread(int n_cols, int threads) {
-  return (kBk * n_cols + threads - 1) / threads;
+CONV2D_HOST_DEVICE constexpr int SplitGroupsPerThread(int n_cols, int threads) {
+  return (kSteps * n_cols + threads - 1) / threads;
+}
+
+// With the filter spectrum 16-byte aligned (even ldb and stride_b), its copies are 16 bytes, two
+// rows j, j + 1 each: copy r of producer thread tid takes rows 2 (e % (rows / 2)) + {0, 1} of k
+// e / (rows / 2), e = tid + r * threads.
+CONV2D_HOST_DEVICE constexpr int WideFilterCopies(int rows, int threads) {
+  return kBk * rows / 2 / threads;
 }
 
 // The wgmma fragment maps (PTX ISA, wgmma .m64nNk8 with .tf32; lane = 4*g + t, warp w < 4 of the

@@ -29,6 +29,15 @@ __device__ __forceinline__ void CpAsync(void* dst, const void* src, bool valid) 
   CpAsync<kBytes>(static_cast<uint32_t>(__cvta_generic_to_shared(dst)), src, valid);
 }
 
+// A 16-byte copy of which only the first src_bytes (0, 4, 8, 12 or 16) are read; the rest of the
+// 16 bytes at `dst` are zero-filled (a pair of elements cut by the operand's edge).
+__device__ __forceinline__ void CpAsync16Partial(void* dst, const void* src, int src_bytes) {
+  asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(
+                   static_cast<uint32_t>(__cvta_generic_to_shared(dst))),
+               "l"(src), "r"(src_bytes)
+               : "memory");
+}
+
 __device__ __forceinline__ void CpAsyncCommit() {
   asm volatile("cp.async.commit_group;\n" ::: "memory");
 }
