@@ -195,36 +195,47 @@ __device__ __forceinline__ void Produce(const Params& p, unsigned char* smem, ui
   const int tid = threadIdx.x;
   const int f_row = kRowsPerCopy * (tid % kCopyRows), f_k = tid / kCopyRows;
 
-  // Enqueues the raw copies of the stage at `c` into `slot` (zeros past n, m and k).
+  constexpr int kInRows = InputRowsPerPass(kN, kThreads);  // k rows per pass of the input copies
+  static_assert(kBk % kInRows == 0, "the input copies cover the stage's k rows evenly");
+  const int in_col = tid % kN, in_k = tid / kN;  // in_k >= kInRows: no input copies
+
+  // Enqueues the raw copies of the stage at `c` into `slot` (zeros past n, m and k). A masked
+  // thread walks a valid pointer with stride 0; past k (the last chunk), a copy reads nothing.
   auto fetch = [&](const Cursor& c, int slot) {
     const int l0 = c.chunk * kBk, k_left = p.k - l0;
     float2* raw = reinterpret_cast<float2*>(smem + slot * kT.slot_bytes);
-    const int j = c.at.tn * kT.rows + f_row;
-    const float2* src_b = p.b + c.at.f * p.stride_b + j + static_cast<int64_t>(l0 + f_k) * p.ldb;
-    const int64_t step_b = static_cast<int64_t>(kRowStep) * p.ldb;
-    // Bytes of this thread's row(s) inside n: 16, 8 (the pair cut by n) or 0.
-    const int row_bytes = kWide ? (j + 1 < p.n ? 16 : (j < p.n ? 8 : 0)) : (j < p.n ? 8 : 0);
+    {
+      const int j = c.at.tn * kT.rows + f_row;
+      // Bytes of this thread's row(s) inside n: 16, 8 (the pair cut by n) or 0.
+      const int row_bytes = kWide ? (j + 1 < p.n ? 16 : (j < p.n ? 8 : 0)) : (j < p.n ? 8 : 0);
+      const float2* src =
+          row_bytes > 0 ? p.b + c.at.f * p.stride_b + j + static_cast<int64_t>(l0 + f_k) * p.ldb
+                        : p.b;
+      const int64_t step = row_bytes > 0 ? static_cast<int64_t>(kRowStep) * p.ldb : 0;
+      float2* dst = raw + StagedOffset(kT.ld_filter, f_row, f_k);
 #pragma unroll
-    for (int r = 0; r < kFilterCopies; ++r) {
-      const int bytes = f_k + r * kRowStep < k_left ? row_bytes : 0;
-      float2* dst = raw + StagedOffset(kT.ld_filter, f_row, f_k + r * kRowStep);
-      const float2* src = bytes > 0 ? src_b + r * step_b : p.b;
-      if constexpr (kWide) {
-        CpAsync16Partial(dst, src, bytes);
-      } else {
-        CpAsync<8>(dst, src, bytes > 0);
+      for (int r = 0; r < kFilterCopies; ++r) {
+        const int bytes = k_left >= kBk || f_k + r * kRowStep < k_left ? row_bytes : 0;
+        if constexpr (kWide) {
+          CpAsync16Partial(dst + r * kRowStep * kT.ld_filter, src, bytes);
+        } else {
+          CpAsync<8>(dst + r * kRowStep * kT.ld_filter, src, bytes > 0);
+        }
+        src += step;
       }
     }
-    float2* raw_in = raw + kBk * kT.ld_filter;
-    const int i0 = c.at.tm * kN;
-    const float2* src_a = p.a + c.at.f * p.stride_a + i0 + static_cast<int64_t>(l0) * p.lda;
+    if (in_k < kInRows) {
+      const int i = c.at.tm * kN + in_col;
+      const bool ok = i < p.m;
+      const float2* src =
+          ok ? p.a + c.at.f * p.stride_a + i + static_cast<int64_t>(l0 + in_k) * p.lda : p.a;
+      const int64_t step = ok ? static_cast<int64_t>(kInRows) * p.lda : 0;
+      float2* dst = raw + kBk * kT.ld_filter + StagedOffset(kT.ld_input, in_col, in_k);
 #pragma unroll
-    for (int r = 0; r < kInputCopies; ++r) {
-      const int e = tid + r * kThreads, col = e % kN, kk = e / kN;
-      if (kk < kBk) {
-        const bool ok = i0 + col < p.m && kk < k_left;
-        CpAsync<8>(raw_in + StagedOffset(kT.ld_input, col, kk),
-                   ok ? src_a + col + static_cast<int64_t>(kk) * p.lda : p.a, ok);
+      for (int r = 0; r < kInputCopies; ++r) {
+        CpAsync<8>(dst + r * kInRows * kT.ld_input, src,
+                   ok && (k_left >= kBk || in_k + r * kInRows < k_left));
+        src += step;
       }
     }
   };

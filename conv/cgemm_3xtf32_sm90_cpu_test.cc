@@ -183,12 +183,13 @@ void Replay(const GemmLayout& l, const std::vector<Cplx>& a, const std::vector<C
                                         : Cplx{0, 0};
             }
           }
-          for (int r = 0; r < InputCopies(kN, kProducerThreads); ++r) {
-            const int e = tid + r * kProducerThreads, x = e % kN, kk = e / kN;
-            if (kk >= kBk) continue;
+          const int in_rows = InputRowsPerPass(kN, kProducerThreads);
+          for (int r = 0; tid / kN < in_rows && r < InputCopies(kN, kProducerThreads); ++r) {
+            const int x = tid % kN, kk = tid / kN + r * in_rows;
             const int i = it.tm * kN + x, ll = l0 + kk;
-            raw_in[StagedOffset(T.ld_input, x, kk)] =
-                i < l.m && ll < l.k ? a.at(fa + i + static_cast<int64_t>(ll) * l.lda) : Cplx{0, 0};
+            Cplx& dst = raw_in[StagedOffset(T.ld_input, x, kk)];
+            EXPECT_TRUE(std::isnan(dst.x)) << "staged input element copied twice";
+            dst = i < l.m && ll < l.k ? a.at(fa + i + static_cast<int64_t>(ll) * l.lda) : Cplx{0, 0};
           }
         }
         // The split into the planes (NaN before): groups of four k of one column, each (form,

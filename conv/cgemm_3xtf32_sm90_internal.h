@@ -82,15 +82,21 @@ CONV2D_HOST_DEVICE constexpr Tile MakeTile(int wgs, int n_cols) {
   return t;
 }
 
-// Raw stages are filled by the producer's 8-byte cp.async (the spectra's leading dimensions can be
-// odd), copy r of producer thread tid taking filter element (row j, k kk) = e % rows, e / rows and input element
-// (column c, k kk) = e % kN, e / kN for e = tid + r * threads: consecutive threads, consecutive
-// addresses in global and shared memory.
+// Raw stages are filled by the producer's cp.async (8 bytes: the spectra's leading dimensions can
+// be odd). Each producer thread owns fixed rows and columns and walks k: filter copies take row j
+// = tid % rows (two rows, 2 (tid % (rows / 2)) + {0, 1}, when 16 bytes wide; see
+// WideFilterCopies) of k rows tid / rows + r * (threads / rows); input copies (threads below
+// kN * (threads / kN)) take column tid % kN of k rows tid / kN + r * (threads / kN). Per stage a
+// thread computes one address per operand and adds a stride per copy; consecutive threads copy
+// consecutive addresses.
 CONV2D_HOST_DEVICE constexpr int FilterCopies(int rows, int threads) {
   return kBk * rows / threads;
 }
+CONV2D_HOST_DEVICE constexpr int InputRowsPerPass(int n_cols, int threads) {
+  return threads / n_cols;
+}
 CONV2D_HOST_DEVICE constexpr int InputCopies(int n_cols, int threads) {
-  return (kBk * n_cols + threads - 1) / threads;
+  return kBk / InputRowsPerPass(n_cols, threads);
 }
 // Complex offset of staged element (row or column x, k kk) in a part with leading dimension ld.
 // ld = 4 (mod 16) complex keeps both readers conflict-free: fragment loads (8 lanes x, 4 lanes
