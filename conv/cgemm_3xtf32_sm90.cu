@@ -1,17 +1,18 @@
 // The 3xTF32 channel mix on Hopper's warpgroup MMA (wgmma, sm_90a): the layout algebra and the
 // reasons are in cgemm_3xtf32_sm90_internal.h. cgemm_3xtf32.cu dispatches here on sm_90 devices.
 //
-// Per CTA: a producer warpgroup and kWgs consumer warpgroups (64 n rows each) by kN m columns,
-// persistent over the work items, handing slots round a ring of kSlots:
-//   producer, stage q: wait "empty" of stage q + kAhead's slot; cp.async stage q + kAhead; wait
-//     for stage q's copies; split its input tile into the slot's planes; fence.proxy.async;
+// Per CTA: a copy warpgroup, a split warpgroup and kWgs consumer warpgroups (64 n rows each) by
+// kN m columns, persistent over the work items, handing slots round a ring of kSlots:
+//   copy, stage q: wait "empty" of the slot (stage q - kSlots done); cp.async stage q; arrive
+//     "loaded" when they land (cp.async.mbarrier.arrive)
+//   split, stage q: wait "loaded"; split the input tile into the slot's planes; fence.proxy.async;
 //     arrive "full"
-//   consumer, stage q: split the filter fragments (loaded during stage q - 1); wgmma.fence; 4 K
-//     steps x 6 wgmma (Re and Im x lo*hi, hi*lo, hi*hi); commit; while they run, wait "full" of
-//     stage q + 1 and load its filter fragments; wait for the wgmma; arrive "empty"; fold the
-//     partials into the running sums; after an item's last stage, store C
-// A consumer thread holds its running sums and partials (2 x kN floats), so with two consumer
-// warpgroups the producer gives registers up (setmaxnreg) for them.
+//   consumer, stage q: split the filter fragments (loaded after stage q - 1); wgmma.fence; 4 K
+//     steps x 6 wgmma (Re and Im x lo*hi, hi*lo, hi*hi); commit; wait for them; arrive "empty";
+//     wait "full" of stage q + 1 and load its filter fragments; fold the partials into the
+//     running sums; after an item's last stage, store C
+// A consumer thread holds its running sums and partials (2 x kN floats); the producers give
+// registers up (setmaxnreg) for them.
 #include <cuda_runtime.h>
 
 #include <algorithm>
@@ -164,9 +165,11 @@ __device__ __forceinline__ void MbarWait(uint64_t* bar, int parity) {
       "r"(parity)
       : "memory");
 }
-// The producer warpgroup's own barrier (barrier 0 is __syncthreads').
-__device__ __forceinline__ void ProducerSync() {
-  asm volatile("bar.sync 1, %0;\n" ::"n"(kProducerThreads) : "memory");
+// An arrival on `bar` once every cp.async this thread has issued so far has landed (counted in
+// the barrier's expected arrivals: .noinc).
+__device__ __forceinline__ void CpAsyncArrive(uint64_t* bar) {
+  asm volatile("cp.async.mbarrier.arrive.noinc.shared::cta.b64 [%0];\n" ::"r"(SmemAddress(bar))
+               : "memory");
 }
 template <int kRegs>
 __device__ __forceinline__ void GiveRegisters() {
@@ -177,26 +180,25 @@ __device__ __forceinline__ void TakeRegisters() {
   asm volatile("setmaxnreg.inc.sync.aligned.u32 %0;\n" ::"n"(kRegs));
 }
 
-// The producer warpgroup: copies of every stage into its slot, and the split of its input tile.
-// kWide: the filter spectrum is 16-byte aligned (even ldb and stride_b), copied two rows a copy.
+// The copy warpgroup: the raw copies of every stage into its slot, as soon as the slot is free;
+// the slot's "loaded" barrier completes when they have landed. kWide: the filter spectrum is
+// 16-byte aligned (even ldb and stride_b), copied two rows a copy.
 template <int kWgs, int kN, bool kWide>
-__device__ __forceinline__ void Produce(const Params& p, unsigned char* smem, uint64_t* full,
-                                        uint64_t* empty, int stages, int chunks) {
+__device__ __forceinline__ void CopyStages(const Params& p, unsigned char* smem, uint64_t* loaded,
+                                           uint64_t* empty, int stages, int chunks) {
   constexpr Tile kT = MakeTile(kWgs, kN);
-  constexpr int kThreads = kProducerThreads;
+  constexpr int kThreads = kCopyThreads;
   constexpr int kRowsPerCopy = kWide ? 2 : 1;
   constexpr int kCopyRows = kT.rows / kRowsPerCopy;  // copies per k row of the filter
   constexpr int kFilterCopies =
       kWide ? WideFilterCopies(kT.rows, kThreads) : FilterCopies(kT.rows, kThreads);
   constexpr int kInputCopies = InputCopies(kN, kThreads);
-  constexpr int kGroups = SplitGroupsPerThread(kN, kThreads);
   constexpr int kRowStep = kThreads / kCopyRows;  // k rows between a thread's filter copies
+  constexpr int kInRows = InputRowsPerPass(kN, kThreads);  // k rows per pass of the input copies
   static_assert(kThreads % kCopyRows == 0, "a thread copies fixed filter rows");
+  static_assert(kBk % kInRows == 0, "the input copies cover the stage's k rows evenly");
   const int tid = threadIdx.x;
   const int f_row = kRowsPerCopy * (tid % kCopyRows), f_k = tid / kCopyRows;
-
-  constexpr int kInRows = InputRowsPerPass(kN, kThreads);  // k rows per pass of the input copies
-  static_assert(kBk % kInRows == 0, "the input copies cover the stage's k rows evenly");
   const int in_col = tid % kN, in_k = tid / kN;  // in_k >= kInRows: no input copies
 
   // Enqueues the raw copies of the stage at `c` into `slot` (zeros past n, m and k). A masked
@@ -239,15 +241,36 @@ __device__ __forceinline__ void Produce(const Params& p, unsigned char* smem, ui
       }
     }
   };
-  // This thread's groups of the slot's input tile, split into the slot's hi and lo planes.
-  auto split = [&](int slot) {
+
+  Cursor at = FirstStage(p);
+  for (int s = 0; s < stages; ++s) {
+    const int slot = s % kSlots;
+    // The slot's last stage, s - kSlots, is done with (its wgmma complete, fragments read).
+    if (s >= kSlots) MbarWait(&empty[slot], (s / kSlots - 1) & 1);
+    fetch(at, slot);
+    CpAsyncArrive(&loaded[slot]);
+    NextStage(p, chunks, at);
+  }
+  CpAsyncWait<0>();  // no copy may outlive the CTA's shared memory
+}
+
+// The split warpgroup: each landed input tile into its slot's hi and lo planes.
+template <int kWgs, int kN>
+__device__ __forceinline__ void SplitStages(unsigned char* smem, uint64_t* loaded, uint64_t* full,
+                                            int stages) {
+  constexpr Tile kT = MakeTile(kWgs, kN);
+  constexpr int kGroups = SplitGroupsPerThread(kN, kSplitThreads);
+  const int tid = static_cast<int>(threadIdx.x) - kCopyThreads;
+  for (int q = 0; q < stages; ++q) {
+    const int slot = q % kSlots;
+    MbarWait(&loaded[slot], (q / kSlots) & 1);
     unsigned char* base = smem + slot * kT.slot_bytes;
     const float2* raw_in = reinterpret_cast<const float2*>(base) + kBk * kT.ld_filter;
     unsigned char* hi_plane = base + kT.staged_bytes;
     unsigned char* lo_plane = hi_plane + kT.plane_bytes;
 #pragma unroll
     for (int r = 0; r < kGroups; ++r) {
-      const SplitGroup g = SplitGroupOf(kN, kThreads, tid, r);
+      const SplitGroup g = SplitGroupOf(kN, kSplitThreads, tid, r);
       if (!g.valid) continue;
       uint32_t re_hi[4], re_lo[4], im_hi[4], im_lo[4];
 #pragma unroll
@@ -272,34 +295,9 @@ __device__ __forceinline__ void Produce(const Params& p, unsigned char* smem, ui
       put(hi_plane, re_hi, im_hi);
       put(lo_plane, re_lo, im_lo);
     }
-  };
-
-  Cursor fetch_at = FirstStage(p);
-#pragma unroll
-  for (int s = 0; s < kAhead; ++s) {
-    if (s < stages) {
-      fetch(fetch_at, s);
-      NextStage(p, chunks, fetch_at);
-    }
-    CpAsyncCommit();  // empty groups past the end keep the group count uniform
-  }
-  for (int q = 0; q < stages; ++q) {
-    const int s = q + kAhead;
-    if (s < stages) {
-      const int slot = s % kSlots;
-      // The slot's last stage, s - kSlots, is done with (its wgmma complete, fragments read).
-      if (s >= kSlots) MbarWait(&empty[slot], (s / kSlots - 1) & 1);
-      fetch(fetch_at, slot);
-      NextStage(p, chunks, fetch_at);
-    }
-    CpAsyncCommit();
-    CpAsyncWait<kAhead>();  // stage q's copies landed (this thread's)...
-    ProducerSync();         // ...and every producer thread's
-    split(q % kSlots);
     FenceProxyAsync();  // the planes, seen by the tensor cores' async proxy
-    MbarArrive(&full[q % kSlots]);
+    MbarArrive(&full[slot]);
   }
-  CpAsyncWait<0>();  // (empty groups only by now)
 }
 
 // A consumer warpgroup: rows 64 * wg .. + 63 of every item's n tile.
@@ -368,15 +366,14 @@ __device__ __forceinline__ void Consume(const Params& p, unsigned char* smem, ui
     }
     WgmmaCommit();
 
-    // While the tensor cores work: the next stage's filter fragments.
+    // The slot is free once the wgmma have read it; then the next stage's filter fragments.
+    WgmmaWaitAll();
+    MbarArrive(&empty[slot]);
     if (q + 1 < stages) {
       const int next = q + 1;
       MbarWait(&full[next % kSlots], (next / kSlots) & 1);
       load_fragments(next % kSlots);
     }
-
-    WgmmaWaitAll();
-    MbarArrive(&empty[slot]);  // the slot's planes and fragments are no longer read
 #pragma unroll
     for (int v = 0; v < 2 * kAcc; ++v) {
       PinRegister(par[v]);
@@ -412,13 +409,14 @@ __device__ __forceinline__ void Consume(const Params& p, unsigned char* smem, ui
 }
 #endif
 
-// Registers per thread of the two roles when two consumer warpgroups share the SM with the
-// producer: 128 * 80 + 256 * 208 = 63488, within the 64512 the launch gives 384 threads (168 each).
-constexpr int kProducerRegs = 80;
-constexpr int kConsumerRegs = 208;
+// Registers per thread of the two roles (setmaxnreg), within what the launch gives: 512 threads
+// get 128 each, 256 * 56 + 256 * 200 = 65536; 384 threads 168 each, 256 * 56 + 128 * 232 = 44032.
+constexpr int kProducerRegs = 56;
+template <int kWgs>
+constexpr int kConsumerRegs = kWgs == 2 ? 200 : 232;
 
 template <int kWgs, int kN, bool kWide>
-__global__ void __launch_bounds__(128 * (kWgs + 1), 1)
+__global__ void __launch_bounds__(kProducerThreads + 128 * kWgs, 1)
     CgemmConjSm90Kernel(const __grid_constant__ Params p) {
 #if CONV2D_HAS_WGMMA
   constexpr Tile kT = MakeTile(kWgs, kN);
@@ -427,20 +425,26 @@ __global__ void __launch_bounds__(128 * (kWgs + 1), 1)
   const int stages = (p.items - static_cast<int>(blockIdx.x) + static_cast<int>(gridDim.x) - 1) /
                      static_cast<int>(gridDim.x) * chunks;
   if (stages <= 0) return;
-  uint64_t* const full = reinterpret_cast<uint64_t*>(smem + kT.barrier_offset);
+  uint64_t* const loaded = reinterpret_cast<uint64_t*>(smem + kT.barrier_offset);
+  uint64_t* const full = loaded + kSlots;
   uint64_t* const empty = full + kSlots;
   if (threadIdx.x == 0) {
     for (int s = 0; s < kSlots; ++s) {
-      MbarInit(&full[s], kProducerThreads);
+      MbarInit(&loaded[s], kCopyThreads);
+      MbarInit(&full[s], kSplitThreads);
       MbarInit(&empty[s], 128 * kWgs);
     }
   }
   __syncthreads();
   if (threadIdx.x < kProducerThreads) {
-    if constexpr (kWgs == 2) GiveRegisters<kProducerRegs>();
-    Produce<kWgs, kN, kWide>(p, smem, full, empty, stages, chunks);
+    GiveRegisters<kProducerRegs>();
+    if (threadIdx.x < kCopyThreads) {
+      CopyStages<kWgs, kN, kWide>(p, smem, loaded, empty, stages, chunks);
+    } else {
+      SplitStages<kWgs, kN>(smem, loaded, full, stages);
+    }
   } else {
-    if constexpr (kWgs == 2) TakeRegisters<kConsumerRegs>();
+    TakeRegisters<kConsumerRegs<kWgs>>();
     Consume<kWgs, kN>(p, smem, full, empty, stages, chunks);
   }
 #endif

@@ -57,11 +57,11 @@ TEST(Sm90LayoutTest, TilesAndPlanes) {
     // The split's groups cover every (column, K step) of a stage once; each 8-thread phase of a
     // warp's 16-byte stores fills one 128-byte core-matrix block (no bank conflict).
     std::vector<int> seen(kSteps * n_cols, 0);
-    for (int r = 0; r < SplitGroupsPerThread(n_cols, kProducerThreads); ++r) {
-      for (int phase = 0; phase < kProducerThreads / 8; ++phase) {
+    for (int r = 0; r < SplitGroupsPerThread(n_cols, kSplitThreads); ++r) {
+      for (int phase = 0; phase < kSplitThreads / 8; ++phase) {
         std::vector<int> blocks, chunks;
         for (int tid = 8 * phase; tid < 8 * phase + 8; ++tid) {
-          const SplitGroup g = SplitGroupOf(n_cols, kProducerThreads, tid, r);
+          const SplitGroup g = SplitGroupOf(n_cols, kSplitThreads, tid, r);
           if (!g.valid) continue;
           ++seen.at(g.s * n_cols + g.c);
           const int at = PlaneOffset(n_cols, g.c, g.s, 0);
@@ -159,11 +159,11 @@ void Replay(const GemmLayout& l, const std::vector<Cplx>& a, const std::vector<C
         // The raw stage, as the cp.async copies fill it (NaN where nothing is copied).
         std::vector<Cplx> raw(kBk * (T.ld_filter + T.ld_input), Cplx{NAN, NAN});
         Cplx* raw_in = raw.data() + kBk * T.ld_filter;
-        for (int tid = 0; tid < kProducerThreads; ++tid) {
+        for (int tid = 0; tid < kCopyThreads; ++tid) {
           if (wide) {
             // Two rows j, j + 1 per 16-byte copy, the second zero-filled past n.
-            const int copy_rows = T.rows / 2, step = kProducerThreads / copy_rows;
-            for (int r = 0; r < WideFilterCopies(T.rows, kProducerThreads); ++r) {
+            const int copy_rows = T.rows / 2, step = kCopyThreads / copy_rows;
+            for (int r = 0; r < WideFilterCopies(T.rows, kCopyThreads); ++r) {
               const int x = 2 * (tid % copy_rows), kk = tid / copy_rows + r * step;
               for (int h = 0; h < 2; ++h) {
                 const int j = it.tn * T.rows + x + h, ll = l0 + kk;
@@ -174,8 +174,8 @@ void Replay(const GemmLayout& l, const std::vector<Cplx>& a, const std::vector<C
               }
             }
           } else {
-            for (int r = 0; r < FilterCopies(T.rows, kProducerThreads); ++r) {
-              const int e = tid + r * kProducerThreads, x = e % T.rows, kk = e / T.rows;
+            for (int r = 0; r < FilterCopies(T.rows, kCopyThreads); ++r) {
+              const int e = tid + r * kCopyThreads, x = e % T.rows, kk = e / T.rows;
               const int j = it.tn * T.rows + x, ll = l0 + kk;
               Cplx& dst = raw.at(StagedOffset(T.ld_filter, x, kk));
               EXPECT_TRUE(std::isnan(dst.x)) << "staged filter element copied twice";
@@ -183,8 +183,8 @@ void Replay(const GemmLayout& l, const std::vector<Cplx>& a, const std::vector<C
                                         : Cplx{0, 0};
             }
           }
-          const int in_rows = InputRowsPerPass(kN, kProducerThreads);
-          for (int r = 0; tid / kN < in_rows && r < InputCopies(kN, kProducerThreads); ++r) {
+          const int in_rows = InputRowsPerPass(kN, kCopyThreads);
+          for (int r = 0; tid / kN < in_rows && r < InputCopies(kN, kCopyThreads); ++r) {
             const int x = tid % kN, kk = tid / kN + r * in_rows;
             const int i = it.tm * kN + x, ll = l0 + kk;
             Cplx& dst = raw_in[StagedOffset(T.ld_input, x, kk)];
@@ -195,9 +195,9 @@ void Replay(const GemmLayout& l, const std::vector<Cplx>& a, const std::vector<C
         // The split into the planes (NaN before): groups of four k of one column, each (form,
         // slots) row one 16-byte store per plane.
         std::vector<uint32_t> smem(T.buffer_bytes / 4, kNan);
-        for (int tid = 0; tid < kProducerThreads; ++tid) {
-          for (int r = 0; r < SplitGroupsPerThread(kN, kProducerThreads); ++r) {
-            const SplitGroup g = SplitGroupOf(kN, kProducerThreads, tid, r);
+        for (int tid = 0; tid < kSplitThreads; ++tid) {
+          for (int r = 0; r < SplitGroupsPerThread(kN, kSplitThreads); ++r) {
+            const SplitGroup g = SplitGroupOf(kN, kSplitThreads, tid, r);
             if (!g.valid) continue;
             for (int t = 0; t < 4; ++t) {
               const Cplx x = raw_in[StagedOffset(T.ld_input, g.c, 4 * g.s + t)];

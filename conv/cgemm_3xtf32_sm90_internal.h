@@ -20,12 +20,16 @@
 // complex k (the first instruction with scale-d = 0) into partials that fp32 adds fold into the
 // running sums: see cgemm_3xtf32.cu's ComputeStage for why (accuracy).
 //
-// The CTA is warp-specialised: a producer warpgroup copies the raw stages (kAhead stages ahead)
-// and splits B into the planes; the kWgs consumer warpgroups (64 n rows each) only load and split
-// their A fragments, run the wgmma and fold. Producer and consumers hand kSlots slots (a raw stage
-// and its planes) to each other through "full" and "empty" mbarriers, so no CTA-wide barrier
-// stalls the tensor cores: while one consumer warpgroup folds, the other's wgmma run (round 30 of
-// docs/PERF.md: the single-role kernel before it spent 2/3 of its time with the tensor cores idle).
+// The CTA is warp-specialised (round 30 of docs/PERF.md: the single-role kernel before it kept
+// the tensor cores idle 2/3 of the time): a copy warpgroup issues the raw stages' cp.async as far
+// ahead as the ring of kSlots slots (a raw stage and its planes) allows; a split warpgroup turns
+// each landed input tile into the planes; the kWgs consumer warpgroups (64 n rows each) load and
+// split their A fragments, run the wgmma and fold. They hand slots on through mbarriers: "loaded"
+// (the copies landed: cp.async.mbarrier.arrive), "full" (the planes written), "empty" (the wgmma
+// done), so no CTA-wide barrier stalls anyone, and while one consumer warpgroup folds, the
+// other's wgmma run. (One producer warpgroup doing copies and split in turn set the pace: its
+// chain per stage, from the copies through its barrier and the split to the arrive, was longer
+// than the stage's wgmma.)
 // CTAs are persistent: each walks work items (f, m tile, n tile) = blockIdx.x, + gridDim.x, ...,
 // and the slot ring runs on across items.
 #ifndef CONV2D_CONV_CGEMM_3XTF32_SM90_INTERNAL_H_
@@ -46,15 +50,16 @@ constexpr int kLeadingBytes = 128;  // descriptor LBO: the K-neighbour core matr
 constexpr int kStrideBytes = 256;   // descriptor SBO: the next 8 columns
 
 constexpr int kStagePad = 4;        // staged rows padded to 4 (mod 16) complex: see StagedOffset
-constexpr int kProducerThreads = 128;  // the producer warpgroup: copies and the B split
-constexpr int kSlots = 4;   // slots (raw stage + planes) in the ring between the roles
-constexpr int kAhead = 2;   // stages whose copies are in flight while the producer splits one
+constexpr int kCopyThreads = 128;   // the copy warpgroup
+constexpr int kSplitThreads = 128;  // the split warpgroup
+constexpr int kProducerThreads = kCopyThreads + kSplitThreads;
+constexpr int kSlots = 4;  // slots (raw stage + planes) in the ring between the roles
 
-// A CTA: the producer warpgroup, then kWgs consumer warpgroups (n rows 64*kWgs) by kN columns of m.
+// A CTA: the producer warpgroups, then kWgs consumer warpgroups (n rows 64*kWgs) by kN columns of m.
 struct Tile {
   int wgs = 0;     // consumer warpgroups: 1 or 2
   int n_cols = 0;  // kN: 32 or 56
-  int threads = 0;       // 128 * (wgs + 1)
+  int threads = 0;       // kProducerThreads + 128 * wgs
   int rows = 0;          // n rows: 64 * wgs
   int ld_filter = 0;     // staged filter rows (one per k), complex
   int ld_input = 0;      // staged input-spectrum rows (one per k), complex
@@ -62,14 +67,14 @@ struct Tile {
   int plane_bytes = 0;   // one TF32 plane of one stage: kSteps K steps of 2 kN columns
   int buffer_bytes = 0;  // hi and lo planes
   int slot_bytes = 0;    // a raw stage, then its hi and lo planes
-  int barrier_offset = 0;  // kSlots "full" then kSlots "empty" mbarriers (8 bytes each)
+  int barrier_offset = 0;  // kSlots "loaded", "full" and "empty" mbarriers (8 bytes each)
   int smem_bytes = 0;
 };
 CONV2D_HOST_DEVICE constexpr Tile MakeTile(int wgs, int n_cols) {
   Tile t;
   t.wgs = wgs;
   t.n_cols = n_cols;
-  t.threads = 128 * (wgs + 1);
+  t.threads = kProducerThreads + 128 * wgs;
   t.rows = kRowsPerWg * wgs;
   t.ld_filter = t.rows + kStagePad;
   t.ld_input = n_cols + ((kStagePad - n_cols) % 16 + 16) % 16;
@@ -78,12 +83,12 @@ CONV2D_HOST_DEVICE constexpr Tile MakeTile(int wgs, int n_cols) {
   t.buffer_bytes = 2 * t.plane_bytes;
   t.slot_bytes = t.staged_bytes + t.buffer_bytes;
   t.barrier_offset = kSlots * t.slot_bytes;
-  t.smem_bytes = t.barrier_offset + 2 * kSlots * 8;
+  t.smem_bytes = t.barrier_offset + 3 * kSlots * 8;
   return t;
 }
 
-// Raw stages are filled by the producer's cp.async (8 bytes: the spectra's leading dimensions can
-// be odd). Each producer thread owns fixed rows and columns and walks k: filter copies take row j
+// Raw stages are filled by the copy warpgroup's cp.async (8 bytes: the spectra's leading dimensions can
+// be odd). Each copy thread owns fixed rows and columns and walks k: filter copies take row j
 // = tid % rows (two rows, 2 (tid % (rows / 2)) + {0, 1}, when 16 bytes wide; see
 // WideFilterCopies) of k rows tid / rows + r * (threads / rows); input copies (threads below
 // kN * (threads / kN)) take column tid % kN of k rows tid / kN + r * (threads / kN). Per stage a
@@ -137,7 +142,7 @@ CONV2D_HOST_DEVICE inline int PlaneOffset(int n_cols, int c, int s, int q) {
          (q >> 2) * kLeadingBytes + (c & 7) * 16 + (q & 3) * 4;
 }
 
-// The split's work: group r of producer thread tid is column c of K step s, the four complex
+// The split's work: group r of split thread tid is column c of K step s, the four complex
 // k = 4s .. 4s + 3 of that column, whose real parts fill one 16-byte row of a core matrix (K
 // slots 0-3) and imaginary parts the next core matrix's (slots 4-7): each of the four (form,
 // slots) rows of each plane is one 16-byte store. Eight consecutive threads take eight
@@ -156,7 +161,7 @@ CONV2D_HOST_DEVICE constexpr int SplitGroupsPerThread(int n_cols, int threads) {
 }
 
 // With the filter spectrum 16-byte aligned (even ldb and stride_b), its copies are 16 bytes, two
-// rows j, j + 1 each: copy r of producer thread tid takes rows 2 (e % (rows / 2)) + {0, 1} of k
+// rows j, j + 1 each: copy r of copy thread tid takes rows 2 (e % (rows / 2)) + {0, 1} of k
 // e / (rows / 2), e = tid + r * threads.
 CONV2D_HOST_DEVICE constexpr int WideFilterCopies(int rows, int threads) {
   return kBk * rows / 2 / threads;
