@@ -477,6 +477,15 @@ absl::Status Launch(const Params& p, cudaStream_t stream) {
   return LaunchStatus("cgemm_3xtf32_sm90 kernel");
 }
 
+// The kernel for the tile ChooseTile picked.
+template <bool kWide>
+absl::Status LaunchTile(const Tile& tile, const Params& p, cudaStream_t stream) {
+  if (tile.wgs == 2) {
+    return tile.n_cols == 32 ? Launch<2, 32, kWide>(p, stream) : Launch<2, 56, kWide>(p, stream);
+  }
+  return tile.n_cols == 32 ? Launch<1, 32, kWide>(p, stream) : Launch<1, 56, kWide>(p, stream);
+}
+
 }  // namespace
 }  // namespace cgemm_3xtf32_sm90
 
@@ -520,16 +529,7 @@ absl::Status CgemmConjBatched3xTf32Sm90(const fft_tiled::GemmLayout& l, const vo
   p.items = static_cast<int>(grid.items);
   const bool wide = reinterpret_cast<uintptr_t>(b) % 16 == 0 && l.ldb % 2 == 0 &&
                     l.stride_b % 2 == 0;
-  if (wide) {
-    if (tile.wgs == 2) {
-      return tile.n_cols == 32 ? Launch<2, 32, true>(p, stream) : Launch<2, 56, true>(p, stream);
-    }
-    return tile.n_cols == 32 ? Launch<1, 32, true>(p, stream) : Launch<1, 56, true>(p, stream);
-  }
-  if (tile.wgs == 2) {
-    return tile.n_cols == 32 ? Launch<2, 32, false>(p, stream) : Launch<2, 56, false>(p, stream);
-  }
-  return tile.n_cols == 32 ? Launch<1, 32, false>(p, stream) : Launch<1, 56, false>(p, stream);
+  return wide ? LaunchTile<true>(tile, p, stream) : LaunchTile<false>(tile, p, stream);
 }
 
 }  // namespace conv2d
