@@ -22,6 +22,7 @@
 #include "conv/cgemm_3xtf32_sm90.h"
 #include "conv/cp_async.cuh"
 #include "conv/cuda_status.h"
+#include "conv/pdl.cuh"
 #include "conv/status_macros.h"
 
 namespace conv2d {
@@ -153,6 +154,8 @@ __global__ void __launch_bounds__(Cfg<BN, BM>::kThreads, Cfg<BN, BM>::kMinBlocks
     CgemmConjKernel(const Params p) {
   using C = Cfg<BN, BM>;
   extern __shared__ float2 smem[];
+  PdlLaunchDependents();
+  PdlWait();  // the spectra come from the kernels before this one
   const int tid = threadIdx.x;
   const int lane = tid & 31, warp = tid >> 5;
   const int warp_n = warp % C::kWarpsN, warp_m = warp / C::kWarpsN;
@@ -279,8 +282,9 @@ absl::Status Launch(const Params& p, int64_t blocks, cudaStream_t stream) {
       cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
                            static_cast<int>(kTile.smem_bytes)),
       "cgemm_3xtf32: cudaFuncSetAttribute"));
-  kernel<<<static_cast<unsigned>(blocks), C::kThreads, kTile.smem_bytes, stream>>>(p);
-  return LaunchStatus("cgemm_3xtf32 kernel");
+  return CudaStatus(LaunchPdl(/*pdl=*/true, kernel, static_cast<unsigned>(blocks), C::kThreads,
+                             kTile.smem_bytes, stream, p),
+                    "cgemm_3xtf32 kernel");
 }
 
 }  // namespace

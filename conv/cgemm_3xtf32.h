@@ -25,6 +25,9 @@ namespace conv2d {
 // strides >= 0; a, b, c non-null and 8-byte aligned (one complex float). Any m, n, k work (tails
 // are masked). Not checked: C_f must not overlap any A_f or B_f, nor another C_f. Launch errors
 // come back as Internal; execution errors surface on the stream, as with any kernel.
+// On sm_90 the kernel is launched with programmatic dependent launch (conv/pdl.cuh): it may start
+// while the kernel before it on the stream runs, and waits for that kernel to complete before it
+// reads or writes any memory; it lets the kernel after it start early the same way.
 // The kernel: mma.sync (any device from sm_80) or wgmma (cgemm_3xtf32_sm90.cu, compute capability
 // 9.0 only, else FailedPrecondition); both compute the same sums the same way. kAuto takes wgmma
 // on sm_90 for n > 64, where it measured 1.2x faster, and mma.sync otherwise (PERF.md, round 14).

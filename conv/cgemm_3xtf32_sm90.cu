@@ -25,6 +25,7 @@
 #include "conv/cgemm_3xtf32_sm90_internal.h"
 #include "conv/cp_async.cuh"
 #include "conv/cuda_status.h"
+#include "conv/pdl.cuh"
 #include "conv/status_macros.h"
 
 namespace conv2d {
@@ -424,6 +425,7 @@ __global__ void __launch_bounds__(kProducerThreads + 128 * kWgs, 1)
   const int chunks = (p.k + kBk - 1) / kBk;
   const int stages = (p.items - static_cast<int>(blockIdx.x) + static_cast<int>(gridDim.x) - 1) /
                      static_cast<int>(gridDim.x) * chunks;
+  PdlLaunchDependents();
   if (stages <= 0) return;
   uint64_t* const loaded = reinterpret_cast<uint64_t*>(smem + kT.barrier_offset);
   uint64_t* const full = loaded + kSlots;
@@ -436,6 +438,7 @@ __global__ void __launch_bounds__(kProducerThreads + 128 * kWgs, 1)
     }
   }
   __syncthreads();
+  PdlWait();  // the spectra come from the kernels before this one
   if (threadIdx.x < kProducerThreads) {
     GiveRegisters<kProducerRegs>();
     if (threadIdx.x < kCopyThreads) {
@@ -473,8 +476,9 @@ absl::Status Launch(const Params& p, cudaStream_t stream) {
   }();
   if (!slots.ok()) return slots.status();
   const int64_t blocks = std::min<int64_t>(p.items, *slots);
-  kernel<<<static_cast<unsigned>(blocks), kTile.threads, kTile.smem_bytes, stream>>>(p);
-  return LaunchStatus("cgemm_3xtf32_sm90 kernel");
+  return CudaStatus(LaunchPdl(/*pdl=*/true, kernel, static_cast<unsigned>(blocks), kTile.threads,
+                             kTile.smem_bytes, stream, p),
+                    "cgemm_3xtf32_sm90 kernel");
 }
 
 // The kernel for the tile ChooseTile picked.
@@ -489,18 +493,7 @@ absl::Status LaunchTile(const Tile& tile, const Params& p, cudaStream_t stream) 
 }  // namespace
 }  // namespace cgemm_3xtf32_sm90
 
-bool CgemmSm90Supported() {
-  static const bool supported = [] {
-    int device = 0, major = 0, minor = 0;
-    if (cudaGetDevice(&device) != cudaSuccess) return false;
-    if (cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, device) != cudaSuccess ||
-        cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, device) != cudaSuccess) {
-      return false;
-    }
-    return major == 9 && minor == 0;  // sm_90a code runs on sm_90 only
-  }();
-  return supported;
-}
+bool CgemmSm90Supported() { return RunsSm90aCode(); }
 
 absl::Status CgemmConjBatched3xTf32Sm90(const fft_tiled::GemmLayout& l, const void* a,
                                        const void* b, void* c, cudaStream_t stream) {

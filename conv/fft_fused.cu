@@ -19,6 +19,7 @@
 #include "conv/cuda_status.h"
 #include "conv/fft_fused.h"
 #include "conv/fft_fused_internal.h"
+#include "conv/pdl.cuh"
 #include "conv/status_macros.h"
 
 namespace conv2d {
@@ -87,6 +88,7 @@ template <int kPin>
 __global__ void __launch_bounds__(kThreads) FilterKernel(KernelParams params,
                                                          const float* __restrict__ w,
                                                          Cf* __restrict__ spectrum) {
+  PdlLaunchDependents();  // the input kernel needs nothing from this one: let it start
   const KernelParams k = Pinned<kPin, false>(params);
   DeviceCtx ctx = MakeCtx(k);
   FilterCta(ctx, k, w, spectrum, static_cast<int>(blockIdx.x));
@@ -96,15 +98,21 @@ template <int kPin>
 __global__ void __launch_bounds__(kThreads) InputKernel(KernelParams params,
                                                         const float* __restrict__ x,
                                                         Cf* __restrict__ spectrum) {
+  PdlLaunchDependents();
   const KernelParams k = Pinned<kPin, false>(params);
   DeviceCtx ctx = MakeCtx(k);
   InputCta(ctx, k, x, spectrum, static_cast<int>(blockIdx.x));
+  // Launched right after the filter kernel, whose buffers (w, the filter spectrum) this one does
+  // not touch: it overlaps that kernel whole and waits for it only here, so that the mix, which
+  // waits for this kernel, also finds the filter spectrum complete.
+  PdlWait();
 }
 
 template <int kPin>
 __global__ void __launch_bounds__(kThreads) InverseKernel(KernelParams params,
                                                           const Cf* __restrict__ spectrum,
                                                           float* __restrict__ y) {
+  PdlWait();  // the output spectrum comes from the mix (the last kernel: no early trigger)
   const KernelParams k = Pinned<kPin, true>(params);
   DeviceCtx ctx = MakeCtx(k);
   InverseCta(ctx, k, spectrum, y, static_cast<int>(blockIdx.x));
@@ -186,13 +194,15 @@ class FftFusedRunner : public Runner {
 
   absl::Status Run(const RunArgs& a) const override {
     for (int stage = 0; stage < kNumStages; ++stage) {
-      RETURN_IF_ERROR(RunStage(static_cast<Stage>(stage), a));
+      RETURN_IF_ERROR(RunStage(static_cast<Stage>(stage), a, /*in_run=*/true));
     }
     return absl::OkStatus();
   }
 
-  // One step of Run; Run is the four in order.
-  absl::Status RunStage(Stage stage, const RunArgs& a) const {
+  // One step of Run; Run is the four in order. in_run: launched right after the stage before it
+  // (the filter kernel first), so the input and inverse kernels may overlap their predecessor
+  // (pdl.cuh); a stage on its own is launched plainly.
+  absl::Status RunStage(Stage stage, const RunArgs& a, bool in_run) const {
     const WorkspaceLayout& l = config_.workspace;
     if (a.workspace == nullptr || a.workspace_bytes < l.total_bytes) {
       return absl::InvalidArgumentError(absl::StrCat(
@@ -214,9 +224,9 @@ class FftFusedRunner : public Runner {
             fwd_, a.w, filter_spectrum);
         return LaunchStatus("fft_fused filter kernel");
       case kInputStage:
-        input_kernel_<<<InputCtas(fwd_), kThreads, config_.smem.bytes_fwd, stream>>>(
-            fwd_, a.x, input_spectrum);
-        return LaunchStatus("fft_fused input kernel");
+        return CudaStatus(LaunchPdl(in_run, input_kernel_, InputCtas(fwd_), kThreads,
+                                    config_.smem.bytes_fwd, stream, fwd_, a.x, input_spectrum),
+                          "fft_fused input kernel");
       case kMixStage: {
         // Y_f = X_f * W_f^H for every frequency f, exactly as fft_tiled.
         const fft_tiled::GemmLayout g = fft_tiled::ChannelMixLayout(shape_, config_.geometry);
@@ -238,9 +248,10 @@ class FftFusedRunner : public Runner {
             "cublasCgemmStridedBatched");
       }
       case kInverseStage:
-        inverse_kernel_<<<InverseCtas(inv_), kThreads, config_.smem.bytes_inv, stream>>>(
-            inv_, output_spectrum, a.y);
-        return LaunchStatus("fft_fused inverse kernel");
+        return CudaStatus(LaunchPdl(in_run, inverse_kernel_, InverseCtas(inv_), kThreads,
+                                    config_.smem.bytes_inv, stream, inv_,
+                                    static_cast<const Cf*>(output_spectrum), a.y),
+                          "fft_fused inverse kernel");
       case kNumStages: break;
     }
     return absl::InternalError("fft_fused: bad stage");
@@ -310,7 +321,7 @@ absl::StatusOr<StageTimes> TimeStages(const Shape& shape, const Options& options
     for (int i = 0; i < iterations + 2; ++i) {
       if (i == 2) RETURN_IF_ERROR(CudaStatus(cudaEventRecord(start, a.stream), "record"));
       if (stage < kNumStages) {
-        RETURN_IF_ERROR(runner->RunStage(static_cast<Stage>(stage), a));
+        RETURN_IF_ERROR(runner->RunStage(static_cast<Stage>(stage), a, /*in_run=*/false));
       } else {
         RETURN_IF_ERROR(runner->Run(a));
       }

@@ -37,6 +37,7 @@
 #include "conv/cuda_status.h"
 #include "conv/implicit_gemm_wgmma.h"
 #include "conv/implicit_gemm_wgmma_internal.h"
+#include "conv/pdl.cuh"
 #include "conv/status_macros.h"
 
 namespace conv2d {
@@ -122,6 +123,7 @@ template <int BN>
 __global__ void __launch_bounds__(kSplitThreads)
     SplitFilterKernel(const float* __restrict__ w, float* __restrict__ ws, const Params p,
                       float* __restrict__ y, int64_t y_zero) {
+  PdlLaunchDependents();
   const int block = static_cast<int>(blockIdx.x);
   for (int64_t i = int64_t{block} * kSplitThreads + threadIdx.x; i < y_zero;
        i += int64_t{gridDim.x} * kSplitThreads) {
@@ -242,6 +244,7 @@ __global__ void __launch_bounds__(kThreads, Config<BN>::kMinBlocks)
     ImplicitGemmWgmmaKernel(const float* __restrict__ x, const float* __restrict__ ws,
                             float* __restrict__ y, const Params p) {
 #if CONV2D_IGW_HAVE_WGMMA
+  PdlWait();  // the split filter and the zeroed y come from SplitFilterKernel
   using C = Config<BN>;
   extern __shared__ unsigned char smem_raw[];
   // Stages start 1024-byte aligned (the swizzle is a function of address bits 4-9).
@@ -428,32 +431,31 @@ class ImplicitGemmWgmmaRunner : public Runner {
     float* ws = reinterpret_cast<float*>((base + kWorkspaceAlign - 1) & ~(kWorkspaceAlign - 1));
     const unsigned split_blocks = static_cast<unsigned>(p_.n_tiles * p_.k_tiles);
     const bool vec_a = CanVectorizeA(p_, reinterpret_cast<uintptr_t>(a.x));
-    const dim3 grid(tiles_, static_cast<unsigned>(p_.splits)), block(kThreads);
+    const dim3 grid(tiles_, static_cast<unsigned>(p_.splits));
     // The splits add their partial sums into y, zeroed by the split kernel.
     const int64_t y_zero = p_.splits > 1 ? y_elements_ : 0;
     if (bn_ == 128) {
       SplitFilterKernel<128><<<split_blocks, kSplitThreads, 0, a.stream>>>(a.w, ws, p_, a.y, y_zero);
       RETURN_IF_ERROR(LaunchStatus("implicit_gemm_wgmma filter split"));
-      constexpr int kSmem = Config<128>::kSmemBytes;
-      if (vec_a) {
-        ImplicitGemmWgmmaKernel<128, true><<<grid, block, kSmem, a.stream>>>(a.x, ws, a.y, p_);
-      } else {
-        ImplicitGemmWgmmaKernel<128, false><<<grid, block, kSmem, a.stream>>>(a.x, ws, a.y, p_);
-      }
+      RETURN_IF_ERROR(Gemm<128>(vec_a, grid, a, ws));
     } else {
       SplitFilterKernel<64><<<split_blocks, kSplitThreads, 0, a.stream>>>(a.w, ws, p_, a.y, y_zero);
       RETURN_IF_ERROR(LaunchStatus("implicit_gemm_wgmma filter split"));
-      constexpr int kSmem = Config<64>::kSmemBytes;
-      if (vec_a) {
-        ImplicitGemmWgmmaKernel<64, true><<<grid, block, kSmem, a.stream>>>(a.x, ws, a.y, p_);
-      } else {
-        ImplicitGemmWgmmaKernel<64, false><<<grid, block, kSmem, a.stream>>>(a.x, ws, a.y, p_);
-      }
+      RETURN_IF_ERROR(Gemm<64>(vec_a, grid, a, ws));
     }
-    return LaunchStatus("implicit_gemm_wgmma kernel launch");
+    return absl::OkStatus();
   }
 
  private:
+  // The main kernel, started while the split kernel's last blocks still run (pdl.cuh).
+  template <int BN>
+  absl::Status Gemm(bool vec_a, dim3 grid, const RunArgs& a, const float* ws) const {
+    auto* kernel = vec_a ? &ImplicitGemmWgmmaKernel<BN, true> : &ImplicitGemmWgmmaKernel<BN, false>;
+    return CudaStatus(LaunchPdl(/*pdl=*/true, kernel, grid, kThreads, Config<BN>::kSmemBytes,
+                                a.stream, a.x, ws, a.y, p_),
+                      "implicit_gemm_wgmma kernel launch");
+  }
+
   int bn_;
   Params p_;
   unsigned tiles_;

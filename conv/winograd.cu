@@ -10,6 +10,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "conv/cuda_status.h"
+#include "conv/pdl.cuh"
 #include "conv/status_macros.h"
 #include "conv/winograd.h"
 #include "conv/winograd_internal.h"
@@ -72,6 +73,7 @@ __global__ void __launch_bounds__(kThreads)
     ForwardTransformsKernel(int filter_blocks, int filters, const float* __restrict__ w,
                             Real* __restrict__ u, TileParams k, const float* __restrict__ x,
                             Real* __restrict__ v) {
+  PdlLaunchDependents();  // for cuBLAS's GEMM, if it launches with PDL (it then waits for us)
   const int block = static_cast<int>(blockIdx.x);
   if (block < filter_blocks) {
     FilterTransformThread(block * kThreads + threadIdx.x, filters, w, u);
@@ -84,6 +86,7 @@ __global__ void __launch_bounds__(kThreads)
 // outputs that lie inside y.
 __global__ void __launch_bounds__(kThreads)
     OutputTransformKernel(TileParams k, const Real* __restrict__ m, float* __restrict__ y) {
+  PdlWait();  // the products come from cuBLAS's GEMM
   const int n = blockIdx.x * kThreads + threadIdx.x;
   if (n >= k.out_channels * k.tiles) return;
   const int64_t stride = static_cast<int64_t>(k.out_channels) * k.tiles;
@@ -180,9 +183,10 @@ class WinogradRunner : public Runner {
                                   kPoints),
         "cublasDgemmStridedBatched"));
 
-    OutputTransformKernel<<<Blocks(static_cast<int64_t>(k_.out_channels) * k_.tiles), kThreads,
-                            0, a.stream>>>(k_, m, a.y);
-    return LaunchStatus("winograd output transform");
+    return CudaStatus(LaunchPdl(/*pdl=*/true, OutputTransformKernel,
+                                Blocks(static_cast<int64_t>(k_.out_channels) * k_.tiles),
+                                kThreads, 0, a.stream, k_, static_cast<const Real*>(m), a.y),
+                      "winograd output transform");
   }
 
  private:
