@@ -20,6 +20,7 @@
 #include "conv/cgemm_3xtf32.h"
 #include "conv/cgemm_3xtf32_internal.h"
 #include "conv/cgemm_3xtf32_sm90.h"
+#include "conv/cgemm_3xtf32_sm90_internal.h"
 #include "conv/cp_async.cuh"
 #include "conv/cuda_status.h"
 #include "conv/pdl.cuh"
@@ -315,10 +316,9 @@ absl::Status CgemmConjBatched3xTf32(const fft_tiled::GemmLayout& l, const void* 
     return absl::FailedPreconditionError(
         "cgemm_3xtf32: the wgmma kernel needs a compute capability 9.0 device");
   }
-  // kAuto: wgmma where it measured faster (n > 64: 0.280 vs 0.337 ms on the 128-channel mixes;
-  // on 64-channel ones its single-warpgroup CTAs lose, 0.054 vs 0.048 ms; PERF.md round 14).
   const bool wgmma = kernel == CgemmKernel::kWgmma ||
-                     (kernel == CgemmKernel::kAuto && l.n > 64 && CgemmSm90Supported());
+                     (kernel == CgemmKernel::kAuto && CgemmSm90Supported() &&
+                      cgemm_3xtf32_sm90::AutoTakesWgmma(l));
   if (wgmma) return CgemmConjBatched3xTf32Sm90(l, a, b, c, stream);
   const Tile tile = ChooseTile(l);
   const Grid grid = MakeGrid(l, tile);

@@ -9,6 +9,7 @@
 #define CONV2D_CONV_CGEMM_3XTF32_H_
 
 #include "absl/status/status.h"
+#include "conv/cgemm_3xtf32_internal.h"  // CgemmKernel
 #include "conv/fft_tiled_internal.h"
 
 typedef struct CUstream_st* cudaStream_t;  // the same declaration as cuda_runtime.h
@@ -28,10 +29,8 @@ namespace conv2d {
 // On sm_90 the kernel is launched with programmatic dependent launch (conv/pdl.cuh): it may start
 // while the kernel before it on the stream runs, and waits for that kernel to complete before it
 // reads or writes any memory; it lets the kernel after it start early the same way.
-// The kernel: mma.sync (any device from sm_80) or wgmma (cgemm_3xtf32_sm90.cu, compute capability
-// 9.0 only, else FailedPrecondition); both compute the same sums the same way. kAuto takes wgmma
-// on sm_90 for n > 64, where it measured 1.2x faster, and mma.sync otherwise (PERF.md, round 14).
-enum class CgemmKernel { kAuto, kMmaSync, kWgmma };
+// The kernel (CgemmKernel): mma.sync (any device from sm_80) or wgmma (cgemm_3xtf32_sm90.cu,
+// compute capability 9.0 only, else FailedPrecondition); both compute the same sums the same way.
 absl::Status CgemmConjBatched3xTf32(const fft_tiled::GemmLayout& layout, const void* a,
                                     const void* b, void* c, cudaStream_t stream,
                                     CgemmKernel kernel = CgemmKernel::kAuto);

@@ -22,6 +22,11 @@
 #include "conv/fft_tiled_internal.h"  // GemmLayout, CONV2D_HOST_DEVICE
 
 namespace conv2d {
+
+// Which kernel CgemmConjBatched3xTf32 runs (cgemm_3xtf32.h): kAuto takes the wgmma kernel on
+// sm_90 where cgemm_3xtf32_sm90::AutoTakesWgmma says it measured faster, mma.sync elsewhere.
+enum class CgemmKernel { kAuto, kMmaSync, kWgmma };
+
 namespace cgemm_3xtf32 {
 
 constexpr int kBk = 16;     // complex k per pipeline stage (four MMA k-steps)

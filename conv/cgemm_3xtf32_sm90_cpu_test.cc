@@ -34,6 +34,32 @@ struct Cplx {
   float x, y;
 };
 
+// kAuto's kernel on the mixes measured in round 32 (tools/mix_kernels; m, n as fft_fused plans
+// them): the choice must follow the measurements, whichever way a later rule is written.
+TEST(Sm90LayoutTest, AutoTakesWgmmaWhereItMeasuredFaster) {
+  struct Mix {
+    int m, n;
+    bool wgmma;  // the faster kernel, measured
+  };
+  const Mix mixes[] = {
+      {49, 128, true},    // KernelBot case 5: 0.197 against 0.344 ms
+      {50, 128, true},    // cases 3-4: 0.188 against 0.335
+      {100, 64, true},    // case 1: 0.040 against 0.047
+      {28, 64, false},    // case 2: 0.049 against 0.045
+      {256, 64, false},   // (32,64,64,56,3): 0.048 against 0.046
+      {48, 64, true},     // (8,64,64,64,7): 0.019 against 0.023
+      {128, 64, false},   // (8,3,64,224,7): 0.089 against 0.071
+      {1152, 32, false},  // (64,32,32,33,3): 0.034 against 0.024
+  };
+  for (const Mix& x : mixes) {
+    GemmLayout l;
+    l.m = x.m;
+    l.n = x.n;
+    l.k = 64;
+    EXPECT_EQ(AutoTakesWgmma(l), x.wgmma) << "m " << x.m << " n " << x.n;
+  }
+}
+
 // The tile choice and the layout claims.
 TEST(Sm90LayoutTest, TilesAndPlanes) {
   GemmLayout l;

@@ -37,6 +37,7 @@
 
 #include <cstdint>
 
+#include "conv/cgemm_3xtf32_internal.h"  // the mma.sync kernel's tiles
 #include "conv/fft_tiled_internal.h"  // GemmLayout, CONV2D_HOST_DEVICE
 
 namespace conv2d {
@@ -112,6 +113,22 @@ CONV2D_HOST_DEVICE inline int StagedOffset(int ld, int x, int kk) { return kk * 
 // One warpgroup for n <= 64, else two; 32 columns for m <= 32, else 56 (64 spilled registers).
 inline Tile ChooseTile(const fft_tiled::GemmLayout& l) {
   return MakeTile(l.n > kRowsPerWg ? 2 : 1, l.m <= 32 ? 32 : 56);
+}
+
+// CgemmKernel::kAuto's choice on sm_90 (tools/mix_kernels measured both kernels on the mixes of
+// both benchmark suites, PERF.md round 32). Both run at 48-55 TFLOP/s of complex products over
+// their padded CTA tiles, except the one-warpgroup wgmma kernel's 32-column tile (44), so:
+// - more than 64 output channels: wgmma (two warpgroups; 0.19 against 0.34 ms on KernelBot's
+//   128-channel mixes);
+// - 33 to 64: wgmma (one warpgroup) when its 56-column tiles pad m less than mma.sync's tiles
+//   (m = 100: 112 columns against 128, 0.040 against 0.047 ms; m = 256: 280 against 256, 0.048
+//   against 0.046 ms); never for m <= 32 (0.049 against 0.045 ms);
+// - 32 or fewer: mma.sync (half the warpgroup's 64 rows would idle).
+inline bool AutoTakesWgmma(const fft_tiled::GemmLayout& l) {
+  if (l.n > kRowsPerWg) return true;
+  if (l.n <= kRowsPerWg / 2 || l.m <= 32) return false;
+  auto padded = [&](int cols) { return (l.m + cols - 1) / cols * cols; };
+  return padded(ChooseTile(l).n_cols) < padded(cgemm_3xtf32::ChooseTile(l).bm);
 }
 
 struct Grid {

@@ -232,7 +232,7 @@ class FftFusedRunner : public Runner {
         const fft_tiled::GemmLayout g = fft_tiled::ChannelMixLayout(shape_, config_.geometry);
         if (options_.gemm_3xtf32) {
           return CgemmConjBatched3xTf32(g, input_spectrum, filter_spectrum, output_spectrum,
-                                        stream);
+                                        stream, options_.mix_kernel);
         }
         RETURN_IF_ERROR(CublasStatus(cublasSetStream(blas_, stream), "cublasSetStream"));
         // After cublasSetStream, which resets the handle to cuBLAS's own workspace pool.

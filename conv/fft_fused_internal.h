@@ -54,6 +54,7 @@
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "conv/algorithm.h"
+#include "conv/cgemm_3xtf32_internal.h"  // CgemmKernel
 #include "conv/fft_tiled_internal.h"
 #include "conv/shape.h"
 
@@ -76,6 +77,8 @@ struct Options {
   // Channel mix on the tensor cores in split precision (CgemmConjBatched3xTf32, fp32-level
   // error) instead of cuBLAS's fp32 SIMT CGEMM; then no cuBLAS handle and no cuBLAS workspace.
   bool gemm_3xtf32 = false;
+  // With gemm_3xtf32: cgemm_3xtf32's kernel (kAuto: its own choice; the others to measure it).
+  CgemmKernel mix_kernel = CgemmKernel::kAuto;
 };
 
 

@@ -188,11 +188,11 @@ Cost EstimateCost(const Shape& s, const Geometry& g, const SmemLayout& smem, con
   c.bytes += gemm_bytes;
   ++c.kernels;
   if (o.gemm_3xtf32) {
-    // The CTA tile that cgemm_3xtf32 will launch (wgmma for more than 64 output channels, as on
-    // an H200) pads m and n: with 64-tile CTAs, 84 tiles compute as 128 (a 32 x 64 FFT tile on
+    // The CTA tile that cgemm_3xtf32 will launch (its kAuto choice as on an H200) pads m and n: with 64-tile CTAs, 84 tiles compute as 128 (a 32 x 64 FFT tile on
     // KernelBot case 2 measured 87 us; the 32 x 128 tile gives 28 tiles, 47 us in round 14).
     const fft_tiled::GemmLayout l = fft_tiled::ChannelMixLayout(s, g);
-    const bool wgmma = l.n > cgemm_3xtf32_sm90::kRowsPerWg;
+    const bool wgmma = o.mix_kernel == CgemmKernel::kWgmma ||
+                       (o.mix_kernel == CgemmKernel::kAuto && cgemm_3xtf32_sm90::AutoTakesWgmma(l));
     int bm, bn;
     if (wgmma) {
       const cgemm_3xtf32_sm90::Tile t = cgemm_3xtf32_sm90::ChooseTile(l);
