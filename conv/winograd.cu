@@ -19,9 +19,15 @@ namespace conv2d {
 namespace winograd {
 namespace {
 
-// 128 rather than 256: the grids are a few hundred blocks, which smaller blocks spread more evenly
-// over 132 SMs.
-constexpr int kThreads = 128;
+// Each transform kernel gives one tile (or filter) six threads, one per line of its 6x6 tile: a
+// thread per tile left the grids at ~17 warps per SM, latency-bound with each thread's 36 loads
+// or stores in series (ncu, (32,256,256,14,3): 21-24% achieved occupancy). A 2D transform is a
+// pass over the columns and one over the rows, so the threads of one tile trade the
+// intermediate through shared memory between the two. The arithmetic is the transform
+// functions' of winograd_internal.h, in their order: the results are bitwise those of
+// FilterTransform, InputTransform and OutputTransform.
+constexpr int kItems = 64;                 // tiles (or filters) per block
+constexpr int kThreads = kTile * kItems;  // thread = (line, item), item fastest (coalescing)
 
 struct TileParams {
   int in_channels, out_channels;
@@ -29,83 +35,120 @@ struct TileParams {
   int tiles_h, tiles_w, tiles;
 };
 
-// One thread per filter n = o * Cin + c: U[p][n] for the 36 points (coalesced across n).
-__device__ void FilterTransformThread(int n, int filters, const float* __restrict__ w,
-                                      Real* __restrict__ u) {
-  if (n >= filters) return;
-  float g[9];
-#pragma unroll
-  for (int i = 0; i < 9; ++i) g[i] = w[9 * static_cast<int64_t>(n) + i];
-  Real out[kPoints];
-  FilterTransform(g, out);
-#pragma unroll
-  for (int p = 0; p < kPoints; ++p) u[p * static_cast<int64_t>(filters) + n] = out[p];
+struct Lane {
+  int item, line;
+};
+__device__ __forceinline__ Lane LaneOfThread() {
+  const int t = static_cast<int>(threadIdx.x);
+  return Lane{t % kItems, t / kItems};
 }
 
-// One thread per (channel c, tile t), n = c * T + t: V[p][n] (coalesced across consecutive
-// tiles). The 6x6 window starts at (4 tile row, 4 tile column); past the image it reads zeros
-// (those only feed outputs past the image, which are not written).
-__device__ void InputTransformThread(int n, const TileParams& k, const float* __restrict__ x,
-                                     Real* __restrict__ v) {
-  if (n >= k.in_channels * k.tiles) return;
-  const TileIndex ti = TileOfThread(n, k.tiles, k.tiles_h, k.tiles_w);
-  const int plane = (ti.b * k.in_channels + ti.channel) * k.height * k.width;
-  float d[kPoints];
+// The block's filters n0 .. n0+63 (n = o * Cin + c), thread (row i, filter): U[p][n] for the six
+// points p of row i (coalesced across n). `staged` holds the block's 64 contiguous 3x3 filters.
+__device__ void FilterTransformBlock(int n0, int filters, const float* __restrict__ w,
+                                     Real* __restrict__ u, float* staged) {
+  const int count = min(kItems, filters - n0) * kKernel * kKernel;
+  const float* src = w + static_cast<int64_t>(kKernel * kKernel) * n0;
+  for (int e = static_cast<int>(threadIdx.x); e < count; e += kThreads) staged[e] = src[e];
+  __syncthreads();
+  const Lane l = LaneOfThread();
+  const int n = n0 + l.item;
+  if (n >= filters) return;
+  Real row[kTile];
+  FilterTransformRow(staged + kKernel * kKernel * l.item, l.line, row);
 #pragma unroll
-  for (int i = 0; i < kTile; ++i) {
-#pragma unroll
-    for (int j = 0; j < kTile; ++j) {
-      const int row = ti.row0 + i, col = ti.col0 + j;
-      d[kTile * i + j] = row < k.height && col < k.width ? x[plane + row * k.width + col] : 0.0f;
-    }
+  for (int j = 0; j < kTile; ++j) {
+    u[(kTile * l.line + j) * static_cast<int64_t>(filters) + n] = row[j];
   }
-  Real out[kPoints];
-  InputTransform(d, out);
+}
+
+// Items n = c * T + t (channel c, tile t). Column pass: thread (column j, item) reads column j of
+// the tile's 6x6 window (zeros past the image; those only feed outputs past the image, which are
+// not written). Row pass: thread (row i, item) writes V[p][n] for the six points of row i
+// (coalesced across consecutive tiles).
+__device__ void InputTransformBlock(int n0, const TileParams& k, const float* __restrict__ x,
+                                    Real* __restrict__ v, Real (*bt_d)[kTile][kItems]) {
+  const Lane l = LaneOfThread();
+  const int n = n0 + l.item;
+  const bool active = n < k.in_channels * k.tiles;
+  if (active) {
+    const TileIndex ti = TileOfThread(n, k.tiles, k.tiles_h, k.tiles_w);
+    const int plane = (ti.b * k.in_channels + ti.channel) * k.height * k.width;
+    const int col = ti.col0 + l.line;
+    Real d[kTile];
+#pragma unroll
+    for (int r = 0; r < kTile; ++r) {
+      const int row = ti.row0 + r;
+      d[r] = row < k.height && col < k.width ? x[plane + row * k.width + col] : 0.0f;
+    }
+    Real out[kTile];
+    BtRows(d, out);
+#pragma unroll
+    for (int r = 0; r < kTile; ++r) bt_d[r][l.line][l.item] = out[r];
+  }
+  __syncthreads();
+  if (!active) return;
+  Real row[kTile];
+#pragma unroll
+  for (int j = 0; j < kTile; ++j) row[j] = bt_d[l.line][j][l.item];
+  Real out[kTile];
+  BtRows(row, out);
   const int64_t stride = static_cast<int64_t>(k.in_channels) * k.tiles;
 #pragma unroll
-  for (int p = 0; p < kPoints; ++p) v[p * stride + n] = out[p];
+  for (int j = 0; j < kTile; ++j) v[(kTile * l.line + j) * stride + n] = out[j];
 }
 
 // Both forward transforms in one launch, the filter's in the first `filter_blocks` blocks: they
-// are independent, and each alone is a grid too small to fill the GPU (ncu, (32,256,256,14,3):
-// 11.6 and 12.7 us at 21-24% achieved occupancy, latency-bound), so side by side they overlap.
+// are independent, and each alone underfills the GPU, so side by side they overlap.
 __global__ void __launch_bounds__(kThreads)
     ForwardTransformsKernel(int filter_blocks, int filters, const float* __restrict__ w,
                             Real* __restrict__ u, TileParams k, const float* __restrict__ x,
                             Real* __restrict__ v) {
+  __shared__ Real scratch[kTile][kTile][kItems];  // the input's B^T d, or the staged filters
+  static_assert(sizeof(scratch) >= sizeof(float) * kItems * kKernel * kKernel, "filter staging");
   PdlLaunchDependents();  // for cuBLAS's GEMM, if it launches with PDL (it then waits for us)
   const int block = static_cast<int>(blockIdx.x);
   if (block < filter_blocks) {
-    FilterTransformThread(block * kThreads + threadIdx.x, filters, w, u);
+    FilterTransformBlock(block * kItems, filters, w, u, reinterpret_cast<float*>(scratch));
   } else {
-    InputTransformThread((block - filter_blocks) * kThreads + threadIdx.x, k, x, v);
+    InputTransformBlock((block - filter_blocks) * kItems, k, x, v, scratch);
   }
 }
 
-// One thread per (out channel o, tile t), n = o * T + t: reads M[p][n], writes the tile's
-// outputs that lie inside y.
+// Items n = o * T + t (out channel o, tile t). Column pass: thread (column j, item) reads the six
+// M[p][n] of column j (coalesced across n). Row pass: thread (row i < 4, item) writes the tile's
+// output row i where it lies inside y.
 __global__ void __launch_bounds__(kThreads)
     OutputTransformKernel(TileParams k, const Real* __restrict__ m, float* __restrict__ y) {
+  __shared__ Real at_m[kOut][kTile][kItems];  // A^T M
   PdlWait();  // the products come from cuBLAS's GEMM
-  const int n = blockIdx.x * kThreads + threadIdx.x;
-  if (n >= k.out_channels * k.tiles) return;
-  const int64_t stride = static_cast<int64_t>(k.out_channels) * k.tiles;
-  Real mm[kPoints];
+  const Lane l = LaneOfThread();
+  const int n = static_cast<int>(blockIdx.x) * kItems + l.item;
+  const bool active = n < k.out_channels * k.tiles;
+  if (active) {
+    const int64_t stride = static_cast<int64_t>(k.out_channels) * k.tiles;
+    Real col[kTile];
 #pragma unroll
-  for (int p = 0; p < kPoints; ++p) mm[p] = m[p * stride + n];
-  Real out[kOut * kOut];
-  OutputTransform(mm, out);
+    for (int r = 0; r < kTile; ++r) col[r] = m[(kTile * r + l.line) * stride + n];
+    Real out[kOut];
+    AtRows(col, out);
+#pragma unroll
+    for (int i = 0; i < kOut; ++i) at_m[i][l.line][l.item] = out[i];
+  }
+  __syncthreads();
+  if (!active || l.line >= kOut) return;
+  Real row[kTile];
+#pragma unroll
+  for (int j = 0; j < kTile; ++j) row[j] = at_m[l.line][j][l.item];
+  Real out[kOut];
+  AtRows(row, out);
   const TileIndex ti = TileOfThread(n, k.tiles, k.tiles_h, k.tiles_w);
-  const int plane = (ti.b * k.out_channels + ti.channel) * k.out_h * k.out_w;
+  const int out_row = ti.row0 + l.line;
+  if (out_row >= k.out_h) return;
+  float* dst = y + (ti.b * k.out_channels + ti.channel) * k.out_h * k.out_w + out_row * k.out_w;
 #pragma unroll
-  for (int i = 0; i < kOut; ++i) {
-#pragma unroll
-    for (int j = 0; j < kOut; ++j) {
-      const int row = ti.row0 + i, col = ti.col0 + j;
-      if (row < k.out_h && col < k.out_w) {
-        y[plane + row * k.out_w + col] = static_cast<float>(out[kOut * i + j]);
-      }
-    }
+  for (int j = 0; j < kOut; ++j) {
+    if (ti.col0 + j < k.out_w) dst[ti.col0 + j] = static_cast<float>(out[j]);
   }
 }
 
@@ -115,7 +158,7 @@ absl::Status CublasStatus(cublasStatus_t s, const char* what) {
                                           cublasGetStatusString(s), ")"));
 }
 
-int Blocks(int64_t threads) { return static_cast<int>((threads + kThreads - 1) / kThreads); }
+int Blocks(int64_t items) { return static_cast<int>((items + kItems - 1) / kItems); }
 
 class WinogradRunner : public Runner {
  public:

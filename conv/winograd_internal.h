@@ -70,9 +70,10 @@ Cost EstimateCost(const Shape& shape);
 
 // ---- The tiles and the transforms (host and device) --------------------------------------------
 
-// Thread n of the input (output) transform takes channel n / T and tile t = n % T, where
-// t = (image b, tile row, tile column) row-major within each image; the tile's 6x6 input window
-// and its 4x4 outputs start at row 4 * tile row, column 4 * tile column of their planes.
+// Item n of the input (output) transform, six threads (one per line of the tile), takes channel
+// n / T and tile t = n % T, where t = (image b, tile row, tile column) row-major within each
+// image; the tile's 6x6 input window and its 4x4 outputs start at row 4 * tile row, column
+// 4 * tile column of their planes.
 struct TileIndex {
   int channel, b, row0, col0;
 };
@@ -91,28 +92,32 @@ CONV2D_HOST_DEVICE inline TileIndex TileOfThread(int n, int tiles, int tiles_h, 
 
 // u = G g G^T in double. g row-major 3x3, u row-major 6x6.
 //   G = [1/4 0 0; -1/6 -1/6 -1/6; -1/6 1/6 -1/6; 1/24 1/12 1/6; 1/24 -1/12 1/6; 0 0 1]
+// Entry i of G g for one line g of 3; the filter kernel's threads each compute one row.
+CONV2D_HOST_DEVICE inline double GRow(const double g[3], int i) {
+  switch (i) {
+    case 0: return g[0] / 4;
+    case 1: return -(g[0] + g[1] + g[2]) / 6;
+    case 2: return -(g[0] - g[1] + g[2]) / 6;
+    case 3: return g[0] / 24 + g[1] / 12 + g[2] / 6;
+    case 4: return g[0] / 24 - g[1] / 12 + g[2] / 6;
+    default: return g[2];
+  }
+}
 CONV2D_HOST_DEVICE inline void GRows(const double g[3], double out[6]) {
-  out[0] = g[0] / 4;
-  out[1] = -(g[0] + g[1] + g[2]) / 6;
-  out[2] = -(g[0] - g[1] + g[2]) / 6;
-  out[3] = g[0] / 24 + g[1] / 12 + g[2] / 6;
-  out[4] = g[0] / 24 - g[1] / 12 + g[2] / 6;
-  out[5] = g[2];
+  for (int i = 0; i < 6; ++i) out[i] = GRow(g, i);
 }
 
-CONV2D_HOST_DEVICE inline void FilterTransform(const float g[9], double u[36]) {
-  double t[6][3];  // G g
+// Row i of u = G g G^T: G applied to row i of G g. One filter-kernel thread computes one row.
+CONV2D_HOST_DEVICE inline void FilterTransformRow(const float g[9], int i, double u_row[6]) {
+  double t[3];  // row i of G g
   for (int j = 0; j < 3; ++j) {
     const double col[3] = {g[j], g[3 + j], g[6 + j]};
-    double out[6];
-    GRows(col, out);
-    for (int i = 0; i < 6; ++i) t[i][j] = out[i];
+    t[j] = GRow(col, i);
   }
-  for (int i = 0; i < 6; ++i) {  // (G g) G^T: G applied to each row of t
-    double out[6];
-    GRows(t[i], out);
-    for (int j = 0; j < 6; ++j) u[6 * i + j] = out[j];
-  }
+  GRows(t, u_row);
+}
+CONV2D_HOST_DEVICE inline void FilterTransform(const float g[9], double u[36]) {
+  for (int i = 0; i < 6; ++i) FilterTransformRow(g, i, u + 6 * i);
 }
 
 // out = B^T d for one line of 6.

@@ -44,7 +44,7 @@ absl::Status CheckShape(const Shape& s) {
         s.kernel_w));
   }
   if (absl::Status st = CheckFitsInt32(s, "winograd"); !st.ok()) return st;
-  // One thread per (channel, tile) and per (out channel, in channel) with int indices; cuBLAS
+  // Items (channel, tile) and (out channel, in channel) are indexed with int; cuBLAS
   // takes int sizes and leading dimensions.
   const Geometry g = MakeGeometry(s);
   constexpr int64_t kMax = std::numeric_limits<int32_t>::max();
