@@ -13,18 +13,21 @@
 //    tensor core's (possibly truncating) accumulation sees, exactly as the verified model does.
 //  - Reductions beyond kMaxReduction (2^18 terms) are declined, as there.
 //
-// Pipeline, per CTA (two warpgroups, 256 threads, no producer warp):
-//   k-tile kt lives in stage kt % kStages. At the top of iteration kt each thread waits for its
-//   own cp.async groups up to tile kt, fences them to the async proxy (wgmma reads shared memory
-//   through it), and a barrier publishes everyone's. After the first k8 step's wgmma are issued,
-//   tile kt + kAhead is issued into the stage that tile kt - 2 used: that tile's wgmma are
-//   complete, because every k8 step waits for the previous step's group (wgmma.wait_group 1)
-//   before issuing more, so past the barrier at most the last step of tile kt - 1 is in flight.
-//   Per k8 step, each thread loads its 4 A fragment values, splits them (4 x hi, 4 x lo), then
-//   wgmma.fence, three wgmma (lo*Bhi, hi*Blo, hi*Bhi) on the same accumulators, commit, and
-//   wait_group 1, so that the tensor core always has the next step queued while this thread
-//   prepares the one after. Two register sets of A fragments alternate between steps.
-//   Every kFoldTiles k-tiles: wait_group 0 and fold.
+// Pipeline, per CTA (384 threads: consumer warpgroups 0 and 1, copy warpgroup 2): k-tile
+// kt_begin + i is stage i, in slot i % kStages of a ring handed on by mbarriers ("The ring" in
+// the internal header); nothing waits on a CTA-wide barrier.
+//  - The copy warpgroup (setmaxnreg down to kCopyRegs) issues the cp.async of stage i (gathered x
+//    and the split filter's hi/lo tile) as soon as "empty" says the consumers are done with stage
+//    i - kStages, then waits for its own copies of stage i - kLag, fences them to the async proxy
+//    (wgmma reads shared memory through it) and arrives on that stage's "full". Stages are thus
+//    issued up to kStages - 1 tiles ahead of the one being computed.
+//  - The consumers (setmaxnreg up to kConsumerRegs) wait "full" of stage i; per k8 step each
+//    thread loads its 4 A fragment values, splits them (4 x hi, 4 x lo), then wgmma.fence, three
+//    wgmma (lo*Bhi, hi*Blo, hi*Bhi) on the same accumulators, commit, and wait_group 1, so that
+//    the tensor core always has the next step queued while this thread prepares the one after
+//    (two register sets of A fragments alternate). After the first step's wait_group 1 of stage
+//    i, stage i - 1's wgmma are complete: arrive on its "empty". Every kFoldTiles k-tiles:
+//    wait_group 0 and fold.
 #include <cuda_runtime.h>
 
 #include <cstdint>
@@ -238,39 +241,53 @@ __device__ __forceinline__ void Wgmma(float (&d)[BN / 2], const uint32_t (&a)[4]
 
 #endif  // CONV2D_IGW_HAVE_WGMMA
 
-// One CTA: a kBM x BN tile of the GEMM over all of K. ws: the split filter of this call.
-template <int BN, bool kVecA>
-__global__ void __launch_bounds__(kThreads, Config<BN>::kMinBlocks)
-    ImplicitGemmWgmmaKernel(const float* __restrict__ x, const float* __restrict__ ws,
-                            float* __restrict__ y, const Params p) {
 #if CONV2D_IGW_HAVE_WGMMA
-  PdlWait();  // the split filter and the zeroed y come from SplitFilterKernel
+
+__device__ __forceinline__ void MbarInit(uint32_t bar, int count) {
+  asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;\n" ::"r"(bar), "r"(count) : "memory");
+}
+// Release: this thread's earlier shared-memory accesses happen before the phase completes.
+__device__ __forceinline__ void MbarArrive(uint32_t bar) {
+  asm volatile("{\n.reg .b64 state;\nmbarrier.arrive.shared::cta.b64 state, [%0];\n}\n" ::"r"(bar)
+               : "memory");
+}
+// Waits until the phase of parity `parity` has completed (acquire).
+__device__ __forceinline__ void MbarWait(uint32_t bar, int parity) {
+  asm volatile(
+      "{\n.reg .pred done;\nIGW_WAIT:\n"
+      "mbarrier.try_wait.parity.shared::cta.b64 done, [%0], %1;\n"
+      "@!done bra IGW_WAIT;\n}\n" ::"r"(bar),
+      "r"(parity)
+      : "memory");
+}
+template <int kRegs>
+__device__ __forceinline__ void GiveRegisters() {
+  asm volatile("setmaxnreg.dec.sync.aligned.u32 %0;\n" ::"n"(kRegs));
+}
+template <int kRegs>
+__device__ __forceinline__ void TakeRegisters() {
+  asm volatile("setmaxnreg.inc.sync.aligned.u32 %0;\n" ::"n"(kRegs));
+}
+
+// The copy warpgroup: stage i (k-tile kt_begin + i) into slot i % kStages as soon as the slot is
+// empty; after issuing stage i it waits for its own copies of stage i - kLag, fences them for the
+// async proxy (wgmma reads shared memory through it; cp.async writes are generic-proxy writes)
+// and arrives on that stage's "full". t: the thread's index in the warpgroup.
+template <int BN, bool kVecA>
+__device__ __forceinline__ void CopyStages(const float* __restrict__ x, const float* __restrict__ ws,
+                                           const Params& p, int m0, int n_tile, int kt_begin,
+                                           int n, uint32_t smem_base, uint32_t full,
+                                           uint32_t empty, int t) {
   using C = Config<BN>;
-  extern __shared__ unsigned char smem_raw[];
-  // Stages start 1024-byte aligned (the swizzle is a function of address bits 4-9).
-  const uint32_t smem_base = AlignSmemBase(SharedAddress(smem_raw));
-  const float* smem_f =
-      reinterpret_cast<const float*>(smem_raw + (smem_base - SharedAddress(smem_raw)));
-
-  const int tid = static_cast<int>(threadIdx.x);
-  const int lane = tid & 31;
-  const int warp = (tid >> 5) & 3;  // warp within the warpgroup
-  const int wg = tid >> 7;          // warpgroup: rows 64*wg .. +63 of the tile
-  const int tile = static_cast<int>(blockIdx.x);
-  const int m_tile = tile / p.n_tiles;
-  const int n_tile = tile - m_tile * p.n_tiles;
-  const int m0 = m_tile * kBM;
-  // This CTA's k-tiles (all of them unless split-K).
-  const int kt_begin = static_cast<int>(blockIdx.y) * p.k_tiles_per_split;
-  const int kt_end = min(p.k_tiles, kt_begin + p.k_tiles_per_split);
-
   AGather<kVecA> a_gather;
-  a_gather.Init(p, m0, tid);
+  a_gather.Init(p, m0, t);
   const float* b_src = ws + WorkspaceTile(BN, p.k_tiles, n_tile, 0, 0);
-
-  // Stage layout: [B hi | B lo | A].
-  auto load_tile = [&](int kt, int stage) {
-    const uint32_t sb = smem_base + stage * C::kStageBytes;
+  for (int i = 0; i < n; ++i) {
+    const int slot = RingSlot<C::kStages>(i);
+    if (i >= C::kStages) MbarWait(empty + 8 * slot, EmptyParity<C::kStages>(i));
+    // Stage layout: [B hi | B lo | A].
+    const int kt = kt_begin + i;
+    const uint32_t sb = smem_base + slot * C::kStageBytes;
     const uint32_t sa = sb + 2 * C::kBTileBytes;
     a_gather.ForEach(p, kt, [&](int s, int g, bool valid) {
       // g >= 0 (CheckIndexing): unsigned, its widening to 64 bits is free.
@@ -278,19 +295,73 @@ __global__ void __launch_bounds__(kThreads, Config<BN>::kMinBlocks)
     });
     const float* src = b_src + int64_t{kt} * 2 * C::kBTileFloats;
 #pragma unroll
-    for (int i = 0; i < C::kBChunksPerThread; ++i) {
-      const int c = BChunk(tid, i);
-      CpAsync<16>(sb + 4 * c, src + c, true);
+    for (int c = 0; c < C::kBChunksPerThread; ++c) {
+      const int f = BChunk(t, c);
+      CpAsync<16>(sb + 4 * f, src + f, true);
     }
-  };
-
-  // Prologue: tiles kt_begin .. +kAhead-1 in flight, one commit group each (empty past the end,
-  // so the group count and hence the wait below are the same on every path).
-#pragma unroll
-  for (int s = 0; s < C::kAhead; ++s) {
-    if (kt_begin + s < kt_end) load_tile(kt_begin + s, s);
     CpAsyncCommit();
+    if (i >= C::kLag) {
+      CpAsyncWait<C::kLag>();  // stage i - kLag has landed (this thread's copies)
+      FenceProxyAsync();
+      MbarArrive(full + 8 * RingSlot<C::kStages>(i - C::kLag));
+    }
   }
+  // The last min(n, kLag) stages.
+  CpAsyncWait<0>();
+  FenceProxyAsync();
+  for (int i = n > C::kLag ? n - C::kLag : 0; i < n; ++i) {
+    MbarArrive(full + 8 * RingSlot<C::kStages>(i));
+  }
+}
+
+#endif  // CONV2D_IGW_HAVE_WGMMA
+
+// One CTA: a kBM x BN tile of the GEMM over its k-tiles (all of K unless split-K). ws: the split
+// filter of this call.
+template <int BN, bool kVecA>
+__global__ void __launch_bounds__(kThreads, Config<BN>::kMinBlocks)
+    ImplicitGemmWgmmaKernel(const float* __restrict__ x, const float* __restrict__ ws,
+                            float* __restrict__ y, const Params p) {
+#if CONV2D_IGW_HAVE_WGMMA
+  using C = Config<BN>;
+  extern __shared__ unsigned char smem_raw[];
+  // Stages start 1024-byte aligned (the swizzle is a function of address bits 4-9).
+  const uint32_t smem_base = AlignSmemBase(SharedAddress(smem_raw));
+  const float* smem_f =
+      reinterpret_cast<const float*>(smem_raw + (smem_base - SharedAddress(smem_raw)));
+  const uint32_t full = smem_base + C::kStages * C::kStageBytes;  // full[s] at full + 8s
+  const uint32_t empty = full + 8 * C::kStages;
+
+  const int tid = static_cast<int>(threadIdx.x);
+  const int tile = static_cast<int>(blockIdx.x);
+  const int m_tile = tile / p.n_tiles;
+  const int n_tile = tile - m_tile * p.n_tiles;
+  const int m0 = m_tile * kBM;
+  // This CTA's k-tiles (all of them unless split-K): stages >= 1 (no split is empty).
+  const int kt_begin = static_cast<int>(blockIdx.y) * p.k_tiles_per_split;
+  const int stages = min(p.k_tiles, kt_begin + p.k_tiles_per_split) - kt_begin;
+
+  if (tid == 0) {
+#pragma unroll
+    for (int s = 0; s < C::kStages; ++s) {
+      MbarInit(full + 8 * s, kCopyThreads);
+      MbarInit(empty + 8 * s, kConsumerThreads);
+    }
+  }
+  __syncthreads();  // the barriers are initialised before anyone uses them
+  PdlWait();  // the split filter and the zeroed y come from SplitFilterKernel
+
+  if (tid >= kConsumerThreads) {
+    GiveRegisters<C::kCopyRegs>();
+    CopyStages<BN, kVecA>(x, ws, p, m0, n_tile, kt_begin, stages, smem_base, full, empty,
+                          tid - kConsumerThreads);
+    return;
+  }
+  TakeRegisters<C::kConsumerRegs>();
+
+  const int lane = tid & 31;
+  const int warp = (tid >> 5) & 3;  // warp within the warpgroup
+  const int wg = tid >> 7;          // consumer warpgroup: rows 64*wg .. +63 of the tile
 
   // acc: the current chunk of <= 128 terms, written only by wgmma: the first wgmma of every
   // chunk (k-tile 0 included) has scale-d = 0 and ignores the old value, so acc is deliberately
@@ -302,20 +373,15 @@ __global__ void __launch_bounds__(kThreads, Config<BN>::kMinBlocks)
   for (int i = 0; i < C::kAccRegs; ++i) sum[i] = 0.f;
   uint32_t a_hi[2][4], a_lo[2][4];  // A fragments of the even and odd k8 steps
 
-  int stage = 0;
   int fold_count = 0;  // k-tiles in acc
-  for (int kt = kt_begin; kt < kt_end; ++kt) {
-    // Groups committed: kAhead + (kt - kt_begin); all but the newest kAhead-1 are complete, so
-    // tile kt has landed (this thread's copies); fence them for wgmma, and the barrier publishes
-    // everyone's.
-    CpAsyncWait<C::kAhead - 1>();
-    FenceProxyAsync();
-    __syncthreads();
+  for (int i = 0; i < stages; ++i) {
+    const int slot = RingSlot<C::kStages>(i);
+    MbarWait(full + 8 * slot, FullParity<C::kStages>(i));  // stage i landed and fenced
 
-    const uint32_t sb = smem_base + stage * C::kStageBytes;
+    const uint32_t sb = smem_base + slot * C::kStageBytes;
     const uint64_t desc_hi = MakeDescriptor(sb);
     const uint64_t desc_lo = MakeDescriptor(sb + C::kBTileBytes);
-    const float* sa = smem_f + (stage * C::kStageBytes + 2 * C::kBTileBytes) / 4;
+    const float* sa = smem_f + (slot * C::kStageBytes + 2 * C::kBTileBytes) / 4;
     const int keep = fold_count == 0 ? 0 : 1;  // scale-d of the tile's first wgmma
 #pragma unroll
     for (int j = 0; j < kK8Steps; ++j) {
@@ -328,16 +394,13 @@ __global__ void __launch_bounds__(kThreads, Config<BN>::kMinBlocks)
       Wgmma<BN>(acc, hi, DescriptorAtStep(desc_lo, j), 1);
       Wgmma<BN>(acc, hi, DescriptorAtStep(desc_hi, j), 1);
       WgmmaCommit();
-      if (j == 0) {
-        // Issue tile kt + kAhead only now, with this step's wgmma queued behind the previous
-        // tile's last ones, so the tensor core has work while the copies are issued.
-        const int next = kt + C::kAhead;
-        int next_stage = stage + C::kAhead;
-        if (next_stage >= C::kStages) next_stage -= C::kStages;
-        if (next < kt_end) load_tile(next, next_stage);
-        CpAsyncCommit();
-      }
+      // Step j - 1 is complete: the tensor core always has step j queued while this thread
+      // prepares step j + 1 (two register sets of A fragments alternate).
       WgmmaWait<1>();
+      if (j == 0 && i > 0) {
+        // The last step of stage i - 1 is complete: its slot may be refilled.
+        MbarArrive(empty + 8 * RingSlot<C::kStages>(i - 1));
+      }
     }
 
     if (++fold_count == kFoldTiles) {
@@ -345,13 +408,11 @@ __global__ void __launch_bounds__(kThreads, Config<BN>::kMinBlocks)
       WgmmaWait<0>();
       FenceRegisters(acc);
 #pragma unroll
-      for (int i = 0; i < C::kAccRegs; ++i) sum[i] = __fadd_rn(sum[i], acc[i]);
+      for (int r = 0; r < C::kAccRegs; ++r) sum[r] = __fadd_rn(sum[r], acc[r]);
     }
-    if (++stage == C::kStages) stage = 0;
   }
   WgmmaWait<0>();
   FenceRegisters(acc);
-  CpAsyncWait<0>();  // only empty groups can be pending; none outlives the block
   // acc holds an unfolded partial chunk unless the last tile completed a chunk (then it holds
   // the chunk already in sum).
   const bool tail = fold_count != 0;

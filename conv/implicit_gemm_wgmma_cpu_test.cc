@@ -5,7 +5,8 @@
 // table, B through the matrix descriptor and the 128-byte swizzle; both coded here independently
 // of the kernel's helpers), the accumulator table, the fold schedule, the epilogue's stores --
 // and compared with the fp64 reference. Plus the descriptor's bit fields, the swizzle bijection,
-// the stage-reuse invariant, bank conflicts and the shape limits.
+// the full/empty ring protocol between the copy warpgroup and the consumers (random
+// interleavings), bank conflicts and the shape limits.
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
@@ -18,6 +19,7 @@
 #include "conv/implicit_gemm_wgmma_internal.h"
 #include "conv/registry.h"
 #include "conv/testing/shapes.h"
+#include "gtest/gtest-spi.h"
 #include "gtest/gtest.h"
 #include "reference/random.h"
 #include "reference/reference.h"
@@ -124,7 +126,10 @@ void EmulateTile(const Shape& s, const Params& p, int tile, int split,
   ASSERT_LT(kt_begin, kt_end) << "empty split";
   const uint32_t base = AlignSmemBase(kSmemRaw);
   ASSERT_EQ(base % 1024, 0u);
-  ASSERT_LE(base + C::kStages * C::kStageBytes, kSmemRaw + C::kSmemBytes) << "past the allocation";
+  // The stages, then the ring's barriers (8-byte aligned), inside the allocation.
+  ASSERT_LE(base + C::kStages * C::kStageBytes + C::kBarrierBytes, kSmemRaw + C::kSmemBytes)
+      << "past the allocation";
+  static_assert(C::kStageBytes % 8 == 0, "aligned barriers");
   // Shared memory as floats indexed by (address - kSmemRaw) / 4.
   std::vector<float> smem(C::kSmemBytes / 4, std::numeric_limits<float>::quiet_NaN());
   static float out_of_range;
@@ -133,8 +138,9 @@ void EmulateTile(const Shape& s, const Params& p, int tile, int split,
     EXPECT_TRUE(ok) << "shared address " << addr;
     return ok ? smem[(addr - kSmemRaw) / 4] : out_of_range;
   };
-  std::vector<AGather<kVecA>> ag(kThreads);
-  for (int t = 0; t < kThreads; ++t) ag[t].Init(p, m0, t);
+  // The copy warpgroup's threads (t = index within it).
+  std::vector<AGather<kVecA>> ag(kCopyThreads);
+  for (int t = 0; t < kCopyThreads; ++t) ag[t].Init(p, m0, t);
 
   // Accumulators per warpgroup, [64][BN], as the PTX accumulator table lays them out.
   std::vector<double> acc(2 * 64 * BN, 0.0), sum(2 * 64 * BN, 0.0);
@@ -144,10 +150,10 @@ void EmulateTile(const Shape& s, const Params& p, int tile, int split,
     const int stage = (kt - kt_begin) % C::kStages;
     const uint32_t sb = base + stage * C::kStageBytes;
     const uint32_t sa = sb + 2 * C::kBTileBytes;
-    // Poison the stage, then replay every thread's copies.
+    // Poison the stage, then replay every copy thread's copies.
     for (uint32_t a = sb; a < sb + C::kStageBytes; a += 4) at(a) = std::numeric_limits<float>::quiet_NaN();
     std::vector<int> written(C::kStageBytes / 4, 0);
-    for (int t = 0; t < kThreads; ++t) {
+    for (int t = 0; t < kCopyThreads; ++t) {
       ag[t].ForEach(p, kt, [&](int si, int g, bool valid) {
         ASSERT_EQ(si % kWA, 0);
         ASSERT_EQ(g % kWA, 0) << "16-byte gather from an unaligned x offset";
@@ -466,23 +472,171 @@ TEST(ImplicitGemmWgmmaLayoutTest, SplitFilterCoversEveryTileOnce) {
   }
 }
 
-// A stage is reloaded only after the wgmma that read it are complete: when iteration kt issues
-// tile kt + kAhead, tiles kt (being computed) and kt - 1 (its last step possibly in flight) and
-// the loads in flight must all be in other stages.
-TEST(ImplicitGemmWgmmaLayoutTest, StageReuseIsSafe) {
-  auto check = [](int stages, int ahead) {
-    for (int kt = 0; kt < 64; ++kt) {
-      const int target = (kt + ahead) % stages;
-      for (int busy = kt - 1; busy < kt + ahead; ++busy) {
-        if (busy < 0) continue;
-        EXPECT_NE(target, busy % stages) << "kt " << kt << " busy " << busy;
-      }
+// ---- The ring protocol (copy warpgroup and consumers handing slots on through full / empty
+// mbarriers), replayed as the kernel's programs under many random interleavings with the
+// hardware's phase-parity semantics: every schedule finishes (no deadlock), a slot is written only
+// when no consumer still reads it (the wgmma of its previous stage are complete), and a consumer
+// reads a stage only once every copy thread's copies of it have landed.
+struct Mbarrier {
+  int count = 0, pending = 0, phase = 0;  // phase: completed phases
+  void Init(int c) { count = pending = c; }
+  void Arrive() {
+    if (--pending == 0) {
+      ++phase;
+      pending = count;
     }
+  }
+  // mbarrier.try_wait.parity: true once the phase of that parity has completed, i.e. while the
+  // current (incomplete) phase has the other parity.
+  bool Done(int parity) const { return (phase & 1) != parity; }
+};
+
+template <int kStages, int kLag>
+void ReplayRing(int n, int copiers, int consumers, uint64_t seed) {
+  SCOPED_TRACE("stages " + std::to_string(kStages) + " n " + std::to_string(n) + " seed " +
+               std::to_string(seed));
+  std::vector<Mbarrier> full(kStages), empty(kStages);
+  for (int s = 0; s < kStages; ++s) {
+    full[s].Init(copiers);
+    empty[s].Init(consumers);
+  }
+  // Copy thread program counter: (i, phase) with phase 0 = wait empty / issue, 1 = land and
+  // arrive for stage i - kLag; then the drain.
+  struct Copier {
+    int i = 0, step = 0, drain = -1, landed = -1;
+    std::vector<int> in_flight;  // stages issued, not yet landed
+    bool done = false;
   };
-  check(Config<64>::kStages, Config<64>::kAhead);
-  check(Config<128>::kStages, Config<128>::kAhead);
-  EXPECT_GE(Config<64>::kAhead, 1);
-  EXPECT_GE(Config<128>::kAhead, 1);
+  struct Consumer {
+    int i = 0;
+    std::vector<int> reading;  // stages whose wgmma may still read their slot
+    bool done = false;
+  };
+  std::vector<Copier> cp(copiers);
+  std::vector<Consumer> cs(consumers);
+  std::vector<int> slot_stage(kStages, -1);  // the stage whose copies were issued into the slot
+  auto readers_of = [&](int slot) {
+    int r = 0;
+    for (const Consumer& c : cs)
+      for (int st : c.reading) r += RingSlot<kStages>(st) == slot;
+    return r;
+  };
+  uint64_t rng = seed * 0x9E3779B97F4A7C15ull + 1;
+  auto next = [&]() {
+    rng ^= rng << 13;
+    rng ^= rng >> 7;
+    rng ^= rng << 17;
+    return rng;
+  };
+  // One action of thread `who` (copiers first, then consumers); false if it is blocked or done.
+  auto step = [&](int who) -> bool {
+    if (who < copiers) {
+      Copier& c = cp[who];
+      if (c.done) return false;
+      if (c.drain < 0) {
+        if (c.step == 0) {
+          const int slot = RingSlot<kStages>(c.i);
+          if (c.i >= kStages && !empty[slot].Done(EmptyParity<kStages>(c.i))) return false;
+          EXPECT_EQ(readers_of(slot), 0) << "stage " << c.i << " overwrites a slot being read";
+          slot_stage[slot] = c.i;
+          c.in_flight.push_back(c.i);
+          c.step = 1;
+          return true;
+        }
+        if (c.i >= kLag) {  // cp.async.wait_group kLag: stage i - kLag lands; fence; arrive
+          EXPECT_EQ(c.in_flight.front(), c.i - kLag);
+          c.in_flight.erase(c.in_flight.begin());
+          full[RingSlot<kStages>(c.i - kLag)].Arrive();
+        }
+        c.step = 0;
+        if (++c.i == n) c.drain = n > kLag ? n - kLag : 0;
+        return true;
+      }
+      if (c.drain < n) {  // wait_group 0, then the last stages' arrivals
+        c.in_flight.clear();
+        full[RingSlot<kStages>(c.drain)].Arrive();
+        ++c.drain;
+        return true;
+      }
+      c.done = true;
+      return true;
+    }
+    Consumer& c = cs[who - copiers];
+    if (c.done) return false;
+    if (c.i == n) {  // the final wait_group 0
+      c.reading.clear();
+      c.done = true;
+      return true;
+    }
+    const int slot = RingSlot<kStages>(c.i);
+    if (!full[slot].Done(FullParity<kStages>(c.i))) return false;
+    EXPECT_EQ(slot_stage[slot], c.i) << "reads a slot holding another stage";
+    for (const Copier& q : cp) {
+      for (int st : q.in_flight) EXPECT_NE(st, c.i) << "reads stage " << c.i << " before it landed";
+    }
+    c.reading.push_back(c.i);  // the first k8 step's wgmma issued
+    if (c.i > 0) {             // wait_group 1 after it: stage i - 1 is complete
+      EXPECT_EQ(c.reading.front(), c.i - 1);
+      c.reading.erase(c.reading.begin());
+      empty[RingSlot<kStages>(c.i - 1)].Arrive();
+    }
+    ++c.i;
+    return true;
+  };
+  const int threads = copiers + consumers;
+  for (int guard = 0; guard < 100000; ++guard) {
+    bool all_done = true;
+    for (const Copier& c : cp) all_done &= c.done;
+    for (const Consumer& c : cs) all_done &= c.done;
+    if (all_done) return;
+    // A random runnable thread: try them from a random start.
+    const int start = static_cast<int>(next() % threads);
+    bool moved = false;
+    for (int d = 0; d < threads && !moved; ++d) moved = step((start + d) % threads);
+    ASSERT_TRUE(moved) << "deadlock";
+    if (::testing::Test::HasFailure()) return;
+  }
+  FAIL() << "no progress";
+}
+
+TEST(ImplicitGemmWgmmaRingTest, ProtocolIsLiveAndSafe) {
+  for (int n : {1, 2, 3, 4, 5, 7, 8, 13, 36}) {
+    for (uint64_t seed = 1; seed <= 40; ++seed) {
+      ReplayRing<Config<64>::kStages, Config<64>::kLag>(n, 2, 3, seed);
+      ReplayRing<Config<128>::kStages, Config<128>::kLag>(n, 3, 2, seed);
+      if (::testing::Test::HasFailure()) return;
+    }
+  }
+}
+
+// The model is strict enough to notice a lag that deadlocks the ring (kLag = kStages - 1: "full"
+// of stage i would wait for the consumers to free stage i - 1, which they do inside stage i).
+TEST(ImplicitGemmWgmmaRingTest, ModelCatchesADeadlock) {
+  EXPECT_FATAL_FAILURE((ReplayRing<3, 2>(8, 1, 1, 1)), "deadlock");
+}
+
+// The copies' shared-memory writes: a warp's scalar copy (one k row pair, one column step)
+// hits 32 distinct banks; a warp's vector copy writes 512 contiguous bytes.
+TEST(ImplicitGemmWgmmaLayoutTest, CopyWritesAreBankConflictFree) {
+  const Params p = MakeParams(Shape{2, 8, 8, 20, 20, 3, 3}, 64);
+  for (int warp = 0; warp < kCopyThreads / 32; ++warp) {
+    std::vector<std::vector<int>> scalar(32), vec(32);
+    for (int lane = 0; lane < 32; ++lane) {
+      AGather<false> g;
+      g.Init(p, 0, 32 * warp + lane);
+      g.ForEach(p, 0, [&](int si, int, bool) { scalar[lane].push_back(si); });
+      AGather<true> v;
+      v.Init(p, 0, 32 * warp + lane);
+      v.ForEach(p, 0, [&](int si, int, bool) { vec[lane].push_back(si); });
+    }
+    for (size_t c = 0; c < scalar[0].size(); ++c) {
+      uint32_t banks = 0;
+      for (int lane = 0; lane < 32; ++lane) banks |= 1u << (scalar[lane][c] % 32);
+      EXPECT_EQ(banks, 0xFFFFFFFFu) << "warp " << warp << " copy " << c;
+    }
+    for (size_t c = 0; c < vec[0].size(); ++c)
+      for (int lane = 0; lane < 32; ++lane) EXPECT_EQ(vec[lane][c], vec[0][c] + 4 * lane);
+  }
 }
 
 // Every A fragment load of a warp (one register, one k8 step) reads 32 distinct banks.

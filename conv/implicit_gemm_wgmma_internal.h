@@ -6,13 +6,15 @@
 // The GEMM view is implicit_gemm_3xtf32's (see its header): M = output pixels, N = output
 // channels, K = Cin*Kh*Kw, A[m][k] = x gathered, B[k][n] = w[n][k].
 //
-// One CTA computes a kBM x BN tile with two consumer warpgroups, each owning 64 rows (one wgmma
-// M extent) and all BN columns. Every thread also copies (cp.async); there is no producer warp.
+// One CTA computes a kBM x BN tile with three warpgroups: two consumer warpgroups (0 and 1), each
+// owning 64 rows (one wgmma M extent) and all BN columns, and one copy warpgroup (2) that only
+// issues the stage copies (cp.async), handing stages to the consumers round a ring of kStages
+// through "full" and "empty" mbarriers (Ring below).
 //  - A (pixels x k) is gathered into shared memory as [kBK][kAStride] (k rows of pixels, the
-//    layout implicit_gemm_3xtf32 uses), and fed to wgmma from registers: each thread loads its four
-//    fragment values per k8 step, splits them into TF32 hi/lo once, and both halves go to wgmma
-//    as register operands. Each A element is loaded and split once per CTA (not once per warp of
-//    an N split, as with mma.sync).
+//    layout implicit_gemm_3xtf32 uses), and fed to wgmma from registers: each consumer thread
+//    loads its four fragment values per k8 step, splits them into TF32 hi/lo once, and both
+//    halves go to wgmma as register operands. Each A element is loaded and split once per CTA
+//    (not once per warp of an N split, as with mma.sync).
 //  - B (the filter) is split once per call by a small kernel into hi and lo TF32 planes in the
 //    workspace, already in the shared-memory image wgmma reads: per (N tile, k-tile) a BN x kBK
 //    K-major tile with the 128-byte swizzle, hi then lo. The stage copy is a straight 16-byte
@@ -43,7 +45,9 @@ using implicit_gemm_3xtf32_internal::FastDiv;
 
 constexpr int kBM = 128;             // output pixels per CTA: two warpgroups of 64 rows
 constexpr int kBK = 32;              // reduction terms per stage: one 128-byte swizzle row of fp32
-constexpr int kThreads = 256;        // two warpgroups
+constexpr int kConsumerThreads = 256;  // warpgroups 0 and 1: A split, wgmma, fold, epilogue
+constexpr int kCopyThreads = 128;      // warpgroup 2: the stage copies
+constexpr int kThreads = kConsumerThreads + kCopyThreads;
 constexpr int kWarpgroupRows = 64;   // the wgmma M extent
 constexpr int kK8Steps = kBK / 8;    // wgmma .tf32 instructions have K = 8
 // The accumulators are folded every kFoldTiles k-tiles (128 terms), as in implicit_gemm_3xtf32:
@@ -60,30 +64,58 @@ static_assert(kAStride % 32 == 8, "bank-conflict-free A fragment loads");
 static_assert(kAStageFloats * 4 % 1024 == 0, "stages stay 1024-byte aligned");
 
 // The tile configuration for a BN (64 or 128): BN = 128 holds 64 accumulators + 64 fold sums per
-// thread and 4 stages (196 KiB, one CTA per SM); BN = 64 fits two CTAs per SM with 3 stages.
+// consumer thread and 4 stages (196 KiB, one CTA per SM); BN = 64 fits two CTAs per SM with 3
+// stages.
 template <int BN>
 struct Config {
   static_assert(BN == 64 || BN == 128, "BN is 64 or 128");
   static constexpr int kBN = BN;
   static constexpr int kStages = BN == 128 ? 4 : 3;
-  // Tiles loaded ahead of the one being computed: besides those, two stages are busy, the
-  // current tile's and the previous tile's (its last k8 step's wgmma may still be reading it when
-  // the next load is issued).
-  static constexpr int kAhead = kStages - 2;
+  // The copy warpgroup reports stage i "full" once its copies of stage i + kLag are issued (it
+  // then waits for its copy groups down to kLag pending: stage i has landed). kLag <= kStages - 2
+  // keeps the ring live: issuing stage i + kLag needs that slot "empty", i.e. the consumers done
+  // with stage i + kLag - kStages <= i - 2, which they report early in stage i - 1 (after its
+  // first k8 step), so "full" of stage i never waits for the consumers to finish stage i - 1.
+  static constexpr int kLag = kStages - 2;
   static constexpr int kMinBlocks = BN == 128 ? 1 : 2;
+  // Registers per thread (setmaxnreg): the launch gives each of the 384 threads 65536 /
+  // (384 * kMinBlocks) rounded down to 8 (168, 80); the copy warpgroup gives back down to
+  // kCopyRegs and the consumers take up to kConsumerRegs, within the CTA's allocation.
+  static constexpr int kLaunchRegs = 65536 / (kThreads * kMinBlocks) / 8 * 8;
+  static constexpr int kCopyRegs = BN == 128 ? 56 : 40;
+  static constexpr int kConsumerRegs = BN == 128 ? 224 : 96;
+  static_assert(kCopyThreads * kCopyRegs + kConsumerThreads * kConsumerRegs <=
+                    kThreads * kLaunchRegs, "setmaxnreg within the CTA's registers");
   static constexpr int kBTileFloats = BN * kBK;  // one plane (hi or lo) of one k-tile
   static constexpr int kBTileBytes = kBTileFloats * 4;
   static constexpr int kStageBytes = 2 * kBTileBytes + kAStageFloats * 4;  // B hi, B lo, A
-  // Dynamic shared memory: the stages plus slack to align the base to 1024 bytes (the 128-byte
-  // swizzle pattern repeats every 8 rows = 1024 bytes and is computed from address bits).
-  static constexpr int kSmemBytes = kStages * kStageBytes + 1024;
-  static constexpr int kAccRegs = BN / 2;  // m64nBN f32 accumulators per thread
-  static constexpr int kBChunksPerThread = 2 * kBTileFloats / 4 / kThreads;
+  // The ring's mbarriers, after the stages: full[kStages], then empty[kStages].
+  static constexpr int kBarrierBytes = 2 * kStages * 8;
+  // Dynamic shared memory: the stages, the barriers, plus slack to align the base to 1024 bytes
+  // (the 128-byte swizzle pattern repeats every 8 rows = 1024 bytes and is computed from address
+  // bits).
+  static constexpr int kSmemBytes = kStages * kStageBytes + kBarrierBytes + 1024;
+  static constexpr int kAccRegs = BN / 2;  // m64nBN f32 accumulators per consumer thread
+  static constexpr int kBChunksPerThread = 2 * kBTileFloats / 4 / kCopyThreads;
+  static_assert(kLag >= 1 && kLag <= kStages - 2, "a live ring (see kLag)");
   static_assert(kBTileBytes % 1024 == 0 && kStageBytes % 1024 == 0, "1024-byte aligned tiles");
-  static_assert(2 * kBTileFloats / 4 % kThreads == 0, "whole 16-byte chunks per thread");
+  static_assert(2 * kBTileFloats / 4 % kCopyThreads == 0, "whole 16-byte chunks per thread");
 };
 static_assert(Config<128>::kSmemBytes <= 227 * 1024, "one CTA per SM");
 static_assert(2 * (Config<64>::kSmemBytes + 1024) <= 228 * 1024, "two CTAs per SM");
+
+// ---- The ring (one pass over a CTA's k-tiles, i = kt - kt_begin): stage i lives in slot
+// i % kStages. full[slot] completes one phase per use of the slot (count kCopyThreads: every copy
+// thread arrives after its own copies of the stage have landed and are fenced for the async
+// proxy), empty[slot] likewise (count kConsumerThreads: every consumer thread arrives once its
+// wgmma reading the stage are complete). Use u = i / kStages of a slot waits for phase u of
+// full (parity u & 1); the copies of use u >= 1 wait for phase u - 1 of empty.
+template <int kStages>
+CONV2D_IGW_HD int RingSlot(int i) { return i % kStages; }
+template <int kStages>
+CONV2D_IGW_HD int FullParity(int i) { return (i / kStages) & 1; }
+template <int kStages>
+CONV2D_IGW_HD int EmptyParity(int i) { return (i / kStages - 1) & 1; }  // i >= kStages
 
 // ---- Shape parameters (32-bit: CheckIndexing bounds every index the kernel forms).
 struct Params {
@@ -224,23 +256,30 @@ CONV2D_IGW_HD bool CanVectorizeA(const Params& p, uintptr_t x) {
   return p.kw == 1 && p.w % 4 == 0 && x % 16 == 0;
 }
 
-// ---- The im2col gather of one thread (x offset of A[m][k] = mbase(m) + kofs(k)).
-// Scalar: thread t owns k rows 2*(t/16) and 2*(t/16)+1 of the stage and pixel columns
-// t%16 + 16i, i < 8. Per k-tile it decodes its two rows' (c, p, q) once (two divisions each),
-// and each copy is then one add of offsets it keeps from Init: about 5 instructions per copy,
-// where stepping (c, p, q) per copy cost 18. A warp's copy covers 16 consecutive pixels of two
-// rows 2*kAStride = 16 (mod 32) words apart: 32 distinct banks.
-// Vector: thread t owns pixels 4*(t % 32) .. +3 and k rows t/32 + 8i, i < 4.
+// ---- The im2col gather of one copy thread (x offset of A[m][k] = mbase(m) + kofs(k)); t is the
+// thread's index in the copy warpgroup (0..kCopyThreads-1).
+// Scalar: thread t owns pixel columns t%16 + 16i, i < 8, and four k rows of the stage,
+// 8w + 2h + {0, 1, 4, 5} (w = t/32 its warp, h = (t/16)%2 its half-warp). Per k-tile it decodes
+// its rows' (c, p, q) once (two divisions each), and each copy is then one add of offsets it keeps
+// from Init. A warp's copy covers 16 consecutive pixels of two rows 2*kAStride = 16 (mod 32)
+// words apart: 32 distinct banks.
+// Vector: thread t owns pixels 4*(t % 32) .. +3 and k rows t/32 + 4i, i < 8.
 template <bool kVec>
 struct AGather {
-  static constexpr int kRows = kVec ? kBK * kBM / 4 / kThreads : 2;  // k rows per thread
-  static constexpr int kCols = kVec ? 1 : kBK * kBM / kThreads / 2;  // pixel columns (scalar): 8
-  static constexpr int kRowStep = kVec ? kThreads / 32 : 1;
-  static constexpr int kColStep = kThreads / (kBK / 2);  // 16
+  static constexpr int kRows = kVec ? kBK * kBM / 4 / kCopyThreads : 4;  // k rows per thread
+  static constexpr int kCols = kVec ? 1 : kBK * kBM / kCopyThreads / 4;  // pixel columns: 8
+  static constexpr int kColStep = 16;
+  static_assert(kVec || kCols * kColStep == kBM, "the scalar columns cover the tile");
+  static_assert(kVec || kRows * 8 == kBK, "the scalar rows: four per thread, 8 per warp");
   int col = 0;   // first pixel column
   int row0 = 0;  // first k row
-  int mbase[kCols] = {};
   uint32_t m_valid = 0;  // bit i: column col + i*kColStep is a pixel (< M)
+  int mbase[kCols] = {};
+
+  // The stage row of this thread's j-th k row.
+  CONV2D_IGW_HD int Row(int j) const {
+    return kVec ? row0 + j * (kCopyThreads / 32) : row0 + (j & 1) + 4 * (j >> 1);
+  }
 
   CONV2D_IGW_HD static int PixelBase(const Params& p, int m) {
     const int b = p.div_p.Div(m);
@@ -250,13 +289,13 @@ struct AGather {
     return b * p.cin_hw + oh * p.w + ow;
   }
 
-  CONV2D_IGW_HD void Init(const Params& p, int m0, int tid) {
+  CONV2D_IGW_HD void Init(const Params& p, int m0, int t) {
     if (kVec) {
-      col = 4 * (tid % 32);
-      row0 = tid / 32;
+      col = 4 * (t % 32);
+      row0 = t / 32;
     } else {
-      col = tid % kColStep;
-      row0 = 2 * (tid / kColStep);
+      col = t % kColStep;
+      row0 = 8 * (t / 32) + 2 * ((t / 16) % 2);
     }
 CONV2D_IGW_UNROLL
     for (int i = 0; i < kCols; ++i) {
@@ -277,7 +316,7 @@ CONV2D_IGW_UNROLL
     if (kVec) {
 CONV2D_IGW_UNROLL
       for (int i = 0; i < kRows; ++i) {
-        const int row = row0 + i * kRowStep;
+        const int row = Row(i);
         const int kg = kt * kBK + row;
         const int c = p.div_khkw.Div(kg);
         const int r = kg - c * (p.kh * p.kw);  // kw = 1: r is the kernel row
@@ -287,7 +326,7 @@ CONV2D_IGW_UNROLL
     } else {
 CONV2D_IGW_UNROLL
       for (int j = 0; j < kRows; ++j) {
-        const int row = row0 + j;
+        const int row = Row(j);
         const int kg = kt * kBK + row;
         const int c = p.div_khkw.Div(kg);
         const int r = kg - c * (p.kh * p.kw);
@@ -305,10 +344,10 @@ CONV2D_IGW_UNROLL
   }
 };
 
-// The B stage copy: thread t copies 16-byte chunks t + kThreads*i of the (hi, lo) pair of k-tile
-// kt, contiguous in the workspace and in the stage. Returns the chunk's float offset within the
-// pair (the same in both places).
-CONV2D_IGW_HD int BChunk(int tid, int i) { return 4 * (tid + kThreads * i); }
+// The B stage copy: copy thread t copies 16-byte chunks t + kCopyThreads*i of the (hi, lo) pair of
+// k-tile kt, contiguous in the workspace and in the stage. Returns the chunk's float offset within
+// the pair (the same in both places).
+CONV2D_IGW_HD int BChunk(int t, int i) { return 4 * (t + kCopyThreads * i); }
 
 }  // namespace implicit_gemm_wgmma_internal
 }  // namespace conv2d
