@@ -50,6 +50,9 @@ for s in "${steps[@]}"; do
         bin/regress --testdata=testdata --skip_oracle_above=20000000
       step sanitize_c_api 300 compute-sanitizer --tool memcheck --error-exitcode 99 tests/c_api_test
       step racecheck 600 compute-sanitizer --tool racecheck --error-exitcode 99 \
+        bin/regress --testdata=testdata --filter=_s300
+      # The kernels that hand shared memory on through mbarriers and named barriers.
+      step synccheck 600 compute-sanitizer --tool synccheck --error-exitcode 99 \
         bin/regress --testdata=testdata --filter=_s300 ;;
     bench)
       step bench 900 bin/benchmark --json_out="$OUT/bench.json" ;;
