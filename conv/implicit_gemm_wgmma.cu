@@ -13,21 +13,29 @@
 //    tensor core's (possibly truncating) accumulation sees, exactly as the verified model does.
 //  - Reductions beyond kMaxReduction (2^18 terms) are declined, as there.
 //
-// Pipeline, per CTA (384 threads: consumer warpgroups 0 and 1, copy warpgroup 2): k-tile
-// kt_begin + i is stage i, in slot i % kStages of a ring handed on by mbarriers ("The ring" in
-// the internal header); nothing waits on a CTA-wide barrier.
-//  - The copy warpgroup (setmaxnreg down to kCopyRegs) issues the cp.async of stage i (gathered x
-//    and the split filter's hi/lo tile) as soon as "empty" says the consumers are done with stage
-//    i - kStages, then waits for its own copies of stage i - kLag, fences them to the async proxy
-//    (wgmma reads shared memory through it) and arrives on that stage's "full". Stages are thus
-//    issued up to kStages - 1 tiles ahead of the one being computed.
-//  - The consumers (setmaxnreg up to kConsumerRegs) wait "full" of stage i; per k8 step each
+// Pipeline, per CTA (384 threads: consumer warpgroups 0 and 1, copy warpgroup 2). The CTAs are
+// persistent: min(work units, SMs x CTAs per SM) of them, CTA c computing work units c, c + grid,
+// ... (a unit: one kBM x BN tile over one split's k-tiles, UnitAt in the internal header). The
+// CTA's k-tiles over all its units, in order, are its stages 0, 1, ...: stage g lives in slot
+// g % kStages of a ring handed on by mbarriers ("The ring" in the internal header); nothing
+// waits on a CTA-wide barrier after the barriers' initialisation.
+//  - The copy warpgroup (setmaxnreg down to kCopyRegs) issues the cp.async of stage g (gathered
+//    x and the split filter's hi/lo tile) as soon as "empty" says the consumers are done with
+//    stage g - kStages, then waits for its own copies of stage g - kLag, fences them to the async
+//    proxy (wgmma reads shared memory through it) and arrives on that stage's "full". Stages are
+//    thus issued up to kStages - 1 tiles ahead of the one being computed, across unit
+//    boundaries: the next unit's first stages land while the consumers finish the current one.
+//  - The consumers (setmaxnreg up to kConsumerRegs) wait "full" of stage g; per k8 step each
 //    thread loads its 4 A fragment values, splits them (4 x hi, 4 x lo), then wgmma.fence, three
 //    wgmma (lo*Bhi, hi*Blo, hi*Bhi) on the same accumulators, commit, and wait_group 1, so that
 //    the tensor core always has the next step queued while this thread prepares the one after
-//    (two register sets of A fragments alternate). After the first step's wait_group 1 of stage
-//    i, stage i - 1's wgmma are complete: arrive on its "empty". Every kFoldTiles k-tiles:
-//    wait_group 0 and fold.
+//    (two register sets of A fragments alternate). After the first step's wait_group 1 of a
+//    unit's stage g, stage g - 1 (same unit) is complete: arrive on its "empty". Every kFoldTiles
+//    k-tiles of a unit: wait_group 0 and fold. At a unit's end: wait_group 0, arrive on the last
+//    stage's "empty", fold the partial chunk. The unit's stores (BN = 128) are deferred into
+//    the next unit's first k-tile, a quarter of the registers after each k8 step's wgmma are
+//    issued, so that the tensor core is not idle while they issue; the CTA's last unit stores
+//    at once.
 #include <cuda_runtime.h>
 
 #include <cstdint>
@@ -64,7 +72,7 @@ absl::Status CheckIndexing(const Shape& s) {
   // selects them) up to the input's size plus (kBK + 1)*H*W.
   if (m + kBM > kMax || s.out_channels + 128 > kMax || k + kBK > kMax ||
       s.input_elements() + (kBK + 1) * s.height * s.width > kMax ||
-      NumTiles(s, ChooseBN(s)) > kMax) {
+      NumTiles(s, ChooseBN(s)) * kMaxSplits > kMax) {  // work units (UnitAt)
     return absl::OutOfRangeError(absl::StrCat(
         "implicit_gemm_wgmma indexes with 32-bit integers; shape ", s.ToString(),
         " leaves no room for its tile overhang"));
@@ -102,6 +110,8 @@ Params MakeParams(const Shape& s, int bn, int splits) {
   p.n_tiles = (p.cout + bn - 1) / bn;
   p.k_tiles_per_split = (p.k_tiles + splits - 1) / splits;
   p.splits = (p.k_tiles + p.k_tiles_per_split - 1) / p.k_tiles_per_split;  // none empty
+  p.m_tiles = (p.m + kBM - 1) / kBM;
+  p.units = p.m_tiles * p.n_tiles * p.splits;
   p.div_p = FastDiv(static_cast<uint32_t>(p.p));
   p.div_ow = FastDiv(static_cast<uint32_t>(p.ow));
   p.div_khkw = FastDiv(static_cast<uint32_t>(p.kh * p.kw));
@@ -269,55 +279,92 @@ __device__ __forceinline__ void TakeRegisters() {
   asm volatile("setmaxnreg.inc.sync.aligned.u32 %0;\n" ::"n"(kRegs));
 }
 
-// The copy warpgroup: stage i (k-tile kt_begin + i) into slot i % kStages as soon as the slot is
-// empty; after issuing stage i it waits for its own copies of stage i - kLag, fences them for the
-// async proxy (wgmma reads shared memory through it; cp.async writes are generic-proxy writes)
-// and arrives on that stage's "full". t: the thread's index in the warpgroup.
+// The copy warpgroup: the CTA's stages in order, over all its work units (stage g: the g-th
+// k-tile of the walk), into slot g % kStages as soon as the slot is empty; after issuing stage g
+// it waits for its own copies of stage g - kLag, fences them for the async proxy (wgmma reads
+// shared memory through it; cp.async writes are generic-proxy writes) and arrives on that
+// stage's "full". The stream does not stop at a unit's end: the next unit's first stages are
+// fetched while the consumers finish the current one. t: the thread's index in the warpgroup.
 template <int BN, bool kVecA>
 __device__ __forceinline__ void CopyStages(const float* __restrict__ x, const float* __restrict__ ws,
-                                           const Params& p, int m0, int n_tile, int kt_begin,
-                                           int n, uint32_t smem_base, uint32_t full,
+                                           const Params& p, uint32_t smem_base, uint32_t full,
                                            uint32_t empty, int t) {
   using C = Config<BN>;
   AGather<kVecA> a_gather;
-  a_gather.Init(p, m0, t);
-  const float* b_src = ws + WorkspaceTile(BN, p.k_tiles, n_tile, 0, 0);
-  for (int i = 0; i < n; ++i) {
-    const int slot = RingSlot<C::kStages>(i);
-    if (i >= C::kStages) MbarWait(empty + 8 * slot, EmptyParity<C::kStages>(i));
-    // Stage layout: [B hi | B lo | A].
-    const int kt = kt_begin + i;
-    const uint32_t sb = smem_base + slot * C::kStageBytes;
-    const uint32_t sa = sb + 2 * C::kBTileBytes;
-    a_gather.ForEach(p, kt, [&](int s, int g, bool valid) {
-      // g >= 0 (CheckIndexing): unsigned, its widening to 64 bits is free.
-      CpAsync<kVecA ? 16 : 4>(sa + 4 * s, x + static_cast<uint32_t>(g), valid);
-    });
-    const float* src = b_src + int64_t{kt} * 2 * C::kBTileFloats;
+  int g = 0;  // stages issued so far
+  for (int u = static_cast<int>(blockIdx.x); u < p.units; u += static_cast<int>(gridDim.x)) {
+    const WorkUnit wu = UnitAt(p, u);
+    a_gather.Init(p, wu.m_tile * kBM, t);
+    const float* b_src = ws + WorkspaceTile(BN, p.k_tiles, wu.n_tile, 0, 0);
+    for (int i = 0; i < wu.stages; ++i, ++g) {
+      const int slot = RingSlot<C::kStages>(g);
+      if (g >= C::kStages) MbarWait(empty + 8 * slot, EmptyParity<C::kStages>(g));
+      // Stage layout: [B hi | B lo | A].
+      const int kt = wu.kt_begin + i;
+      const uint32_t sb = smem_base + slot * C::kStageBytes;
+      const uint32_t sa = sb + 2 * C::kBTileBytes;
+      a_gather.ForEach(p, kt, [&](int s, int gx, bool valid) {
+        // gx >= 0 (CheckIndexing): unsigned, its widening to 64 bits is free.
+        CpAsync<kVecA ? 16 : 4>(sa + 4 * s, x + static_cast<uint32_t>(gx), valid);
+      });
+      const float* src = b_src + int64_t{kt} * 2 * C::kBTileFloats;
 #pragma unroll
-    for (int c = 0; c < C::kBChunksPerThread; ++c) {
-      const int f = BChunk(t, c);
-      CpAsync<16>(sb + 4 * f, src + f, true);
-    }
-    CpAsyncCommit();
-    if (i >= C::kLag) {
-      CpAsyncWait<C::kLag>();  // stage i - kLag has landed (this thread's copies)
-      FenceProxyAsync();
-      MbarArrive(full + 8 * RingSlot<C::kStages>(i - C::kLag));
+      for (int c = 0; c < C::kBChunksPerThread; ++c) {
+        const int f = BChunk(t, c);
+        CpAsync<16>(sb + 4 * f, src + f, true);
+      }
+      CpAsyncCommit();
+      if (g >= C::kLag) {
+        CpAsyncWait<C::kLag>();  // stage g - kLag has landed (this thread's copies)
+        FenceProxyAsync();
+        MbarArrive(full + 8 * RingSlot<C::kStages>(g - C::kLag));
+      }
     }
   }
-  // The last min(n, kLag) stages.
+  // The last min(g, kLag) stages.
   CpAsyncWait<0>();
   FenceProxyAsync();
-  for (int i = n > C::kLag ? n - C::kLag : 0; i < n; ++i) {
+  for (int i = g > C::kLag ? g - C::kLag : 0; i < g; ++i) {
     MbarArrive(full + 8 * RingSlot<C::kStages>(i));
+  }
+}
+
+// The epilogue of one work unit, a quarter q (0..3) of the accumulator registers at a time:
+// sum[r] to y (a store, or under split-K an atomic add of this split's part), then sum[r] = 0
+// for the next unit. y_row: the y offsets of the thread's two rows (-1 past M); n0: the unit's
+// first channel. For one register index a warp stores 8 consecutive pixels x 4 channels, four
+// 32-byte segments.
+template <int BN>
+__device__ __forceinline__ void StoreQuarter(int q, float (&sum)[BN / 2], const int (&y_row)[2],
+                                             int n0, int wg, int warp, int lane,
+                                             float* __restrict__ y, const Params& p) {
+  constexpr int kPerQuarter = BN / 2 / 4;
+  // p.p through an opaque move: otherwise the compiler hoists every register's channel offset
+  // (n * p.p) out of the unit loop, and those 32-64 live values spill.
+  int plane;
+  asm volatile("mov.b32 %0, %1;\n" : "=r"(plane) : "r"(p.p));
+#pragma unroll
+  for (int rr = 0; rr < kPerQuarter; ++rr) {
+    const int r = q * kPerQuarter + rr;
+    int ml, nl;
+    AccCoord(wg, warp, lane, r, &ml, &nl);
+    const int row = y_row[(r >> 1) & 1];
+    const int n = n0 + nl;
+    if (row >= 0 && n < p.cout) {
+      if (p.splits == 1) {
+        y[row + n * plane] = sum[r];
+      } else {
+        atomicAdd(y + row + n * plane, sum[r]);  // a RED: the partial sums of the splits, any order
+      }
+    }
+    sum[r] = 0.f;
   }
 }
 
 #endif  // CONV2D_IGW_HAVE_WGMMA
 
-// One CTA: a kBM x BN tile of the GEMM over its k-tiles (all of K unless split-K). ws: the split
-// filter of this call.
+// One persistent CTA: the work units blockIdx.x, + gridDim.x, ... (UnitAt), each a kBM x BN tile
+// of the GEMM over its k-tiles (all of K unless split-K). ws: the split filter of this call.
 template <int BN, bool kVecA>
 __global__ void __launch_bounds__(kThreads, Config<BN>::kMinBlocks)
     ImplicitGemmWgmmaKernel(const float* __restrict__ x, const float* __restrict__ ws,
@@ -333,14 +380,6 @@ __global__ void __launch_bounds__(kThreads, Config<BN>::kMinBlocks)
   const uint32_t empty = full + 8 * C::kStages;
 
   const int tid = static_cast<int>(threadIdx.x);
-  const int tile = static_cast<int>(blockIdx.x);
-  const int m_tile = tile / p.n_tiles;
-  const int n_tile = tile - m_tile * p.n_tiles;
-  const int m0 = m_tile * kBM;
-  // This CTA's k-tiles (all of them unless split-K): stages >= 1 (no split is empty).
-  const int kt_begin = static_cast<int>(blockIdx.y) * p.k_tiles_per_split;
-  const int stages = min(p.k_tiles, kt_begin + p.k_tiles_per_split) - kt_begin;
-
   if (tid == 0) {
 #pragma unroll
     for (int s = 0; s < C::kStages; ++s) {
@@ -353,8 +392,7 @@ __global__ void __launch_bounds__(kThreads, Config<BN>::kMinBlocks)
 
   if (tid >= kConsumerThreads) {
     GiveRegisters<C::kCopyRegs>();
-    CopyStages<BN, kVecA>(x, ws, p, m0, n_tile, kt_begin, stages, smem_base, full, empty,
-                          tid - kConsumerThreads);
+    CopyStages<BN, kVecA>(x, ws, p, smem_base, full, empty, tid - kConsumerThreads);
     return;
   }
   TakeRegisters<C::kConsumerRegs>();
@@ -364,84 +402,103 @@ __global__ void __launch_bounds__(kThreads, Config<BN>::kMinBlocks)
   const int wg = tid >> 7;          // consumer warpgroup: rows 64*wg .. +63 of the tile
 
   // acc: the current chunk of <= 128 terms, written only by wgmma: the first wgmma of every
-  // chunk (k-tile 0 included) has scale-d = 0 and ignores the old value, so acc is deliberately
-  // not zeroed (a zeroing MOV makes ptxas serialize the wgmma pipeline, warning C7515).
-  // sum: the chunks folded so far.
+  // chunk (k-tile 0 of a unit included) has scale-d = 0 and ignores the old value, so acc is
+  // deliberately not zeroed (a zeroing MOV makes ptxas serialize the wgmma pipeline, warning
+  // C7515). sum: the chunks folded so far; at a unit's end also its last partial chunk, and then
+  // it holds the unit's result until the deferred epilogue has stored it (and zeroed it).
   float acc[C::kAccRegs];
   float sum[C::kAccRegs];
 #pragma unroll
   for (int i = 0; i < C::kAccRegs; ++i) sum[i] = 0.f;
   uint32_t a_hi[2][4], a_lo[2][4];  // A fragments of the even and odd k8 steps
 
-  int fold_count = 0;  // k-tiles in acc
-  for (int i = 0; i < stages; ++i) {
-    const int slot = RingSlot<C::kStages>(i);
-    MbarWait(full + 8 * slot, FullParity<C::kStages>(i));  // stage i landed and fenced
+  // The previous unit's epilogue, deferred into the first k-tile of the next one (one quarter of
+  // the registers after each k8 step's wgmma are issued), so that its stores run while the tensor
+  // core works (BN = 128; at BN = 64 the registers are short, and the SM's other CTA keeps the
+  // tensor core busy while this one stores).
+  bool store_pending = false;
+  int store_row[2] = {-1, -1};
+  int store_n0 = 0;
 
-    const uint32_t sb = smem_base + slot * C::kStageBytes;
-    const uint64_t desc_hi = MakeDescriptor(sb);
-    const uint64_t desc_lo = MakeDescriptor(sb + C::kBTileBytes);
-    const float* sa = smem_f + (slot * C::kStageBytes + 2 * C::kBTileBytes) / 4;
-    const int keep = fold_count == 0 ? 0 : 1;  // scale-d of the tile's first wgmma
+  int g = 0;  // stages consumed so far, over all units (the ring's stage index)
+  for (int u = static_cast<int>(blockIdx.x); u < p.units; u += static_cast<int>(gridDim.x)) {
+    const WorkUnit wu = UnitAt(p, u);
+    int fold_count = 0;  // k-tiles in acc
+    for (int i = 0; i < wu.stages; ++i, ++g) {
+      const int slot = RingSlot<C::kStages>(g);
+      MbarWait(full + 8 * slot, FullParity<C::kStages>(g));  // stage g landed and fenced
+
+      const uint32_t sb = smem_base + slot * C::kStageBytes;
+      const uint64_t desc_hi = MakeDescriptor(sb);
+      const uint64_t desc_lo = MakeDescriptor(sb + C::kBTileBytes);
+      const float* sa = smem_f + (slot * C::kStageBytes + 2 * C::kBTileBytes) / 4;
+      const int keep = fold_count == 0 ? 0 : 1;  // scale-d of the tile's first wgmma
 #pragma unroll
-    for (int j = 0; j < kK8Steps; ++j) {
-      uint32_t(&hi)[4] = a_hi[j & 1];
-      uint32_t(&lo)[4] = a_lo[j & 1];
+      for (int j = 0; j < kK8Steps; ++j) {
+        uint32_t(&hi)[4] = a_hi[j & 1];
+        uint32_t(&lo)[4] = a_lo[j & 1];
 #pragma unroll
-      for (int r = 0; r < 4; ++r) SplitA(sa[AFragIndex(wg, warp, j, lane, r)], hi[r], lo[r]);
-      WgmmaFence();
-      Wgmma<BN>(acc, lo, DescriptorAtStep(desc_hi, j), j == 0 ? keep : 1);
-      Wgmma<BN>(acc, hi, DescriptorAtStep(desc_lo, j), 1);
-      Wgmma<BN>(acc, hi, DescriptorAtStep(desc_hi, j), 1);
-      WgmmaCommit();
-      // Step j - 1 is complete: the tensor core always has step j queued while this thread
-      // prepares step j + 1 (two register sets of A fragments alternate).
-      WgmmaWait<1>();
-      if (j == 0 && i > 0) {
-        // The last step of stage i - 1 is complete: its slot may be refilled.
-        MbarArrive(empty + 8 * RingSlot<C::kStages>(i - 1));
+        for (int r = 0; r < 4; ++r) SplitA(sa[AFragIndex(wg, warp, j, lane, r)], hi[r], lo[r]);
+        WgmmaFence();
+        Wgmma<BN>(acc, lo, DescriptorAtStep(desc_hi, j), j == 0 ? keep : 1);
+        Wgmma<BN>(acc, hi, DescriptorAtStep(desc_lo, j), 1);
+        Wgmma<BN>(acc, hi, DescriptorAtStep(desc_hi, j), 1);
+        WgmmaCommit();
+        // The previous unit's stores, a quarter per step, while this step's wgmma run (they
+        // touch sum only, never acc or the A fragments in flight).
+        if (C::kDeferStores && store_pending) {
+          StoreQuarter<BN>(j, sum, store_row, store_n0, wg, warp, lane, y, p);
+        }
+        // Step j - 1 is complete: the tensor core always has step j queued while this thread
+        // prepares step j + 1 (two register sets of A fragments alternate).
+        WgmmaWait<1>();
+        if (j == 0 && i > 0) {
+          // The last step of stage g - 1 (same unit) is complete: its slot may be refilled.
+          MbarArrive(empty + 8 * RingSlot<C::kStages>(g - 1));
+        }
+      }
+      store_pending = false;
+
+      if (++fold_count == kFoldTiles) {
+        fold_count = 0;
+        WgmmaWait<0>();
+        FenceRegisters(acc);
+#pragma unroll
+        for (int r = 0; r < C::kAccRegs; ++r) sum[r] = __fadd_rn(sum[r], acc[r]);
       }
     }
-
-    if (++fold_count == kFoldTiles) {
-      fold_count = 0;
-      WgmmaWait<0>();
-      FenceRegisters(acc);
+    WgmmaWait<0>();
+    FenceRegisters(acc);
+    // The unit's last stage is complete: free its slot now (not at the next unit's first step),
+    // so that the copy warpgroup can fill every slot with the next unit's stages meanwhile.
+    MbarArrive(empty + 8 * RingSlot<C::kStages>(g - 1));
+    // acc holds an unfolded partial chunk unless the last tile completed a chunk (then it holds
+    // the chunk already in sum): fold it, the same IEEE add the epilogue did on its own.
+    if (fold_count != 0) {
 #pragma unroll
       for (int r = 0; r < C::kAccRegs; ++r) sum[r] = __fadd_rn(sum[r], acc[r]);
     }
-  }
-  WgmmaWait<0>();
-  FenceRegisters(acc);
-  // acc holds an unfolded partial chunk unless the last tile completed a chunk (then it holds
-  // the chunk already in sum).
-  const bool tail = fold_count != 0;
-
-  // Epilogue: for one register index a warp stores 8 consecutive pixels x 4 channels, four
-  // 32-byte segments.
-  int y_row[2];
 #pragma unroll
-  for (int h = 0; h < 2; ++h) {
-    int ml, nl;
-    AccCoord(wg, warp, lane, 2 * h, &ml, &nl);
-    const int m = m0 + ml;
-    y_row[h] = m < p.m ? YRowBase(p, m) : -1;
-  }
-  const int n0 = n_tile * BN;
-#pragma unroll
-  for (int r = 0; r < C::kAccRegs; ++r) {
-    int ml, nl;
-    AccCoord(wg, warp, lane, r, &ml, &nl);
-    const int row = y_row[(r >> 1) & 1];
-    const int n = n0 + nl;
-    if (row >= 0 && n < p.cout) {
-      const float v = tail ? __fadd_rn(sum[r], acc[r]) : sum[r];
-      if (p.splits == 1) {
-        y[row + n * p.p] = v;
-      } else {
-        atomicAdd(y + row + n * p.p, v);  // a RED: the partial sums of the splits, any order
-      }
+    for (int h = 0; h < 2; ++h) {
+      int ml, nl;
+      AccCoord(wg, warp, lane, 2 * h, &ml, &nl);
+      const int m = wu.m_tile * kBM + ml;
+      store_row[h] = m < p.m ? YRowBase(p, m) : -1;
     }
+    store_n0 = wu.n_tile * BN;
+    store_pending = true;
+    if (!C::kDeferStores) {
+#pragma unroll
+      for (int q = 0; q < 4; ++q) {
+        StoreQuarter<BN>(q, sum, store_row, store_n0, wg, warp, lane, y, p);
+      }
+      store_pending = false;
+    }
+  }
+  // The last unit's epilogue: nothing left to overlap it with.
+  if (store_pending) {
+#pragma unroll
+    for (int q = 0; q < 4; ++q) StoreQuarter<BN>(q, sum, store_row, store_n0, wg, warp, lane, y, p);
   }
 #else
   __trap();  // not an sm_90a build: never launched (Initialize checks the device)
@@ -480,7 +537,7 @@ class ImplicitGemmWgmmaRunner : public Runner {
   ImplicitGemmWgmmaRunner(const Shape& s, int bn, int sms)
       : bn_(bn),
         p_(MakeParams(s, bn, SplitsFor(s, bn, sms).splits)),
-        tiles_(static_cast<unsigned>(NumTiles(s, bn))),
+        ctas_(static_cast<unsigned>(PersistentCtas(p_, sms * CtasPerSm(bn)))),
         split_bytes_(SplitFilterBytes(s, bn)),
         y_elements_(s.output_elements()) {}
   size_t workspace_bytes() const override {
@@ -492,7 +549,8 @@ class ImplicitGemmWgmmaRunner : public Runner {
     float* ws = reinterpret_cast<float*>((base + kWorkspaceAlign - 1) & ~(kWorkspaceAlign - 1));
     const unsigned split_blocks = static_cast<unsigned>(p_.n_tiles * p_.k_tiles);
     const bool vec_a = CanVectorizeA(p_, reinterpret_cast<uintptr_t>(a.x));
-    const dim3 grid(tiles_, static_cast<unsigned>(p_.splits));
+    // Persistent CTAs, at most as many as fit on the GPU at once (UnitAt).
+    const dim3 grid(ctas_);
     // The splits add their partial sums into y, zeroed by the split kernel.
     const int64_t y_zero = p_.splits > 1 ? y_elements_ : 0;
     if (bn_ == 128) {
@@ -519,7 +577,7 @@ class ImplicitGemmWgmmaRunner : public Runner {
 
   int bn_;
   Params p_;
-  unsigned tiles_;
+  unsigned ctas_;
   int64_t split_bytes_;
   int64_t y_elements_;
 };

@@ -1,18 +1,21 @@
 // implicit_gemm_wgmma without a GPU: the kernel's index algebra (the same header functions,
-// compiled for the host) replayed CTA by CTA -- the filter split into the workspace, every
+// compiled for the host) replayed persistent CTA by CTA, each walking its work units with the ring
+// slots, shared memory and fold sums carried from unit to unit -- the filter split into the workspace, every
 // thread's cp.async into a shared-memory image addressed like the kernel's, the wgmma operands
 // read the way the PTX ISA defines them (A from the lanes' registers by the register-fragment
 // table, B through the matrix descriptor and the 128-byte swizzle; both coded here independently
 // of the kernel's helpers), the accumulator table, the fold schedule, the epilogue's stores --
 // and compared with the fp64 reference. Plus the descriptor's bit fields, the swizzle bijection,
 // the full/empty ring protocol between the copy warpgroup and the consumers (random
-// interleavings), bank conflicts and the shape limits.
+// interleavings, within a work unit and across units), the work-unit walk (every tile and split
+// once), bank conflicts and the shape limits.
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
 #include <cstdio>
 #include <cstring>
 #include <limits>
+#include <string>
 #include <vector>
 
 #include "conv/conv.h"
@@ -112,42 +115,28 @@ std::vector<float> SplitFilter(const Shape& s, const Params& p, int bn,
   return ws;
 }
 
-// One CTA (tile, split) replayed. y: NaN-initialised, or zeroed under split-K (by the split
-// kernel); writes counts stores per element.
-template <int BN, bool kVecA>
-void EmulateTile(const Shape& s, const Params& p, int tile, int split,
+// One work unit of a CTA replayed (the body of the kernel's unit loop): its stages g0, g0 + 1,
+// ... in ring slots g % kStages of the CTA's shared memory `at`; acc and sum: the CTA's
+// accumulators.
+template <int BN, bool kVecA, class At>
+void EmulateUnit(const Shape& s, const Params& p, const WorkUnit& wu, int g0,
                  const std::vector<float>& x, const std::vector<float>& ws,
-                 std::vector<double>& y, std::vector<int>& writes) {
+                 std::vector<AGather<kVecA>>& ag, At& at, std::vector<double>& acc,
+                 std::vector<double>& sum, std::vector<double>& y, std::vector<int>& writes) {
   using C = Config<BN>;
-  const int m_tile = tile / p.n_tiles, n_tile = tile % p.n_tiles;
-  const int m0 = m_tile * kBM, n0 = n_tile * BN;
-  const int kt_begin = split * p.k_tiles_per_split;
-  const int kt_end = std::min(p.k_tiles, kt_begin + p.k_tiles_per_split);
-  ASSERT_LT(kt_begin, kt_end) << "empty split";
+  const int m0 = wu.m_tile * kBM, n0 = wu.n_tile * BN;
+  const int kt_begin = wu.kt_begin, kt_end = wu.kt_begin + wu.stages;
+  const int n_tile = wu.n_tile;
   const uint32_t base = AlignSmemBase(kSmemRaw);
-  ASSERT_EQ(base % 1024, 0u);
-  // The stages, then the ring's barriers (8-byte aligned), inside the allocation.
-  ASSERT_LE(base + C::kStages * C::kStageBytes + C::kBarrierBytes, kSmemRaw + C::kSmemBytes)
-      << "past the allocation";
-  static_assert(C::kStageBytes % 8 == 0, "aligned barriers");
-  // Shared memory as floats indexed by (address - kSmemRaw) / 4.
-  std::vector<float> smem(C::kSmemBytes / 4, std::numeric_limits<float>::quiet_NaN());
-  static float out_of_range;
-  auto at = [&](uint32_t addr) -> float& {
-    const bool ok = addr % 4 == 0 && addr >= kSmemRaw && addr < kSmemRaw + C::kSmemBytes;
-    EXPECT_TRUE(ok) << "shared address " << addr;
-    return ok ? smem[(addr - kSmemRaw) / 4] : out_of_range;
-  };
-  // The copy warpgroup's threads (t = index within it).
-  std::vector<AGather<kVecA>> ag(kCopyThreads);
+  // The copy warpgroup's threads (t = index within it): their gathers, kept from the previous
+  // unit and Init'ed again, as the kernel does.
   for (int t = 0; t < kCopyThreads; ++t) ag[t].Init(p, m0, t);
 
-  // Accumulators per warpgroup, [64][BN], as the PTX accumulator table lays them out.
-  std::vector<double> acc(2 * 64 * BN, 0.0), sum(2 * 64 * BN, 0.0);
   int fold_count = 0;
   constexpr int kWA = kVecA ? 4 : 1;
   for (int kt = kt_begin; kt < kt_end; ++kt) {
-    const int stage = (kt - kt_begin) % C::kStages;
+    const int stage = RingSlot<C::kStages>(g0 + kt - kt_begin);
+    ASSERT_EQ(stage, (g0 + kt - kt_begin) % C::kStages);
     const uint32_t sb = base + stage * C::kStageBytes;
     const uint32_t sa = sb + 2 * C::kBTileBytes;
     // Poison the stage, then replay every copy thread's copies.
@@ -245,7 +234,11 @@ void EmulateTile(const Shape& s, const Params& p, int tile, int split,
       for (size_t i = 0; i < sum.size(); ++i) sum[i] += acc[i];
     }
   }
-  const bool tail = fold_count != 0;
+  // The unit's end: the partial chunk folded into sum; then the (deferred) stores of sum, which
+  // zero it for the next unit.
+  if (fold_count != 0) {
+    for (size_t i = 0; i < sum.size(); ++i) sum[i] += acc[i];
+  }
   // Epilogue: each thread's registers, stored where the kernel stores them.
   for (int wg = 0; wg < 2; ++wg)
     for (int warp = 0; warp < 4; ++warp)
@@ -260,16 +253,70 @@ void EmulateTile(const Shape& s, const Params& p, int tile, int split,
           if (m >= p.m || n >= p.cout) continue;
           const int64_t y_at = YRowBase(p, m) + int64_t{n} * p.p;
           ASSERT_TRUE(y_at >= 0 && y_at < s.output_elements());
-          const double v = tail ? sum[idx] + acc[idx] : sum[idx];
+          const double v = sum[idx];
           y[y_at] = p.splits == 1 ? v : y[y_at] + v;
           ++writes[y_at];
         }
+  // StoreQuarter zeroes every register it handles, stored or not (rows past M, channels past
+  // Cout): the next unit starts from zero sums.
+  std::fill(sum.begin(), sum.end(), 0.0);
 }
 
+// One persistent CTA replayed: its work units (cta, cta + grid, ...), decoded by the kernel's
+// UnitAt (checked against the one-CTA-per-tile grid's blockIdx mapping), its stages numbered
+// across units so that stage g uses ring slot g % kStages as in the kernel, its shared memory
+// kept from unit to unit, and its fold sums likewise (the deferred epilogue stores a unit's sums
+// and zeroes them for the next). y: NaN-initialised, or zeroed under split-K (by the split
+// kernel); writes counts stores per element; visits counts work units per (tile, split).
 template <int BN, bool kVecA>
-void CheckShape(const Shape& s, uint64_t seed, int splits = 1) {
+void EmulateCta(const Shape& s, const Params& p, int cta, int grid, const std::vector<float>& x,
+                const std::vector<float>& ws, std::vector<double>& y, std::vector<int>& writes,
+                std::vector<int>& visits) {
+  using C = Config<BN>;
+  const uint32_t base = AlignSmemBase(kSmemRaw);
+  ASSERT_EQ(base % 1024, 0u);
+  // The stages, then the ring's barriers (8-byte aligned), inside the allocation.
+  ASSERT_LE(base + C::kStages * C::kStageBytes + C::kBarrierBytes, kSmemRaw + C::kSmemBytes)
+      << "past the allocation";
+  static_assert(C::kStageBytes % 8 == 0, "aligned barriers");
+  // Shared memory as floats indexed by (address - kSmemRaw) / 4.
+  std::vector<float> smem(C::kSmemBytes / 4, std::numeric_limits<float>::quiet_NaN());
+  static float out_of_range;
+  auto at = [&](uint32_t addr) -> float& {
+    const bool ok = addr % 4 == 0 && addr >= kSmemRaw && addr < kSmemRaw + C::kSmemBytes;
+    EXPECT_TRUE(ok) << "shared address " << addr;
+    return ok ? smem[(addr - kSmemRaw) / 4] : out_of_range;
+  };
+  // Per warpgroup, [64][BN], as the PTX accumulator table lays them out: acc (the current chunk)
+  // and sum (the folds; zero at the start and after each unit's stores).
+  std::vector<double> acc(2 * 64 * BN, std::numeric_limits<double>::quiet_NaN());
+  std::vector<double> sum(2 * 64 * BN, 0.0);
+  std::vector<AGather<kVecA>> ag(kCopyThreads);
+  const int tiles = p.m_tiles * p.n_tiles;
+  int g = 0;  // the CTA's stage index over its units
+  for (int u = cta; u < p.units; u += grid) {
+    const WorkUnit wu = UnitAt(p, u);
+    const int tile = u % tiles, split = u / tiles;
+    ASSERT_EQ(wu.m_tile, tile / p.n_tiles);
+    ASSERT_EQ(wu.n_tile, tile % p.n_tiles);
+    ASSERT_EQ(wu.kt_begin, split * p.k_tiles_per_split);
+    ASSERT_EQ(wu.stages, std::min(p.k_tiles, wu.kt_begin + p.k_tiles_per_split) - wu.kt_begin);
+    ASSERT_GE(wu.stages, 1) << "empty split";
+    ASSERT_TRUE(wu.m_tile >= 0 && wu.m_tile < p.m_tiles && wu.n_tile >= 0 && wu.n_tile < p.n_tiles);
+    ++visits[static_cast<size_t>(u)];
+    EmulateUnit<BN, kVecA>(s, p, wu, g, x, ws, ag, at, acc, sum, y, writes);
+    if (::testing::Test::HasFatalFailure()) return;
+    g += wu.stages;
+  }
+}
+
+// slots: the GPU's CTA slots (SMs x CTAs per SM) the persistent grid is sized for; the default,
+// a small GPU of 3, gives every CTA several units, so the ring runs on across unit boundaries
+// from varying slots.
+template <int BN, bool kVecA>
+void CheckShape(const Shape& s, uint64_t seed, int splits = 1, int slots = 3) {
   SCOPED_TRACE(s.ToString() + " BN " + std::to_string(BN) + (kVecA ? " vecA" : " scalarA") +
-               " splits " + std::to_string(splits));
+               " splits " + std::to_string(splits) + " slots " + std::to_string(slots));
   ASSERT_TRUE(CheckIndexing(s).ok());
   const Params p = MakeParams(s, BN, splits);
   ASSERT_LE(p.splits, splits);
@@ -284,13 +331,16 @@ void CheckShape(const Shape& s, uint64_t seed, int splits = 1) {
   std::vector<double> y(s.output_elements(),
                         p.splits == 1 ? std::numeric_limits<double>::quiet_NaN() : 0.0);
   std::vector<int> writes(s.output_elements(), 0);
-  const int64_t tiles = NumTiles(s, BN);
-  for (int tile = 0; tile < tiles; ++tile) {
-    for (int split = 0; split < p.splits; ++split) {
-      EmulateTile<BN, kVecA>(s, p, tile, split, x, ws, y, writes);
-      if (::testing::Test::HasFatalFailure()) return;
-    }
+  ASSERT_EQ(int64_t{p.m_tiles} * p.n_tiles, NumTiles(s, BN));
+  ASSERT_EQ(p.units, NumTiles(s, BN) * p.splits);
+  const int grid = PersistentCtas(p, slots);
+  ASSERT_EQ(grid, std::min(p.units, slots));
+  std::vector<int> visits(static_cast<size_t>(p.units), 0);
+  for (int cta = 0; cta < grid; ++cta) {
+    EmulateCta<BN, kVecA>(s, p, cta, grid, x, ws, y, writes, visits);
+    if (::testing::Test::HasFatalFailure()) return;
   }
+  for (int u = 0; u < p.units; ++u) ASSERT_EQ(visits[u], 1) << "work unit " << u;
   // The split drops a_lo*b_lo and rounds or truncates lo: each product is off by at most
   // ~2^-21 |ab|. A
   // misplaced operand would be off by a whole |ab| term, ~sum|ab|/K, far above the bound.
@@ -353,9 +403,9 @@ TEST(ImplicitGemmWgmmaEmulationTest, VectorGatherMatchesReference) {
     if (!CanVectorizeA(MakeParams(s, 64), 0)) continue;
     ++covered;
     if (ChooseBN(s) == 64) {
-      CheckShape<64, true>(s, 8);
+      CheckShape<64, true>(s, 8, 1, 132 * Config<64>::kMinBlocks);  // the H200's grid
     } else {
-      CheckShape<128, true>(s, 8);
+      CheckShape<128, true>(s, 8, 1, 132 * Config<128>::kMinBlocks);
     }
   }
   EXPECT_GE(covered, 3);
@@ -365,18 +415,79 @@ TEST(ImplicitGemmWgmmaEmulationTest, VectorGatherMatchesReference) {
 TEST(ImplicitGemmWgmmaEmulationTest, BothTileWidths) {
   for (const Shape& s : {Shape{1, 5, 130, 9, 11, 3, 2}, Shape{2, 8, 136, 8, 12, 1, 1},
                          Shape{1, 3, 40, 12, 12, 3, 3}}) {
-    CheckShape<64, false>(s, 9);
-    CheckShape<128, false>(s, 9);
+    CheckShape<64, false>(s, 9, 1, /*slots=*/1);  // one CTA runs every unit
+    CheckShape<128, false>(s, 9, 1, /*slots=*/1);
   }
 }
 
 // Split-K: the k ranges partition K (folds restart in each split, partial last chunks).
 TEST(ImplicitGemmWgmmaEmulationTest, SplitKMatchesReference) {
   for (int splits : {2, 3, 5}) {
-    CheckShape<64, false>(Shape{2, 40, 8, 20, 20, 4, 4}, 11, splits);     // 20 k-tiles
-    CheckShape<128, false>(Shape{1, 33, 130, 9, 11, 3, 2}, 11, splits);   // 7 k-tiles
-    CheckShape<128, true>(Shape{2, 64, 136, 8, 12, 1, 1}, 11, splits);    // 2 k-tiles: 1 split each
+    // Units of unequal lengths (the last split's shorter) on a few CTAs, or one unit per CTA.
+    const int slots = splits == 3 ? 264 : splits;
+    CheckShape<64, false>(Shape{2, 40, 8, 20, 20, 4, 4}, 11, splits, slots);    // 20 k-tiles
+    CheckShape<128, false>(Shape{1, 33, 130, 9, 11, 3, 2}, 11, splits, slots);  // 7 k-tiles
+    CheckShape<128, true>(Shape{2, 64, 136, 8, 12, 1, 1}, 11, splits, slots);   // 2 k-tiles: 1 split each
   }
+}
+
+// The persistent CTAs' static walk: over every CTA, every (m_tile, n_tile, split) exactly once,
+// each tile's k-tiles covered exactly once by its splits, no empty unit; for the cnn and
+// KernelBot shapes with the splits the H200 gets, on grids of 1, 3, 7 and the H200's slots.
+TEST(ImplicitGemmWgmmaPlanTest, WorkUnitWalkCoversEveryTileAndSplitOnce) {
+  std::vector<Shape> shapes = EdgeShapes();
+  for (const Shape& s : KernelBotTestShapes()) shapes.push_back(s);
+  for (const Shape& s : KernelBotBenchmarkShapes()) shapes.push_back(s);
+  for (const Shape& s : {Shape{32, 64, 64, 56, 56, 3, 3}, Shape{32, 128, 128, 28, 28, 3, 3},
+                         Shape{32, 256, 256, 14, 14, 3, 3}, Shape{32, 512, 512, 9, 9, 3, 3},
+                         Shape{32, 256, 256, 56, 56, 1, 1}, Shape{8, 3, 64, 224, 224, 7, 7},
+                         Shape{1, 128, 128, 256, 256, 3, 3}, Shape{64, 32, 32, 33, 33, 3, 3}}) {
+    shapes.push_back(s);
+  }
+  int split_shapes = 0;
+  for (const Shape& s : shapes) {
+    if (!CheckIndexing(s).ok()) continue;
+    const int bn = ChooseBN(s);
+    const int per_sm = bn == 128 ? Config<128>::kMinBlocks : Config<64>::kMinBlocks;
+    const int k_tiles = static_cast<int>((s.in_channels * s.kernel_h * s.kernel_w + kBK - 1) / kBK);
+    const Params p = MakeParams(s, bn, ChooseSplits(NumTiles(s, bn), k_tiles, 132 * per_sm).splits);
+    split_shapes += p.splits > 1;
+    ASSERT_EQ(int64_t{p.units}, NumTiles(s, bn) * p.splits) << s.ToString();
+    if (p.units > 2000000) continue;  // keep the test quick
+    for (int slots : {1, 3, 7, 132 * per_sm}) {
+      SCOPED_TRACE(s.ToString() + " slots " + std::to_string(slots));
+      const int grid = PersistentCtas(p, slots);
+      ASSERT_TRUE(grid >= 1 && grid <= slots && grid <= p.units);
+      std::vector<uint8_t> seen(static_cast<size_t>(p.units), 0);
+      std::vector<int> k_covered(static_cast<size_t>(p.m_tiles) * p.n_tiles, 0);
+      int64_t visited = 0;
+      for (int cta = 0; cta < grid; ++cta) {
+        int prev = -1;
+        for (int u = cta; u < p.units; u += grid) {
+          ASSERT_GT(u, prev);
+          prev = u;
+          const WorkUnit wu = UnitAt(p, u);
+          ASSERT_TRUE(wu.m_tile >= 0 && wu.m_tile < p.m_tiles);
+          ASSERT_TRUE(wu.n_tile >= 0 && wu.n_tile < p.n_tiles);
+          ASSERT_GE(wu.stages, 1);
+          ASSERT_LE(wu.kt_begin + wu.stages, p.k_tiles);
+          ASSERT_EQ(wu.kt_begin % p.k_tiles_per_split, 0);
+          const int split = wu.kt_begin / p.k_tiles_per_split;
+          const int64_t key = (int64_t{split} * p.m_tiles + wu.m_tile) * p.n_tiles + wu.n_tile;
+          ASSERT_LT(key, p.units);
+          ASSERT_EQ(seen[key], 0) << "unit computed twice";
+          seen[key] = 1;
+          k_covered[static_cast<size_t>(wu.m_tile) * p.n_tiles + wu.n_tile] += wu.stages;
+          ++visited;
+        }
+      }
+      ASSERT_EQ(visited, p.units);
+      for (int k : k_covered) ASSERT_EQ(k, p.k_tiles);
+      // The work is spread as evenly as units allow: CTAs differ by one unit at most.
+      ASSERT_LE((p.units + grid - 1) / grid - p.units / grid, 1);
+    }
+  }
+  EXPECT_GE(split_shapes, 3);
 }
 
 TEST(ImplicitGemmWgmmaPlanTest, SplitChoice) {
@@ -491,9 +602,18 @@ struct Mbarrier {
   bool Done(int parity) const { return (phase & 1) != parity; }
 };
 
+// units: the stages of each work unit of the CTA, in order (the copy warpgroup streams them as
+// one sequence; the consumers end each unit with wait_group 0 and arrive on its last stage's
+// "empty" there, and skip the arrival at the next unit's first stage).
 template <int kStages, int kLag>
-void ReplayRing(int n, int copiers, int consumers, uint64_t seed) {
-  SCOPED_TRACE("stages " + std::to_string(kStages) + " n " + std::to_string(n) + " seed " +
+void ReplayRingUnits(const std::vector<int>& units, int copiers, int consumers, uint64_t seed) {
+  int n = 0;
+  std::string list;
+  for (int len : units) {
+    n += len;
+    list += std::to_string(len) + " ";
+  }
+  SCOPED_TRACE("stages " + std::to_string(kStages) + " units " + list + "seed " +
                std::to_string(seed));
   std::vector<Mbarrier> full(kStages), empty(kStages);
   for (int s = 0; s < kStages; ++s) {
@@ -508,7 +628,9 @@ void ReplayRing(int n, int copiers, int consumers, uint64_t seed) {
     bool done = false;
   };
   struct Consumer {
-    int i = 0;
+    int i = 0;       // stage (over all units)
+    int unit = 0;    // current unit
+    int in_unit = 0;  // its stages consumed
     std::vector<int> reading;  // stages whose wgmma may still read their slot
     bool done = false;
   };
@@ -563,9 +685,13 @@ void ReplayRing(int n, int copiers, int consumers, uint64_t seed) {
     }
     Consumer& c = cs[who - copiers];
     if (c.done) return false;
-    if (c.i == n) {  // the final wait_group 0
+    if (c.in_unit == units[c.unit]) {  // the unit's end: wait_group 0, free the last stage
+      EXPECT_EQ(c.reading.size(), 1u);
+      EXPECT_EQ(c.reading.front(), c.i - 1);
       c.reading.clear();
-      c.done = true;
+      empty[RingSlot<kStages>(c.i - 1)].Arrive();
+      c.in_unit = 0;
+      if (++c.unit == static_cast<int>(units.size())) c.done = true;
       return true;
     }
     const int slot = RingSlot<kStages>(c.i);
@@ -575,12 +701,15 @@ void ReplayRing(int n, int copiers, int consumers, uint64_t seed) {
       for (int st : q.in_flight) EXPECT_NE(st, c.i) << "reads stage " << c.i << " before it landed";
     }
     c.reading.push_back(c.i);  // the first k8 step's wgmma issued
-    if (c.i > 0) {             // wait_group 1 after it: stage i - 1 is complete
+    if (c.in_unit > 0) {       // wait_group 1 after it: stage i - 1 (same unit) is complete
       EXPECT_EQ(c.reading.front(), c.i - 1);
       c.reading.erase(c.reading.begin());
       empty[RingSlot<kStages>(c.i - 1)].Arrive();
+    } else {
+      EXPECT_EQ(c.reading.size(), 1u) << "a unit starts with the previous one complete";
     }
     ++c.i;
+    ++c.in_unit;
     return true;
   };
   const int threads = copiers + consumers;
@@ -599,11 +728,44 @@ void ReplayRing(int n, int copiers, int consumers, uint64_t seed) {
   FAIL() << "no progress";
 }
 
+template <int kStages, int kLag>
+void ReplayRing(int n, int copiers, int consumers, uint64_t seed) {
+  ReplayRingUnits<kStages, kLag>({n}, copiers, consumers, seed);
+}
+
 TEST(ImplicitGemmWgmmaRingTest, ProtocolIsLiveAndSafe) {
   for (int n : {1, 2, 3, 4, 5, 7, 8, 13, 36}) {
     for (uint64_t seed = 1; seed <= 40; ++seed) {
       ReplayRing<Config<64>::kStages, Config<64>::kLag>(n, 2, 3, seed);
       ReplayRing<Config<128>::kStages, Config<128>::kLag>(n, 3, 2, seed);
+      if (::testing::Test::HasFailure()) return;
+    }
+  }
+}
+
+// Persistent CTAs: the ring runs on across work units of random lengths (1-stage units, units
+// shorter and longer than the ring), each unit ending with its own drain.
+TEST(ImplicitGemmWgmmaRingTest, ProtocolAcrossWorkUnitsIsLiveAndSafe) {
+  uint64_t rng = 12345;
+  auto next = [&]() {
+    rng ^= rng << 13;
+    rng ^= rng >> 7;
+    rng ^= rng << 17;
+    return rng;
+  };
+  for (uint64_t seed = 1; seed <= 200; ++seed) {
+    std::vector<int> units(1 + next() % 6);
+    for (int& len : units) len = 1 + static_cast<int>(next() % 9);
+    ReplayRingUnits<Config<64>::kStages, Config<64>::kLag>(units, 2, 3, seed);
+    ReplayRingUnits<Config<128>::kStages, Config<128>::kLag>(units, 3, 2, seed);
+    if (::testing::Test::HasFailure()) return;
+  }
+  for (const std::vector<int>& units :
+       {std::vector<int>{1, 1, 1, 1, 1, 1, 1}, std::vector<int>{12, 12, 12, 12},
+        std::vector<int>{29, 29, 28}, std::vector<int>{5, 5, 5, 5, 5, 5, 5, 5, 5, 5, 5}}) {
+    for (uint64_t seed = 1; seed <= 20; ++seed) {
+      ReplayRingUnits<Config<64>::kStages, Config<64>::kLag>(units, 2, 2, seed);
+      ReplayRingUnits<Config<128>::kStages, Config<128>::kLag>(units, 2, 2, seed);
       if (::testing::Test::HasFailure()) return;
     }
   }

@@ -6,7 +6,8 @@
 // The GEMM view is implicit_gemm_3xtf32's (see its header): M = output pixels, N = output
 // channels, K = Cin*Kh*Kw, A[m][k] = x gathered, B[k][n] = w[n][k].
 //
-// One CTA computes a kBM x BN tile with three warpgroups: two consumer warpgroups (0 and 1), each
+// A CTA computes kBM x BN tiles (persistent: it walks a static list of work units, UnitAt) with
+// three warpgroups: two consumer warpgroups (0 and 1), each
 // owning 64 rows (one wgmma M extent) and all BN columns, and one copy warpgroup (2) that only
 // issues the stage copies (cp.async), handing stages to the consumers round a ring of kStages
 // through "full" and "empty" mbarriers (Ring below).
@@ -96,6 +97,10 @@ struct Config {
   // bits).
   static constexpr int kSmemBytes = kStages * kStageBytes + kBarrierBytes + 1024;
   static constexpr int kAccRegs = BN / 2;  // m64nBN f32 accumulators per consumer thread
+  // Whether a unit's epilogue is deferred into the next unit's first k-tile, overlapping the
+  // tensor core's work (it keeps acc, sum and the store addresses live together: 96 registers
+  // are too few for that at BN = 64).
+  static constexpr bool kDeferStores = BN == 128;
   static constexpr int kBChunksPerThread = 2 * kBTileFloats / 4 / kCopyThreads;
   static_assert(kLag >= 1 && kLag <= kStages - 2, "a live ring (see kLag)");
   static_assert(kBTileBytes % 1024 == 0 && kStageBytes % 1024 == 0, "1024-byte aligned tiles");
@@ -104,8 +109,8 @@ struct Config {
 static_assert(Config<128>::kSmemBytes <= 227 * 1024, "one CTA per SM");
 static_assert(2 * (Config<64>::kSmemBytes + 1024) <= 228 * 1024, "two CTAs per SM");
 
-// ---- The ring (one pass over a CTA's k-tiles, i = kt - kt_begin): stage i lives in slot
-// i % kStages. full[slot] completes one phase per use of the slot (count kCopyThreads: every copy
+// ---- The ring (one pass over all the k-tiles of all the CTA's work units, in order: stage i is
+// the CTA's i-th k-tile overall, across unit boundaries): stage i lives in slot i % kStages. full[slot] completes one phase per use of the slot (count kCopyThreads: every copy
 // thread arrives after its own copies of the stage have landed and are fenced for the async
 // proxy), empty[slot] likewise (count kConsumerThreads: every consumer thread arrives once its
 // wgmma reading the stage are complete). Use u = i / kStages of a slot waits for phase u of
@@ -132,6 +137,8 @@ struct Params {
   // K; with splits > 1 the CTAs add their partial tiles into a zeroed y (fp32 atomics).
   int splits = 1;
   int k_tiles_per_split = 0;
+  int m_tiles = 0;  // ceil(m / kBM)
+  int units = 0;    // work units: m_tiles * n_tiles * splits (see UnitAt)
   FastDiv div_p, div_ow, div_khkw, div_kw;
 };
 
@@ -168,6 +175,34 @@ inline SplitChoice ChooseSplits(int64_t tiles, int k_tiles, int slots) {
   return best;
 }
 int64_t NumTiles(const Shape& s, int bn);
+
+// ---- Persistent CTAs. The kernel runs min(units, SMs x CTAs per SM) CTAs; CTA c computes work
+// units c, c + grid, c + 2*grid, ... in that order. Unit u is the (tile, split) that the one-CTA-
+// per-tile grid put at blockIdx (u % tiles, u / tiles): tiles in the order the hardware used to
+// dispatch them, m_tile major, then the next split. Each unit is computed exactly as that CTA
+// computed it (its own k-tiles, its own fold chunks from its first k-tile), so the results do
+// not depend on which CTA runs it.
+struct WorkUnit {
+  int m_tile = 0, n_tile = 0;
+  int kt_begin = 0;  // first k-tile
+  int stages = 0;    // k-tiles: >= 1 (no split is empty)
+};
+CONV2D_IGW_HD WorkUnit UnitAt(const Params& p, int u) {
+  const int tiles = p.m_tiles * p.n_tiles;
+  const int split = u / tiles;
+  const int tile = u - split * tiles;
+  WorkUnit w;
+  w.m_tile = tile / p.n_tiles;
+  w.n_tile = tile - w.m_tile * p.n_tiles;
+  w.kt_begin = split * p.k_tiles_per_split;
+  const int end = p.k_tiles < w.kt_begin + p.k_tiles_per_split ? p.k_tiles
+                                                                : w.kt_begin + p.k_tiles_per_split;
+  w.stages = end - w.kt_begin;
+  return w;
+}
+// The persistent grid: one CTA per slot (SMs x CTAs per SM), or fewer when there are fewer units.
+inline int PersistentCtas(const Params& p, int slots) { return p.units < slots ? p.units : slots; }
+
 // Bytes of the split filter (hi and lo planes, every (N tile, k-tile)), without alignment slack.
 int64_t SplitFilterBytes(const Shape& s, int bn);
 
@@ -290,6 +325,7 @@ struct AGather {
   }
 
   CONV2D_IGW_HD void Init(const Params& p, int m0, int t) {
+    m_valid = 0;  // Init runs once per work unit
     if (kVec) {
       col = 4 * (t % 32);
       row0 = t / 32;
