@@ -24,6 +24,7 @@
 #include "conv/cgemm_3xtf32_sm90.h"
 #include "conv/cgemm_3xtf32_sm90_internal.h"
 #include "conv/cp_async.cuh"
+#include "conv/mbarrier.cuh"
 #include "conv/cuda_status.h"
 #include "conv/pdl.cuh"
 #include "conv/status_macros.h"
@@ -148,37 +149,17 @@ __device__ __forceinline__ uint32_t SmemAddress(const void* p) {
   return static_cast<uint32_t>(__cvta_generic_to_shared(p));
 }
 __device__ __forceinline__ void MbarInit(uint64_t* bar, int count) {
-  asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;\n" ::"r"(SmemAddress(bar)), "r"(count)
-               : "memory");
+  conv2d::MbarInit(SmemAddress(bar), count);
 }
-// Release: this thread's earlier shared-memory writes are seen by whoever waits for the phase.
-__device__ __forceinline__ void MbarArrive(uint64_t* bar) {
-  asm volatile("{\n.reg .b64 state;\nmbarrier.arrive.shared::cta.b64 state, [%0];\n}\n" ::"r"(
-                   SmemAddress(bar))
-               : "memory");
-}
-// Waits until the phase of parity `parity` has completed (acquire).
+__device__ __forceinline__ void MbarArrive(uint64_t* bar) { conv2d::MbarArrive(SmemAddress(bar)); }
 __device__ __forceinline__ void MbarWait(uint64_t* bar, int parity) {
-  asm volatile(
-      "{\n.reg .pred done;\nWAIT:\n"
-      "mbarrier.try_wait.parity.shared::cta.b64 done, [%0], %1;\n"
-      "@!done bra WAIT;\n}\n" ::"r"(SmemAddress(bar)),
-      "r"(parity)
-      : "memory");
+  conv2d::MbarWait(SmemAddress(bar), parity);
 }
 // An arrival on `bar` once every cp.async this thread has issued so far has landed (counted in
 // the barrier's expected arrivals: .noinc).
 __device__ __forceinline__ void CpAsyncArrive(uint64_t* bar) {
   asm volatile("cp.async.mbarrier.arrive.noinc.shared::cta.b64 [%0];\n" ::"r"(SmemAddress(bar))
                : "memory");
-}
-template <int kRegs>
-__device__ __forceinline__ void GiveRegisters() {
-  asm volatile("setmaxnreg.dec.sync.aligned.u32 %0;\n" ::"n"(kRegs));
-}
-template <int kRegs>
-__device__ __forceinline__ void TakeRegisters() {
-  asm volatile("setmaxnreg.inc.sync.aligned.u32 %0;\n" ::"n"(kRegs));
 }
 
 // The copy warpgroup: the raw copies of every stage into its slot, as soon as the slot is free;

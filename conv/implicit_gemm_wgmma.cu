@@ -45,6 +45,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "conv/cp_async.cuh"
+#include "conv/mbarrier.cuh"
 #include "conv/cuda_status.h"
 #include "conv/implicit_gemm_wgmma.h"
 #include "conv/implicit_gemm_wgmma_internal.h"
@@ -253,31 +254,6 @@ __device__ __forceinline__ void Wgmma(float (&d)[BN / 2], const uint32_t (&a)[4]
 
 #if CONV2D_IGW_HAVE_WGMMA
 
-__device__ __forceinline__ void MbarInit(uint32_t bar, int count) {
-  asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;\n" ::"r"(bar), "r"(count) : "memory");
-}
-// Release: this thread's earlier shared-memory accesses happen before the phase completes.
-__device__ __forceinline__ void MbarArrive(uint32_t bar) {
-  asm volatile("{\n.reg .b64 state;\nmbarrier.arrive.shared::cta.b64 state, [%0];\n}\n" ::"r"(bar)
-               : "memory");
-}
-// Waits until the phase of parity `parity` has completed (acquire).
-__device__ __forceinline__ void MbarWait(uint32_t bar, int parity) {
-  asm volatile(
-      "{\n.reg .pred done;\nIGW_WAIT:\n"
-      "mbarrier.try_wait.parity.shared::cta.b64 done, [%0], %1;\n"
-      "@!done bra IGW_WAIT;\n}\n" ::"r"(bar),
-      "r"(parity)
-      : "memory");
-}
-template <int kRegs>
-__device__ __forceinline__ void GiveRegisters() {
-  asm volatile("setmaxnreg.dec.sync.aligned.u32 %0;\n" ::"n"(kRegs));
-}
-template <int kRegs>
-__device__ __forceinline__ void TakeRegisters() {
-  asm volatile("setmaxnreg.inc.sync.aligned.u32 %0;\n" ::"n"(kRegs));
-}
 
 // The copy warpgroup: the CTA's stages in order, over all its work units (stage g: the g-th
 // k-tile of the walk), into slot g % kStages as soon as the slot is empty; after issuing stage g

@@ -1,0 +1,44 @@
+// The sm_90 primitives of the warp-specialised kernels (cgemm_3xtf32_sm90, implicit_gemm_wgmma):
+// shared-memory mbarriers that hand pipeline slots between warpgroups, and setmaxnreg, which
+// moves registers from the copying warpgroups to the computing ones. Device code only; callers
+// use them only inside their sm_90a guard (setmaxnreg is an sm_90a instruction), so the
+// compute_80 pass emits none of them.
+#ifndef CONV2D_CONV_MBARRIER_CUH_
+#define CONV2D_CONV_MBARRIER_CUH_
+
+#include <cstdint>
+
+namespace conv2d {
+
+// `bar`: the barrier's shared-memory address (as __cvta_generic_to_shared gives it).
+__device__ __forceinline__ void MbarInit(uint32_t bar, int count) {
+  asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;\n" ::"r"(bar), "r"(count) : "memory");
+}
+// Release: this thread's earlier shared-memory accesses happen before the phase completes.
+__device__ __forceinline__ void MbarArrive(uint32_t bar) {
+  asm volatile("{\n.reg .b64 state;\nmbarrier.arrive.shared::cta.b64 state, [%0];\n}\n" ::"r"(bar)
+               : "memory");
+}
+// Waits until the phase of parity `parity` has completed (acquire).
+__device__ __forceinline__ void MbarWait(uint32_t bar, int parity) {
+  asm volatile(
+      "{\n.reg .pred done;\nMBAR_WAIT:\n"
+      "mbarrier.try_wait.parity.shared::cta.b64 done, [%0], %1;\n"
+      "@!done bra MBAR_WAIT;\n}\n" ::"r"(bar),
+      "r"(parity)
+      : "memory");
+}
+
+// This warpgroup's registers per thread, down (Give) or up (Take) to kRegs.
+template <int kRegs>
+__device__ __forceinline__ void GiveRegisters() {
+  asm volatile("setmaxnreg.dec.sync.aligned.u32 %0;\n" ::"n"(kRegs));
+}
+template <int kRegs>
+__device__ __forceinline__ void TakeRegisters() {
+  asm volatile("setmaxnreg.inc.sync.aligned.u32 %0;\n" ::"n"(kRegs));
+}
+
+}  // namespace conv2d
+
+#endif  // CONV2D_CONV_MBARRIER_CUH_
