@@ -7,10 +7,10 @@
 // channels, K = Cin*Kh*Kw, A[m][k] = x gathered, B[k][n] = w[n][k].
 //
 // A CTA computes kBM x BN tiles (persistent: it walks a static list of work units, UnitAt) with
-// three warpgroups: two consumer warpgroups (0 and 1), each
-// owning 64 rows (one wgmma M extent) and all BN columns, and one copy warpgroup (2) that only
-// issues the stage copies (cp.async), handing stages to the consumers round a ring of kStages
-// through "full" and "empty" mbarriers (Ring below).
+// three warpgroups: two consumer warpgroups (0 and 1), each owning 64 rows (one wgmma M extent)
+// and all BN columns, and one copy warpgroup (2) that only issues the stage copies (cp.async),
+// handing stages to the consumers round a ring of kStages through "full" and "empty" mbarriers
+// (The ring, below).
 //  - A (pixels x k) is gathered into shared memory as [kBK][kAStride] (k rows of pixels, the
 //    layout implicit_gemm_3xtf32 uses), and fed to wgmma from registers: each consumer thread
 //    loads its four fragment values per k8 step, splits them into TF32 hi/lo once, and both
@@ -110,8 +110,9 @@ static_assert(Config<128>::kSmemBytes <= 227 * 1024, "one CTA per SM");
 static_assert(2 * (Config<64>::kSmemBytes + 1024) <= 228 * 1024, "two CTAs per SM");
 
 // ---- The ring (one pass over all the k-tiles of all the CTA's work units, in order: stage i is
-// the CTA's i-th k-tile overall, across unit boundaries): stage i lives in slot i % kStages. full[slot] completes one phase per use of the slot (count kCopyThreads: every copy
-// thread arrives after its own copies of the stage have landed and are fenced for the async
+// the CTA's i-th k-tile overall, across unit boundaries): stage i lives in slot i % kStages.
+// full[slot] completes one phase per use of the slot (count kCopyThreads: every copy thread
+// arrives after its own copies of the stage have landed and are fenced for the async
 // proxy), empty[slot] likewise (count kConsumerThreads: every consumer thread arrives once its
 // wgmma reading the stage are complete). Use u = i / kStages of a slot waits for phase u of
 // full (parity u & 1); the copies of use u >= 1 wait for phase u - 1 of empty.
