@@ -30,9 +30,8 @@
 //    wgmma (lo*Bhi, hi*Blo, hi*Bhi) on the same accumulators, commit, and wait_group 1, so that
 //    the tensor core always has the next step queued while this thread prepares the one after
 //    (two register sets of A fragments alternate). After the first step's wait_group 1 of a
-//    unit's stage g, stage g - 1 (same unit) is complete: arrive on its "empty". At the end of a
-//    fold chunk (EndsChunk: every kFoldTiles k-tiles, the two warpgroups half a chunk apart):
-//    wait_group 0 and fold. At a unit's end: wait_group 0, arrive on the last
+//    unit's stage g, stage g - 1 (same unit) is complete: arrive on its "empty". Every kFoldTiles
+//    k-tiles of a unit: wait_group 0 and fold. At a unit's end: wait_group 0, arrive on the last
 //    stage's "empty", fold the partial chunk. The unit's stores (BN = 128) are deferred into
 //    the next unit's first k-tile, a quarter of the registers after each k8 step's wgmma are
 //    issued, so that the tensor core is not idle while they issue; the CTA's last unit stores
@@ -389,7 +388,7 @@ __global__ void __launch_bounds__(kThreads, Config<BN>::kMinBlocks)
   int g = 0;  // stages consumed so far, over all units (the ring's stage index)
   for (int u = static_cast<int>(blockIdx.x); u < p.units; u += static_cast<int>(gridDim.x)) {
     const WorkUnit wu = UnitAt(p, u);
-    bool fresh = true;  // acc holds no chunk yet: the next wgmma ignores it (scale-d = 0)
+    int fold_count = 0;  // k-tiles in acc
     for (int i = 0; i < wu.stages; ++i, ++g) {
       const int slot = RingSlot<C::kStages>(g);
       MbarWait(full + 8 * slot, FullParity<C::kStages>(g));  // stage g landed and fenced
@@ -398,7 +397,7 @@ __global__ void __launch_bounds__(kThreads, Config<BN>::kMinBlocks)
       const uint64_t desc_hi = MakeDescriptor(sb);
       const uint64_t desc_lo = MakeDescriptor(sb + C::kBTileBytes);
       const float* sa = smem_f + (slot * C::kStageBytes + 2 * C::kBTileBytes) / 4;
-      const int keep = fresh ? 0 : 1;  // scale-d of the tile's first wgmma
+      const int keep = fold_count == 0 ? 0 : 1;  // scale-d of the tile's first wgmma
 #pragma unroll
       for (int j = 0; j < kK8Steps; ++j) {
         uint32_t(&hi)[4] = a_hi[j & 1];
@@ -425,9 +424,8 @@ __global__ void __launch_bounds__(kThreads, Config<BN>::kMinBlocks)
       }
       store_pending = false;
 
-      fresh = false;
-      if (EndsChunk(wg, i)) {
-        fresh = true;
+      if (++fold_count == kFoldTiles) {
+        fold_count = 0;
         WgmmaWait<0>();
         FenceRegisters(acc);
 #pragma unroll
@@ -441,7 +439,7 @@ __global__ void __launch_bounds__(kThreads, Config<BN>::kMinBlocks)
     MbarArrive(empty + 8 * RingSlot<C::kStages>(g - 1));
     // acc holds an unfolded partial chunk unless the last tile completed a chunk (then it holds
     // the chunk already in sum): fold it, the same IEEE add the epilogue did on its own.
-    if (!fresh) {
+    if (fold_count != 0) {
 #pragma unroll
       for (int r = 0; r < C::kAccRegs; ++r) sum[r] = __fadd_rn(sum[r], acc[r]);
     }

@@ -131,8 +131,7 @@ void EmulateUnit(const Shape& s, const Params& p, const WorkUnit& wu, int g0,
   // unit and Init'ed again, as the kernel does.
   for (int t = 0; t < kCopyThreads; ++t) ag[t].Init(p, m0, t);
 
-  bool fresh[2] = {true, true};  // per consumer warpgroup: acc holds no chunk yet
-  int chunk[2] = {0, 0};          // k-tiles in its current chunk
+  int fold_count = 0;
   constexpr int kWA = kVecA ? 4 : 1;
   for (int kt = kt_begin; kt < kt_end; ++kt) {
     const int stage = RingSlot<C::kStages>(g0 + kt - kt_begin);
@@ -216,7 +215,7 @@ void EmulateUnit(const Shape& s, const Params& p, const WorkUnit& wu, int g0,
             ASSERT_FALSE(std::isnan(b_hi[k * BN + n]) || std::isnan(b_lo[k * BN + n]));
           }
         // lo*Bhi (scale-d 0 at a chunk's first step), hi*Blo, hi*Bhi.
-        const bool keep = !(j == 0 && fresh[wg]);
+        const bool keep = !(j == 0 && fold_count == 0);
         double* d = &acc[wg * 64 * BN];
         for (int r = 0; r < 64; ++r)
           for (int n = 0; n < BN; ++n) {
@@ -229,23 +228,15 @@ void EmulateUnit(const Shape& s, const Params& p, const WorkUnit& wu, int g0,
           }
       }
     }
-    for (int wg = 0; wg < 2; ++wg) {
-      fresh[wg] = false;
-      chunk[wg] += 1;
-      if (EndsChunk(wg, kt - kt_begin)) {
-        EXPECT_LE(chunk[wg], kFoldTiles) << "a chunk longer than the accuracy model's";
-        fresh[wg] = true;
-        chunk[wg] = 0;
-        for (int i = wg * 64 * BN; i < (wg + 1) * 64 * BN; ++i) sum[i] += acc[i];
-      }
+    if (++fold_count == kFoldTiles) {
+      fold_count = 0;
+      for (size_t i = 0; i < sum.size(); ++i) sum[i] += acc[i];
     }
   }
   // The unit's end: the partial chunk folded into sum; then the (deferred) stores of sum, which
   // zero it for the next unit.
-  for (int wg = 0; wg < 2; ++wg) {
-    if (!fresh[wg]) {
-      for (int i = wg * 64 * BN; i < (wg + 1) * 64 * BN; ++i) sum[i] += acc[i];
-    }
+  if (fold_count != 0) {
+    for (size_t i = 0; i < sum.size(); ++i) sum[i] += acc[i];
   }
   // Epilogue: each thread's registers, stored where the kernel stores them.
   for (int wg = 0; wg < 2; ++wg)

@@ -116,15 +116,6 @@ CONV2D_IGW_HD int FullParity(int i) { return (i / kStages) & 1; }
 template <int kStages>
 CONV2D_IGW_HD int EmptyParity(int i) { return (i / kStages - 1) & 1; }  // i >= kStages
 
-// ---- The fold chunks: consumer warpgroup wg folds acc into sum after k-tile i of a unit
-// (counted from the unit's first k-tile) when EndsChunk(wg, i), and at the unit's end. Every
-// chunk is at most kFoldTiles k-tiles (the verified accuracy model); warpgroup 1's chunks are
-// offset by half a chunk (its first one is shorter), so that the two warpgroups never drain their
-// wgmma queues for a fold at the same time and the tensor core keeps the other one's steps.
-CONV2D_IGW_HD bool EndsChunk(int wg, int i) {
-  return (i + 1 + wg * (kFoldTiles / 2)) % kFoldTiles == 0;
-}
-
 // ---- Shape parameters (32-bit: CheckIndexing bounds every index the kernel forms).
 struct Params {
   int cin = 0, cout = 0, h = 0, w = 0, kh = 0, kw = 0;
