@@ -173,10 +173,13 @@ __device__ __forceinline__ uint32_t SharedAddress(const void* p) {
 // The input's split, in the main loop: hi rounded as above, lo = v - hi (exact) handed to wgmma
 // as it is. The tensor core reads a .tf32 operand's top 19 bits only, so lo is truncated to TF32
 // instead of rounded: at most 2^-11|lo| <= 2^-22|v| off instead of 2^-23|v|, the size of the
-// a_lo*b_lo term already dropped, and it saves the cvt (four instructions: sm_90 has no native
-// one) on every element.
+// a_lo*b_lo term already dropped, and it saves a rounding on every element. hi is rounded by
+// adding half a TF32 ulp to the bits and truncating: cvt.rna.tf32.f32 for every finite v (ties
+// away; a carry into the exponent is the correct rounding, up to inf), in two instructions
+// where the cvt takes four (sm_90 has no native one; the other two only keep inf and NaN
+// intact). A non-finite v gives NaN either way: with the cvt, inf - inf in lo.
 __device__ __forceinline__ void SplitA(float v, uint32_t& hi, uint32_t& lo) {
-  asm("cvt.rna.tf32.f32 %0, %1;\n" : "=r"(hi) : "f"(v));
+  hi = (__float_as_uint(v) + 0x1000u) & 0xFFFFE000u;
   lo = __float_as_uint(__fsub_rn(v, __uint_as_float(hi)));
 }
 

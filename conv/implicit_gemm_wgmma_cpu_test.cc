@@ -53,7 +53,8 @@ void SplitHost(float v, float* hi, float* lo) {
   *hi = RoundTf32(v);
   *lo = RoundTf32(v - *hi);
 }
-// ... and the input's (SplitA), lo as the tensor core reads it.
+// ... and the input's (SplitA: the same rounding by bits, as RoundTf32), lo as the tensor core
+// reads it.
 void SplitHostA(float v, float* hi, float* lo) {
   *hi = RoundTf32(v);
   *lo = TruncTf32(v - *hi);
