@@ -19,12 +19,12 @@
 // CTA's k-tiles over all its units, in order, are its stages 0, 1, ...: stage g lives in slot
 // g % kStages of a ring handed on by mbarriers ("The ring" in the internal header); nothing
 // waits on a CTA-wide barrier after the barriers' initialisation.
-//  - The copy warpgroup (setmaxnreg down to kCopyRegs) issues the cp.async of stage g (gathered
-//    x and the split filter's hi/lo tile) as soon as "empty" says the consumers are done with
-//    stage g - kStages, then waits for its own copies of stage g - kLag, fences them to the async
-//    proxy (wgmma reads shared memory through it) and arrives on that stage's "full". Stages are
-//    thus issued up to kStages - 1 tiles ahead of the one being computed, across unit
-//    boundaries: the next unit's first stages land while the consumers finish the current one.
+//  - The copy warpgroup (setmaxnreg down to kCopyRegs) issues the copies of stage g (the split
+//    filter's hi/lo tile by one bulk copy, gathered x by cp.async) as soon as "empty" says the
+//    consumers are done with stage g - kStages; the copies themselves complete the stage's
+//    "full" when they land (CopyStages). Stages are thus in flight up to kStages ahead of the one
+//    being computed, across unit boundaries: the next unit's first stages land while the
+//    consumers finish the current one.
 //  - The consumers (setmaxnreg up to kConsumerRegs) wait "full" of stage g; per k8 step each
 //    thread loads its 4 A fragment values, splits them (4 x hi, 4 x lo), then wgmma.fence, three
 //    wgmma (lo*Bhi, hi*Blo, hi*Bhi) on the same accumulators, commit, and wait_group 1, so that
@@ -173,17 +173,16 @@ __device__ __forceinline__ uint32_t SharedAddress(const void* p) {
 // The input's split, in the main loop: hi rounded as above, lo = v - hi (exact) handed to wgmma
 // as it is. The tensor core reads a .tf32 operand's top 19 bits only, so lo is truncated to TF32
 // instead of rounded: at most 2^-11|lo| <= 2^-22|v| off instead of 2^-23|v|, the size of the
-// a_lo*b_lo term already dropped, and it saves the cvt (four instructions: sm_90 has no native
-// one) on every element.
+// a_lo*b_lo term already dropped, and it saves a rounding on every element. hi is rounded by
+// adding half a TF32 ulp to the bits and truncating: cvt.rna.tf32.f32 for every finite v (ties
+// away; a carry into the exponent is the correct rounding, up to inf), in two instructions
+// where the cvt takes four (sm_90 has no native one; the other two only keep inf and NaN
+// intact). A non-finite v gives NaN either way: with the cvt, inf - inf in lo.
 __device__ __forceinline__ void SplitA(float v, uint32_t& hi, uint32_t& lo) {
-  asm("cvt.rna.tf32.f32 %0, %1;\n" : "=r"(hi) : "f"(v));
+  hi = (__float_as_uint(v) + 0x1000u) & 0xFFFFE000u;
   lo = __float_as_uint(__fsub_rn(v, __uint_as_float(hi)));
 }
 
-// cp.async writes are generic-proxy writes; wgmma reads shared memory through the async proxy.
-__device__ __forceinline__ void FenceProxyAsync() {
-  asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");
-}
 __device__ __forceinline__ void WgmmaFence() { asm volatile("wgmma.fence.sync.aligned;\n" ::: "memory"); }
 __device__ __forceinline__ void WgmmaCommit() {
   asm volatile("wgmma.commit_group.sync.aligned;\n" ::: "memory");
@@ -256,11 +255,14 @@ __device__ __forceinline__ void Wgmma(float (&d)[BN / 2], const uint32_t (&a)[4]
 
 
 // The copy warpgroup: the CTA's stages in order, over all its work units (stage g: the g-th
-// k-tile of the walk), into slot g % kStages as soon as the slot is empty; after issuing stage g
-// it waits for its own copies of stage g - kLag, fences them for the async proxy (wgmma reads
-// shared memory through it; cp.async writes are generic-proxy writes) and arrives on that
-// stage's "full". The stream does not stop at a unit's end: the next unit's first stages are
-// fetched while the consumers finish the current one. t: the thread's index in the warpgroup.
+// k-tile of the walk), into slot g % kStages as soon as the slot is empty. Nothing here waits for
+// a copy to land: the stage's "full" completes by itself once both halves have landed, the
+// split filter's (hi, lo) tile by one bulk copy whose bytes the barrier counts (issued by thread
+// 0 of the group), and the gathered x by each thread's cp.async arrival. So the group runs ahead
+// of the consumers by up to kStages stages, limited only by "empty". The bulk copy writes through
+// the async proxy, which is the one wgmma reads through (no proxy fence); the consumers read x
+// with ordinary loads. The stream does not stop at a unit's end: the next unit's first stages
+// are fetched while the consumers finish the current one. t: the thread's index in the group.
 template <int BN, bool kVecA>
 __device__ __forceinline__ void CopyStages(const float* __restrict__ x, const float* __restrict__ ws,
                                            const Params& p, uint32_t smem_base, uint32_t full,
@@ -278,31 +280,21 @@ __device__ __forceinline__ void CopyStages(const float* __restrict__ x, const fl
       // Stage layout: [B hi | B lo | A].
       const int kt = wu.kt_begin + i;
       const uint32_t sb = smem_base + slot * C::kStageBytes;
+      const uint32_t bar = full + 8 * slot;
+      if (t == 0) {
+        MbarArriveExpectTx(bar, 2 * C::kBTileBytes);
+        BulkCopyToShared(sb, b_src + int64_t{kt} * 2 * C::kBTileFloats, 2 * C::kBTileBytes, bar);
+      }
       const uint32_t sa = sb + 2 * C::kBTileBytes;
       a_gather.ForEach(p, kt, [&](int s, int gx, bool valid) {
         // gx >= 0 (CheckIndexing): unsigned, its widening to 64 bits is free.
         CpAsync<kVecA ? 16 : 4>(sa + 4 * s, x + static_cast<uint32_t>(gx), valid);
       });
-      const float* src = b_src + int64_t{kt} * 2 * C::kBTileFloats;
-#pragma unroll
-      for (int c = 0; c < C::kBChunksPerThread; ++c) {
-        const int f = BChunk(t, c);
-        CpAsync<16>(sb + 4 * f, src + f, true);
-      }
-      CpAsyncCommit();
-      if (g >= C::kLag) {
-        CpAsyncWait<C::kLag>();  // stage g - kLag has landed (this thread's copies)
-        FenceProxyAsync();
-        MbarArrive(full + 8 * RingSlot<C::kStages>(g - C::kLag));
-      }
+      CpAsyncArriveOnMbar(bar);
     }
   }
-  // The last min(g, kLag) stages.
+  // Nothing may still be writing this CTA's shared memory when its threads are gone.
   CpAsyncWait<0>();
-  FenceProxyAsync();
-  for (int i = g > C::kLag ? g - C::kLag : 0; i < g; ++i) {
-    MbarArrive(full + 8 * RingSlot<C::kStages>(i));
-  }
 }
 
 // The epilogue of one work unit, a quarter q (0..3) of the accumulator registers at a time:
@@ -359,7 +351,7 @@ __global__ void __launch_bounds__(kThreads, Config<BN>::kMinBlocks)
   if (tid == 0) {
 #pragma unroll
     for (int s = 0; s < C::kStages; ++s) {
-      MbarInit(full + 8 * s, kCopyThreads);
+      MbarInit(full + 8 * s, kFullArrivals);
       MbarInit(empty + 8 * s, kConsumerThreads);
     }
   }

@@ -8,7 +8,7 @@
 //
 // A CTA computes kBM x BN tiles (persistent: it walks a static list of work units, UnitAt) with
 // three warpgroups: two consumer warpgroups (0 and 1), each owning 64 rows (one wgmma M extent)
-// and all BN columns, and one copy warpgroup (2) that only issues the stage copies (cp.async),
+// and all BN columns, and one copy warpgroup (2) that only issues the stage copies,
 // handing stages to the consumers round a ring of kStages through "full" and "empty" mbarriers
 // (The ring, below).
 //  - A (pixels x k) is gathered into shared memory as [kBK][kAStride] (k rows of pixels, the
@@ -18,8 +18,8 @@
 //    (not once per warp of an N split, as with mma.sync).
 //  - B (the filter) is split once per call by a small kernel into hi and lo TF32 planes in the
 //    workspace, already in the shared-memory image wgmma reads: per (N tile, k-tile) a BN x kBK
-//    K-major tile with the 128-byte swizzle, hi then lo. The stage copy is a straight 16-byte
-//    cp.async of contiguous bytes.
+//    K-major tile with the 128-byte swizzle, hi then lo. The stage copy is one bulk copy of
+//    those contiguous bytes (the copy engine; x's gather is per-thread cp.async).
 //  - Grids that would underfill the GPU are split along K (ChooseSplits); the splits add into a
 //    y zeroed by the filter split kernel, with fp32 atomics (any order: not bit-reproducible).
 #ifndef CONV2D_CONV_IMPLICIT_GEMM_WGMMA_INTERNAL_H_
@@ -72,12 +72,6 @@ struct Config {
   static_assert(BN == 64 || BN == 128, "BN is 64 or 128");
   static constexpr int kBN = BN;
   static constexpr int kStages = BN == 128 ? 4 : 3;
-  // The copy warpgroup reports stage i "full" once its copies of stage i + kLag are issued (it
-  // then waits for its copy groups down to kLag pending: stage i has landed). kLag <= kStages - 2
-  // keeps the ring live: issuing stage i + kLag needs that slot "empty", i.e. the consumers done
-  // with stage i + kLag - kStages <= i - 2, which they report early in stage i - 1 (after its
-  // first k8 step), so "full" of stage i never waits for the consumers to finish stage i - 1.
-  static constexpr int kLag = kStages - 2;
   static constexpr int kMinBlocks = BN == 128 ? 1 : 2;
   // Registers per thread (setmaxnreg): the launch gives each of the 384 threads 65536 /
   // (384 * kMinBlocks) rounded down to 8 (168, 80); the copy warpgroup gives back down to
@@ -101,21 +95,20 @@ struct Config {
   // tensor core's work (it keeps acc, sum and the store addresses live together: 96 registers
   // are too few for that at BN = 64).
   static constexpr bool kDeferStores = BN == 128;
-  static constexpr int kBChunksPerThread = 2 * kBTileFloats / 4 / kCopyThreads;
-  static_assert(kLag >= 1 && kLag <= kStages - 2, "a live ring (see kLag)");
   static_assert(kBTileBytes % 1024 == 0 && kStageBytes % 1024 == 0, "1024-byte aligned tiles");
-  static_assert(2 * kBTileFloats / 4 % kCopyThreads == 0, "whole 16-byte chunks per thread");
 };
 static_assert(Config<128>::kSmemBytes <= 227 * 1024, "one CTA per SM");
 static_assert(2 * (Config<64>::kSmemBytes + 1024) <= 228 * 1024, "two CTAs per SM");
 
 // ---- The ring (one pass over all the k-tiles of all the CTA's work units, in order: stage i is
 // the CTA's i-th k-tile overall, across unit boundaries): stage i lives in slot i % kStages.
-// full[slot] completes one phase per use of the slot (count kCopyThreads: every copy thread
-// arrives after its own copies of the stage have landed and are fenced for the async
-// proxy), empty[slot] likewise (count kConsumerThreads: every consumer thread arrives once its
-// wgmma reading the stage are complete). Use u = i / kStages of a slot waits for phase u of
+// full[slot] completes one phase per use of the slot (kFullArrivals: every copy thread's cp.async
+// arrival, which happens once its gathers of the stage have landed, plus copy thread 0's
+// arrival that announces the bulk copy's bytes; the phase also waits for those bytes),
+// empty[slot] likewise (count kConsumerThreads: every consumer thread arrives once its wgmma
+// reading the stage are complete). Use u = i / kStages of a slot waits for phase u of
 // full (parity u & 1); the copies of use u >= 1 wait for phase u - 1 of empty.
+constexpr int kFullArrivals = kCopyThreads + 1;
 template <int kStages>
 CONV2D_IGW_HD int RingSlot(int i) { return i % kStages; }
 template <int kStages>
@@ -380,11 +373,6 @@ CONV2D_IGW_UNROLL
     }
   }
 };
-
-// The B stage copy: copy thread t copies 16-byte chunks t + kCopyThreads*i of the (hi, lo) pair of
-// k-tile kt, contiguous in the workspace and in the stage. Returns the chunk's float offset within
-// the pair (the same in both places).
-CONV2D_IGW_HD int BChunk(int t, int i) { return 4 * (t + kCopyThreads * i); }
 
 }  // namespace implicit_gemm_wgmma_internal
 }  // namespace conv2d

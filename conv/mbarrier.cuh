@@ -1,6 +1,7 @@
 // The sm_90 primitives of the warp-specialised kernels (cgemm_3xtf32_sm90, implicit_gemm_wgmma):
-// shared-memory mbarriers that hand pipeline slots between warpgroups, and setmaxnreg, which
-// moves registers from the copying warpgroups to the computing ones. Device code only; callers
+// shared-memory mbarriers that hand pipeline slots between warpgroups (also completed by the
+// copies themselves: cp.async arrivals, bulk-copy transactions), and setmaxnreg, which moves
+// registers from the copying warpgroups to the computing ones. Device code only; callers
 // use them only inside their sm_90a guard (setmaxnreg is an sm_90a instruction), so the
 // compute_80 pass emits none of them.
 #ifndef CONV2D_CONV_MBARRIER_CUH_
@@ -26,6 +27,32 @@ __device__ __forceinline__ void MbarWait(uint32_t bar, int parity) {
       "mbarrier.try_wait.parity.shared::cta.b64 done, [%0], %1;\n"
       "@!done bra MBAR_WAIT;\n}\n" ::"r"(bar),
       "r"(parity)
+      : "memory");
+}
+
+// Arrives and raises the phase's expected transaction bytes by `bytes` (for a bulk copy that
+// completes them on this barrier).
+__device__ __forceinline__ void MbarArriveExpectTx(uint32_t bar, uint32_t bytes) {
+  asm volatile(
+      "{\n.reg .b64 state;\nmbarrier.arrive.expect_tx.shared::cta.b64 state, [%0], %1;\n}\n" ::"r"(
+          bar),
+      "r"(bytes)
+      : "memory");
+}
+// An arrival on `bar` that happens once all of this thread's earlier cp.async copies have landed
+// (.noinc: it is one of the arrivals the barrier was initialised to expect), so the copying
+// thread never waits for its own copies.
+__device__ __forceinline__ void CpAsyncArriveOnMbar(uint32_t bar) {
+  asm volatile("cp.async.mbarrier.arrive.noinc.shared::cta.b64 [%0];\n" ::"r"(bar) : "memory");
+}
+// One bulk copy (the copy engine, async proxy) of `bytes` (a multiple of 16; both addresses
+// 16-byte aligned) from global `src` to shared `dst`, completing `bytes` transactions on `bar`.
+__device__ __forceinline__ void BulkCopyToShared(uint32_t dst, const void* src, uint32_t bytes,
+                                                 uint32_t bar) {
+  asm volatile(
+      "cp.async.bulk.shared::cluster.global.mbarrier::complete_tx::bytes [%0], [%1], %2, [%3];\n" ::"r"(
+          dst),
+      "l"(src), "r"(bytes), "r"(bar)
       : "memory");
 }
 
