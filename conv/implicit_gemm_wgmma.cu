@@ -270,13 +270,14 @@ __device__ __forceinline__ void CopyStages(const float* __restrict__ x, const fl
   using C = Config<BN>;
   AGather<kVecA> a_gather;
   int g = 0;  // stages issued so far
+  RingCursor<C::kStages> ring;  // stage g's slot and phase
   for (int u = static_cast<int>(blockIdx.x); u < p.units; u += static_cast<int>(gridDim.x)) {
     const WorkUnit wu = UnitAt(p, u);
     a_gather.Init(p, wu.m_tile * kBM, t);
     const float* b_src = ws + WorkspaceTile(BN, p.k_tiles, wu.n_tile, 0, 0);
-    for (int i = 0; i < wu.stages; ++i, ++g) {
-      const int slot = RingSlot<C::kStages>(g);
-      if (g >= C::kStages) MbarWait(empty + 8 * slot, EmptyParity<C::kStages>(g));
+    for (int i = 0; i < wu.stages; ++i, ++g, ring.Next()) {
+      const int slot = ring.slot;
+      if (g >= C::kStages) MbarWait(empty + 8 * slot, ring.parity ^ 1);
       // Stage layout: [B hi | B lo | A].
       const int kt = wu.kt_begin + i;
       const uint32_t sb = smem_base + slot * C::kStageBytes;
@@ -388,13 +389,13 @@ __global__ void __launch_bounds__(kThreads, Config<BN>::kMinBlocks)
   int store_row[2] = {-1, -1};
   int store_n0 = 0;
 
-  int g = 0;  // stages consumed so far, over all units (the ring's stage index)
+  RingCursor<C::kStages> ring;  // the slot and phase of the stage consumed next, over all units
   for (int u = static_cast<int>(blockIdx.x); u < p.units; u += static_cast<int>(gridDim.x)) {
     const WorkUnit wu = UnitAt(p, u);
     int fold_count = 0;  // k-tiles in acc
-    for (int i = 0; i < wu.stages; ++i, ++g) {
-      const int slot = RingSlot<C::kStages>(g);
-      MbarWait(full + 8 * slot, FullParity<C::kStages>(g));  // stage g landed and fenced
+    for (int i = 0; i < wu.stages; ++i, ring.Next()) {
+      const int slot = ring.slot;
+      MbarWait(full + 8 * slot, ring.parity);  // the stage has landed
 
       const uint32_t sb = smem_base + slot * C::kStageBytes;
       const uint64_t desc_hi = MakeDescriptor(sb);
@@ -422,7 +423,7 @@ __global__ void __launch_bounds__(kThreads, Config<BN>::kMinBlocks)
         WgmmaWait<1>();
         if (j == 0 && i > 0) {
           // The last step of stage g - 1 (same unit) is complete: its slot may be refilled.
-          MbarArrive(empty + 8 * RingSlot<C::kStages>(g - 1));
+          MbarArrive(empty + 8 * ring.prev);
         }
       }
       store_pending = false;
@@ -439,7 +440,7 @@ __global__ void __launch_bounds__(kThreads, Config<BN>::kMinBlocks)
     FenceRegisters(acc);
     // The unit's last stage is complete: free its slot now (not at the next unit's first step),
     // so that the copy warpgroup can fill every slot with the next unit's stages meanwhile.
-    MbarArrive(empty + 8 * RingSlot<C::kStages>(g - 1));
+    MbarArrive(empty + 8 * ring.prev);
     // acc holds an unfolded partial chunk unless the last tile completed a chunk (then it holds
     // the chunk already in sum): fold it, the same IEEE add the epilogue did on its own.
     if (fold_count != 0) {

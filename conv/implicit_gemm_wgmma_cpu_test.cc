@@ -746,6 +746,21 @@ std::string ReplayRing(int n, int copiers, int consumers, uint64_t seed) {
   return ReplayRingUnits<kStages, kWaitEmpty>({n}, copiers, consumers, seed);
 }
 
+template <int kStages>
+void CheckCursor() {
+  RingCursor<kStages> c;
+  for (int g = 0; g < 1000; ++g, c.Next()) {
+    ASSERT_EQ(c.slot, RingSlot<kStages>(g)) << "stage " << g;
+    ASSERT_EQ(c.parity, FullParity<kStages>(g)) << "stage " << g;
+    if (g >= kStages) ASSERT_EQ(c.parity ^ 1, EmptyParity<kStages>(g)) << "stage " << g;
+    if (g >= 1) ASSERT_EQ(c.prev, RingSlot<kStages>(g - 1)) << "stage " << g;
+  }
+}
+TEST(ImplicitGemmWgmmaRingTest, CursorStepsThroughTheRing) {
+  CheckCursor<Config<64>::kStages>();
+  CheckCursor<Config<128>::kStages>();
+}
+
 TEST(ImplicitGemmWgmmaRingTest, ProtocolIsLiveAndSafe) {
   for (int n : {1, 2, 3, 4, 5, 7, 8, 13, 36}) {
     for (uint64_t seed = 1; seed <= 40; ++seed) {
