@@ -42,6 +42,7 @@
 #include <limits>
 #include <memory>
 #include <string>
+#include <type_traits>
 
 #include "absl/strings/str_cat.h"
 #include "conv/cp_async.cuh"
@@ -93,7 +94,7 @@ int64_t SplitFilterBytes(const Shape& s, int bn) {
   return n_tiles * k_tiles * 2 * bn * kBK * 4;
 }
 
-Params MakeParams(const Shape& s, int bn, int slots) {
+Params MakeParams(const Shape& s, int bn, int slots, bool allow_tail) {
   Params p;
   p.cin = static_cast<int>(s.in_channels);
   p.cout = static_cast<int>(s.out_channels);
@@ -111,7 +112,7 @@ Params MakeParams(const Shape& s, int bn, int slots) {
   p.n_tiles = (p.cout + bn - 1) / bn;
   p.m_tiles = (p.m + kBM - 1) / kBM;
   p.tiles = p.m_tiles * p.n_tiles;
-  const Schedule sched = ChooseSchedule(p.tiles, p.k_tiles, slots);
+  const Schedule sched = ChooseSchedule(p.tiles, p.k_tiles, slots, allow_tail);
   p.grid = sched.grid;
   p.dp_tiles = sched.dp_tiles;
   p.tail_ctas = sched.tail_ctas;
@@ -268,7 +269,7 @@ __device__ __forceinline__ void Wgmma(float (&d)[BN / 2], const uint32_t (&a)[4]
 // the async proxy, which is the one wgmma reads through (no proxy fence); the consumers read x
 // with ordinary loads. The stream does not stop at a unit's end: the next unit's first stages
 // are fetched while the consumers finish the current one. t: the thread's index in the group.
-template <int BN, bool kVecA>
+template <int BN, bool kVecA, bool kTail>
 __device__ __forceinline__ void CopyStages(const float* __restrict__ x, const float* __restrict__ ws,
                                            const Params& p, uint32_t smem_base, uint32_t full,
                                            uint32_t empty, int t) {
@@ -276,7 +277,7 @@ __device__ __forceinline__ void CopyStages(const float* __restrict__ x, const fl
   AGather<kVecA> a_gather;
   int g = 0;  // stages issued so far
   RingCursor<C::kStages> ring;  // stage g's slot and phase
-  UnitWalk walk(p, static_cast<int>(blockIdx.x));
+  std::conditional_t<kTail, UnitWalk, WholeTileWalk> walk(p, static_cast<int>(blockIdx.x));
   WorkUnit wu;
   while (walk.Next(p, &wu)) {
     a_gather.Init(p, wu.m_tile * kBM, t);
@@ -340,7 +341,7 @@ __device__ __forceinline__ void StoreQuarter(int q, float (&sum)[BN / 2], const 
 
 // One persistent CTA: its work units (UnitWalk), each a kBM x BN tile of the GEMM over its
 // k-tiles (all of K, or a tail piece). ws: the split filter of this call.
-template <int BN, bool kVecA>
+template <int BN, bool kVecA, bool kTail>
 __global__ void __launch_bounds__(kThreads, Config<BN>::kMinBlocks)
     ImplicitGemmWgmmaKernel(const float* __restrict__ x, const float* __restrict__ ws,
                             float* __restrict__ y, const Params p) {
@@ -367,7 +368,7 @@ __global__ void __launch_bounds__(kThreads, Config<BN>::kMinBlocks)
 
   if (tid >= kConsumerThreads) {
     GiveRegisters<C::kCopyRegs>();
-    CopyStages<BN, kVecA>(x, ws, p, smem_base, full, empty, tid - kConsumerThreads);
+    CopyStages<BN, kVecA, kTail>(x, ws, p, smem_base, full, empty, tid - kConsumerThreads);
     return;
   }
   TakeRegisters<C::kConsumerRegs>();
@@ -397,7 +398,7 @@ __global__ void __launch_bounds__(kThreads, Config<BN>::kMinBlocks)
   bool store_atomic = false;
 
   RingCursor<C::kStages> ring;  // the slot and phase of the stage consumed next, over all units
-  UnitWalk walk(p, static_cast<int>(blockIdx.x));
+  std::conditional_t<kTail, UnitWalk, WholeTileWalk> walk(p, static_cast<int>(blockIdx.x));
   WorkUnit wu;
   while (walk.Next(p, &wu)) {
     int fold_count = 0;  // k-tiles in acc
@@ -489,13 +490,13 @@ constexpr size_t kWorkspaceAlign = 256;
 
 // Lets the kernel have its dynamic shared memory, and asks for the whole shared/L1 split as
 // shared memory so that BN = 64 gets its two CTAs per SM.
-template <int BN, bool kVecA>
+template <int BN, bool kVecA, bool kTail>
 absl::Status EnableSmem() {
-  RETURN_IF_ERROR(CudaStatus(cudaFuncSetAttribute(ImplicitGemmWgmmaKernel<BN, kVecA>,
+  RETURN_IF_ERROR(CudaStatus(cudaFuncSetAttribute(ImplicitGemmWgmmaKernel<BN, kVecA, kTail>,
                                                   cudaFuncAttributeMaxDynamicSharedMemorySize,
                                                   Config<BN>::kSmemBytes),
                              "implicit_gemm_wgmma: cudaFuncSetAttribute (shared memory size)"));
-  return CudaStatus(cudaFuncSetAttribute(ImplicitGemmWgmmaKernel<BN, kVecA>,
+  return CudaStatus(cudaFuncSetAttribute(ImplicitGemmWgmmaKernel<BN, kVecA, kTail>,
                                          cudaFuncAttributePreferredSharedMemoryCarveout,
                                          cudaSharedmemCarveoutMaxShared),
                     "implicit_gemm_wgmma: cudaFuncSetAttribute (carveout)");
@@ -505,7 +506,10 @@ absl::Status EnableSmem() {
 int CtasPerSm(int bn) { return bn == 128 ? Config<128>::kMinBlocks : Config<64>::kMinBlocks; }
 
 // The schedule of a shape on a device with `sms` multiprocessors.
-Params ParamsFor(const Shape& s, int bn, int sms) { return MakeParams(s, bn, sms * CtasPerSm(bn)); }
+// BN = 64 takes whole tiles only (ChooseSchedule).
+Params ParamsFor(const Shape& s, int bn, int sms) {
+  return MakeParams(s, bn, sms * CtasPerSm(bn), /*allow_tail=*/bn == 128);
+}
 
 class ImplicitGemmWgmmaRunner : public Runner {
  public:
@@ -538,7 +542,16 @@ class ImplicitGemmWgmmaRunner : public Runner {
   // The main kernel, started while the split kernel's last blocks still run (pdl.cuh).
   template <int BN>
   absl::Status Gemm(bool vec_a, dim3 grid, const RunArgs& a, const float* ws) const {
-    auto* kernel = vec_a ? &ImplicitGemmWgmmaKernel<BN, true> : &ImplicitGemmWgmmaKernel<BN, false>;
+    // The tail's walk only in the kernels that have a tail to walk (its state costs registers);
+    // BN = 64 never has one (ParamsFor).
+    auto* kernel = vec_a ? &ImplicitGemmWgmmaKernel<BN, true, false>
+                         : &ImplicitGemmWgmmaKernel<BN, false, false>;
+    if constexpr (BN == 128) {
+      if (p_.tail_ctas > 0) {
+        kernel = vec_a ? &ImplicitGemmWgmmaKernel<BN, true, true>
+                       : &ImplicitGemmWgmmaKernel<BN, false, true>;
+      }
+    }
     return CudaStatus(LaunchPdl(/*pdl=*/true, kernel, grid, kThreads, Config<BN>::kSmemBytes,
                                 a.stream, a.x, ws, a.y, p_),
                       "implicit_gemm_wgmma kernel launch");
@@ -592,11 +605,13 @@ class ImplicitGemmWgmma : public Algorithm {
           "allows ", prop.sharedMemPerBlockOptin));
     }
     if (bn == 128) {
-      RETURN_IF_ERROR((EnableSmem<128, true>()));
-      RETURN_IF_ERROR((EnableSmem<128, false>()));
+      RETURN_IF_ERROR((EnableSmem<128, true, false>()));
+      RETURN_IF_ERROR((EnableSmem<128, false, false>()));
+      RETURN_IF_ERROR((EnableSmem<128, true, true>()));
+      RETURN_IF_ERROR((EnableSmem<128, false, true>()));
     } else {
-      RETURN_IF_ERROR((EnableSmem<64, true>()));
-      RETURN_IF_ERROR((EnableSmem<64, false>()));
+      RETURN_IF_ERROR((EnableSmem<64, true, false>()));
+      RETURN_IF_ERROR((EnableSmem<64, false, false>()));
     }
     return std::unique_ptr<Runner>(new ImplicitGemmWgmmaRunner(s, bn, prop.multiProcessorCount));
   }
@@ -610,7 +625,7 @@ class ImplicitGemmWgmma : public Algorithm {
     constexpr int kSms = 132;
     const int bn = ChooseBN(s);
     const Params p = ParamsFor(s, bn, kSms);
-    const Schedule sched = ChooseSchedule(p.tiles, p.k_tiles, kSms * CtasPerSm(bn));
+    const Schedule sched = ChooseSchedule(p.tiles, p.k_tiles, kSms * CtasPerSm(bn), bn == 128);
     const double ktile_seconds =
         3.0 * 2.0 * kBM * bn * kBK / (300e12 / kSms / CtasPerSm(bn));
     const double bytes = s.min_bytes() + 1.5 * static_cast<double>(SplitFilterBytes(s, bn)) +

@@ -161,7 +161,7 @@ struct Params {
 inline int ChooseBN(const Shape& s) { return s.out_channels <= 64 ? 64 : 128; }
 absl::Status CheckIndexing(const Shape& s);
 // The schedule for `slots` CTAs at once (SMs x CTAs per SM); see Params.
-Params MakeParams(const Shape& s, int bn, int slots);
+Params MakeParams(const Shape& s, int bn, int slots, bool allow_tail = true);
 int64_t NumTiles(const Shape& s, int bn);
 
 // ---- The schedule of the persistent CTAs. Whole tiles only (CTA c takes tiles c, c + slots, ...)
@@ -178,7 +178,9 @@ struct Schedule {
   int grid = 0, dp_tiles = 0, tail_ctas = 0;
   double cost = 0;  // in k-tile times of one CTA
 };
-inline Schedule ChooseSchedule(int64_t tiles, int k_tiles, int slots) {
+// allow_tail = false: whole tiles only (BN = 64: the tail's walk state costs its consumers, at 96
+// registers, spills; round 45).
+inline Schedule ChooseSchedule(int64_t tiles, int k_tiles, int slots, bool allow_tail = true) {
   Schedule whole;
   whole.dp_tiles = static_cast<int>(tiles);
   whole.grid = static_cast<int>(tiles < slots ? tiles : slots);
@@ -190,7 +192,7 @@ inline Schedule ChooseSchedule(int64_t tiles, int k_tiles, int slots) {
   int64_t tail_ctas = tail_k / kMinPiece;
   if (tail_ctas > slots) tail_ctas = slots;
   // Runs no shorter than a tile gain nothing over whole tiles.
-  if (tail_k == 0 || tail_ctas <= tail_tiles) return whole;
+  if (!allow_tail || tail_k == 0 || tail_ctas <= tail_tiles) return whole;
   Schedule sk;
   sk.dp_tiles = static_cast<int>(full * slots);
   sk.tail_ctas = static_cast<int>(tail_ctas);
@@ -212,6 +214,21 @@ struct WorkUnit {
   int kt_begin = 0;     // first k-tile
   int stages = 0;       // k-tiles: >= 1
   bool atomic = false;  // a tail piece: added into y with atomics (else stored)
+};
+// Whole tiles only (no tail): the walk of the kernels compiled without the tail's state.
+struct WholeTileWalk {
+  int next_tile = 0;
+  CONV2D_IGW_HD WholeTileWalk(const Params&, int cta) : next_tile(cta) {}
+  CONV2D_IGW_HD bool Next(const Params& p, WorkUnit* w) {
+    if (next_tile >= p.tiles) return false;
+    w->m_tile = next_tile / p.n_tiles;
+    w->n_tile = next_tile - w->m_tile * p.n_tiles;
+    w->kt_begin = 0;
+    w->stages = p.k_tiles;
+    w->atomic = false;
+    next_tile += p.grid;
+    return true;
+  }
 };
 struct UnitWalk {
   int next_tile = 0;     // the CTA's next whole tile, while < dp_tiles
