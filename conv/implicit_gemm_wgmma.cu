@@ -14,8 +14,8 @@
 //  - Reductions beyond kMaxReduction (2^18 terms) are declined, as there.
 //
 // Pipeline, per CTA (384 threads: consumer warpgroups 0 and 1, copy warpgroup 2). The CTAs are
-// persistent: min(work units, SMs x CTAs per SM) of them, CTA c computing work units c, c + grid,
-// ... (a unit: one kBM x BN tile over one split's k-tiles, UnitAt in the internal header). The
+// persistent: at most SMs x CTAs per SM of them, each walking its work units (a unit: one kBM x
+// BN tile over some of its k-tiles; UnitWalk and ChooseSchedule in the internal header). The
 // CTA's k-tiles over all its units, in order, are its stages 0, 1, ...: stage g lives in slot
 // g % kStages of a ring handed on by mbarriers ("The ring" in the internal header); nothing
 // waits on a CTA-wide barrier after the barriers' initialisation.
@@ -42,6 +42,7 @@
 #include <limits>
 #include <memory>
 #include <string>
+#include <type_traits>
 
 #include "absl/strings/str_cat.h"
 #include "conv/cp_async.cuh"
@@ -73,7 +74,7 @@ absl::Status CheckIndexing(const Shape& s) {
   // selects them) up to the input's size plus (kBK + 1)*H*W.
   if (m + kBM > kMax || s.out_channels + 128 > kMax || k + kBK > kMax ||
       s.input_elements() + (kBK + 1) * s.height * s.width > kMax ||
-      NumTiles(s, ChooseBN(s)) * kMaxSplits > kMax) {  // work units (UnitAt)
+      NumTiles(s, ChooseBN(s)) * ((k + kBK - 1) / kBK) > kMax) {  // tail k-tiles (UnitWalk)
     return absl::OutOfRangeError(absl::StrCat(
         "implicit_gemm_wgmma indexes with 32-bit integers; shape ", s.ToString(),
         " leaves no room for its tile overhang"));
@@ -93,7 +94,7 @@ int64_t SplitFilterBytes(const Shape& s, int bn) {
   return n_tiles * k_tiles * 2 * bn * kBK * 4;
 }
 
-Params MakeParams(const Shape& s, int bn, int splits) {
+Params MakeParams(const Shape& s, int bn, int slots) {
   Params p;
   p.cin = static_cast<int>(s.in_channels);
   p.cout = static_cast<int>(s.out_channels);
@@ -109,10 +110,13 @@ Params MakeParams(const Shape& s, int bn, int splits) {
   p.k = p.cin * p.kh * p.kw;
   p.k_tiles = (p.k + kBK - 1) / kBK;
   p.n_tiles = (p.cout + bn - 1) / bn;
-  p.k_tiles_per_split = (p.k_tiles + splits - 1) / splits;
-  p.splits = (p.k_tiles + p.k_tiles_per_split - 1) / p.k_tiles_per_split;  // none empty
   p.m_tiles = (p.m + kBM - 1) / kBM;
-  p.units = p.m_tiles * p.n_tiles * p.splits;
+  p.tiles = p.m_tiles * p.n_tiles;
+  const Schedule sched = ChooseSchedule(p.tiles, p.k_tiles, slots, TailMargin(bn));
+  p.grid = sched.grid;
+  p.dp_tiles = sched.dp_tiles;
+  p.tail_ctas = sched.tail_ctas;
+  p.tail_k = (p.tiles - p.dp_tiles) * p.k_tiles;
   p.div_p = FastDiv(static_cast<uint32_t>(p.p));
   p.div_ow = FastDiv(static_cast<uint32_t>(p.ow));
   p.div_khkw = FastDiv(static_cast<uint32_t>(p.kh * p.kw));
@@ -131,17 +135,19 @@ __device__ __forceinline__ void Split(float v, uint32_t& hi, uint32_t& lo) {
 }
 
 // The filter split into the workspace: one block per (N tile, k-tile), see SplitFilterTarget.
-// Under split-K it also zeroes y (its first y_zero floats) for the main kernel's atomics, which
-// saves the separate memset launch. Runs on any GPU.
+// It also zeroes the tail tiles' outputs for the main kernel's atomics (TailZeroTarget), which
+// saves a separate launch. Runs on any GPU.
 template <int BN>
 __global__ void __launch_bounds__(kSplitThreads)
     SplitFilterKernel(const float* __restrict__ w, float* __restrict__ ws, const Params p,
-                      float* __restrict__ y, int64_t y_zero) {
+                      float* __restrict__ y) {
   PdlLaunchDependents();
   const int block = static_cast<int>(blockIdx.x);
-  for (int64_t i = int64_t{block} * kSplitThreads + threadIdx.x; i < y_zero;
-       i += int64_t{gridDim.x} * kSplitThreads) {
-    y[i] = 0.f;
+  const int64_t zero = TailZeroCount(p, BN);
+  for (int64_t e = int64_t{block} * kSplitThreads + threadIdx.x; e < zero;
+       e += int64_t{gridDim.x} * kSplitThreads) {
+    int at;
+    if (TailZeroTarget(p, BN, e, &at)) y[at] = 0.f;
   }
 #pragma unroll
   for (int e = static_cast<int>(threadIdx.x); e < BN * kBK; e += kSplitThreads) {
@@ -263,20 +269,22 @@ __device__ __forceinline__ void Wgmma(float (&d)[BN / 2], const uint32_t (&a)[4]
 // the async proxy, which is the one wgmma reads through (no proxy fence); the consumers read x
 // with ordinary loads. The stream does not stop at a unit's end: the next unit's first stages
 // are fetched while the consumers finish the current one. t: the thread's index in the group.
-template <int BN, bool kVecA>
+template <int BN, bool kVecA, bool kTail>
 __device__ __forceinline__ void CopyStages(const float* __restrict__ x, const float* __restrict__ ws,
                                            const Params& p, uint32_t smem_base, uint32_t full,
                                            uint32_t empty, int t) {
   using C = Config<BN>;
   AGather<kVecA> a_gather;
   int g = 0;  // stages issued so far
-  for (int u = static_cast<int>(blockIdx.x); u < p.units; u += static_cast<int>(gridDim.x)) {
-    const WorkUnit wu = UnitAt(p, u);
+  RingCursor<C::kStages> ring;  // stage g's slot and phase
+  std::conditional_t<kTail, UnitWalk, WholeTileWalk> walk(p, static_cast<int>(blockIdx.x));
+  WorkUnit wu;
+  while (walk.Next(p, &wu)) {
     a_gather.Init(p, wu.m_tile * kBM, t);
     const float* b_src = ws + WorkspaceTile(BN, p.k_tiles, wu.n_tile, 0, 0);
-    for (int i = 0; i < wu.stages; ++i, ++g) {
-      const int slot = RingSlot<C::kStages>(g);
-      if (g >= C::kStages) MbarWait(empty + 8 * slot, EmptyParity<C::kStages>(g));
+    for (int i = 0; i < wu.stages; ++i, ++g, ring.Next()) {
+      const int slot = ring.slot;
+      if (g >= C::kStages) MbarWait(empty + 8 * slot, ring.parity ^ 1);
       // Stage layout: [B hi | B lo | A].
       const int kt = wu.kt_begin + i;
       const uint32_t sb = smem_base + slot * C::kStageBytes;
@@ -298,13 +306,13 @@ __device__ __forceinline__ void CopyStages(const float* __restrict__ x, const fl
 }
 
 // The epilogue of one work unit, a quarter q (0..3) of the accumulator registers at a time:
-// sum[r] to y (a store, or under split-K an atomic add of this split's part), then sum[r] = 0
+// sum[r] to y (a store, or for a tail piece an atomic add of its part), then sum[r] = 0
 // for the next unit. y_row: the y offsets of the thread's two rows (-1 past M); n0: the unit's
 // first channel. For one register index a warp stores 8 consecutive pixels x 4 channels, four
 // 32-byte segments.
 template <int BN>
 __device__ __forceinline__ void StoreQuarter(int q, float (&sum)[BN / 2], const int (&y_row)[2],
-                                             int n0, int wg, int warp, int lane,
+                                             int n0, bool atomic, int wg, int warp, int lane,
                                              float* __restrict__ y, const Params& p) {
   constexpr int kPerQuarter = BN / 2 / 4;
   // p.p through an opaque move: otherwise the compiler hoists every register's channel offset
@@ -319,10 +327,10 @@ __device__ __forceinline__ void StoreQuarter(int q, float (&sum)[BN / 2], const 
     const int row = y_row[(r >> 1) & 1];
     const int n = n0 + nl;
     if (row >= 0 && n < p.cout) {
-      if (p.splits == 1) {
+      if (!atomic) {
         y[row + n * plane] = sum[r];
       } else {
-        atomicAdd(y + row + n * plane, sum[r]);  // a RED: the partial sums of the splits, any order
+        atomicAdd(y + row + n * plane, sum[r]);  // a RED: the pieces' partial sums, any order
       }
     }
     sum[r] = 0.f;
@@ -331,9 +339,9 @@ __device__ __forceinline__ void StoreQuarter(int q, float (&sum)[BN / 2], const 
 
 #endif  // CONV2D_IGW_HAVE_WGMMA
 
-// One persistent CTA: the work units blockIdx.x, + gridDim.x, ... (UnitAt), each a kBM x BN tile
-// of the GEMM over its k-tiles (all of K unless split-K). ws: the split filter of this call.
-template <int BN, bool kVecA>
+// One persistent CTA: its work units (UnitWalk), each a kBM x BN tile of the GEMM over its
+// k-tiles (all of K, or a tail piece). ws: the split filter of this call.
+template <int BN, bool kVecA, bool kTail>
 __global__ void __launch_bounds__(kThreads, Config<BN>::kMinBlocks)
     ImplicitGemmWgmmaKernel(const float* __restrict__ x, const float* __restrict__ ws,
                             float* __restrict__ y, const Params p) {
@@ -360,7 +368,7 @@ __global__ void __launch_bounds__(kThreads, Config<BN>::kMinBlocks)
 
   if (tid >= kConsumerThreads) {
     GiveRegisters<C::kCopyRegs>();
-    CopyStages<BN, kVecA>(x, ws, p, smem_base, full, empty, tid - kConsumerThreads);
+    CopyStages<BN, kVecA, kTail>(x, ws, p, smem_base, full, empty, tid - kConsumerThreads);
     return;
   }
   TakeRegisters<C::kConsumerRegs>();
@@ -387,14 +395,16 @@ __global__ void __launch_bounds__(kThreads, Config<BN>::kMinBlocks)
   bool store_pending = false;
   int store_row[2] = {-1, -1};
   int store_n0 = 0;
+  bool store_atomic = false;
 
-  int g = 0;  // stages consumed so far, over all units (the ring's stage index)
-  for (int u = static_cast<int>(blockIdx.x); u < p.units; u += static_cast<int>(gridDim.x)) {
-    const WorkUnit wu = UnitAt(p, u);
+  RingCursor<C::kStages> ring;  // the slot and phase of the stage consumed next, over all units
+  std::conditional_t<kTail, UnitWalk, WholeTileWalk> walk(p, static_cast<int>(blockIdx.x));
+  WorkUnit wu;
+  while (walk.Next(p, &wu)) {
     int fold_count = 0;  // k-tiles in acc
-    for (int i = 0; i < wu.stages; ++i, ++g) {
-      const int slot = RingSlot<C::kStages>(g);
-      MbarWait(full + 8 * slot, FullParity<C::kStages>(g));  // stage g landed and fenced
+    for (int i = 0; i < wu.stages; ++i, ring.Next()) {
+      const int slot = ring.slot;
+      MbarWait(full + 8 * slot, ring.parity);  // the stage has landed
 
       const uint32_t sb = smem_base + slot * C::kStageBytes;
       const uint64_t desc_hi = MakeDescriptor(sb);
@@ -415,14 +425,14 @@ __global__ void __launch_bounds__(kThreads, Config<BN>::kMinBlocks)
         // The previous unit's stores, a quarter per step, while this step's wgmma run (they
         // touch sum only, never acc or the A fragments in flight).
         if (C::kDeferStores && store_pending) {
-          StoreQuarter<BN>(j, sum, store_row, store_n0, wg, warp, lane, y, p);
+          StoreQuarter<BN>(j, sum, store_row, store_n0, store_atomic, wg, warp, lane, y, p);
         }
         // Step j - 1 is complete: the tensor core always has step j queued while this thread
         // prepares step j + 1 (two register sets of A fragments alternate).
         WgmmaWait<1>();
         if (j == 0 && i > 0) {
           // The last step of stage g - 1 (same unit) is complete: its slot may be refilled.
-          MbarArrive(empty + 8 * RingSlot<C::kStages>(g - 1));
+          MbarArrive(empty + 8 * ring.prev);
         }
       }
       store_pending = false;
@@ -439,7 +449,7 @@ __global__ void __launch_bounds__(kThreads, Config<BN>::kMinBlocks)
     FenceRegisters(acc);
     // The unit's last stage is complete: free its slot now (not at the next unit's first step),
     // so that the copy warpgroup can fill every slot with the next unit's stages meanwhile.
-    MbarArrive(empty + 8 * RingSlot<C::kStages>(g - 1));
+    MbarArrive(empty + 8 * ring.prev);
     // acc holds an unfolded partial chunk unless the last tile completed a chunk (then it holds
     // the chunk already in sum): fold it, the same IEEE add the epilogue did on its own.
     if (fold_count != 0) {
@@ -454,11 +464,12 @@ __global__ void __launch_bounds__(kThreads, Config<BN>::kMinBlocks)
       store_row[h] = m < p.m ? YRowBase(p, m) : -1;
     }
     store_n0 = wu.n_tile * BN;
+    store_atomic = wu.atomic;
     store_pending = true;
     if (!C::kDeferStores) {
 #pragma unroll
       for (int q = 0; q < 4; ++q) {
-        StoreQuarter<BN>(q, sum, store_row, store_n0, wg, warp, lane, y, p);
+        StoreQuarter<BN>(q, sum, store_row, store_n0, store_atomic, wg, warp, lane, y, p);
       }
       store_pending = false;
     }
@@ -466,7 +477,7 @@ __global__ void __launch_bounds__(kThreads, Config<BN>::kMinBlocks)
   // The last unit's epilogue: nothing left to overlap it with.
   if (store_pending) {
 #pragma unroll
-    for (int q = 0; q < 4; ++q) StoreQuarter<BN>(q, sum, store_row, store_n0, wg, warp, lane, y, p);
+    for (int q = 0; q < 4; ++q) StoreQuarter<BN>(q, sum, store_row, store_n0, store_atomic, wg, warp, lane, y, p);
   }
 #else
   __trap();  // not an sm_90a build: never launched (Initialize checks the device)
@@ -479,13 +490,13 @@ constexpr size_t kWorkspaceAlign = 256;
 
 // Lets the kernel have its dynamic shared memory, and asks for the whole shared/L1 split as
 // shared memory so that BN = 64 gets its two CTAs per SM.
-template <int BN, bool kVecA>
+template <int BN, bool kVecA, bool kTail>
 absl::Status EnableSmem() {
-  RETURN_IF_ERROR(CudaStatus(cudaFuncSetAttribute(ImplicitGemmWgmmaKernel<BN, kVecA>,
+  RETURN_IF_ERROR(CudaStatus(cudaFuncSetAttribute(ImplicitGemmWgmmaKernel<BN, kVecA, kTail>,
                                                   cudaFuncAttributeMaxDynamicSharedMemorySize,
                                                   Config<BN>::kSmemBytes),
                              "implicit_gemm_wgmma: cudaFuncSetAttribute (shared memory size)"));
-  return CudaStatus(cudaFuncSetAttribute(ImplicitGemmWgmmaKernel<BN, kVecA>,
+  return CudaStatus(cudaFuncSetAttribute(ImplicitGemmWgmmaKernel<BN, kVecA, kTail>,
                                          cudaFuncAttributePreferredSharedMemoryCarveout,
                                          cudaSharedmemCarveoutMaxShared),
                     "implicit_gemm_wgmma: cudaFuncSetAttribute (carveout)");
@@ -494,20 +505,13 @@ absl::Status EnableSmem() {
 // CTAs that fit on one SM at once for a BN.
 int CtasPerSm(int bn) { return bn == 128 ? Config<128>::kMinBlocks : Config<64>::kMinBlocks; }
 
-// The split-K choice for a shape on a device with `sms` multiprocessors.
-SplitChoice SplitsFor(const Shape& s, int bn, int sms) {
-  const int k_tiles = static_cast<int>((s.in_channels * s.kernel_h * s.kernel_w + kBK - 1) / kBK);
-  return ChooseSplits(NumTiles(s, bn), k_tiles, sms * CtasPerSm(bn));
-}
+// The schedule of a shape on a device with `sms` multiprocessors.
+Params ParamsFor(const Shape& s, int bn, int sms) { return MakeParams(s, bn, sms * CtasPerSm(bn)); }
 
 class ImplicitGemmWgmmaRunner : public Runner {
  public:
   ImplicitGemmWgmmaRunner(const Shape& s, int bn, int sms)
-      : bn_(bn),
-        p_(MakeParams(s, bn, SplitsFor(s, bn, sms).splits)),
-        ctas_(static_cast<unsigned>(PersistentCtas(p_, sms * CtasPerSm(bn)))),
-        split_bytes_(SplitFilterBytes(s, bn)),
-        y_elements_(s.output_elements()) {}
+      : bn_(bn), p_(ParamsFor(s, bn, sms)), split_bytes_(SplitFilterBytes(s, bn)) {}
   size_t workspace_bytes() const override {
     return static_cast<size_t>(split_bytes_) + kWorkspaceAlign;
   }
@@ -517,16 +521,14 @@ class ImplicitGemmWgmmaRunner : public Runner {
     float* ws = reinterpret_cast<float*>((base + kWorkspaceAlign - 1) & ~(kWorkspaceAlign - 1));
     const unsigned split_blocks = static_cast<unsigned>(p_.n_tiles * p_.k_tiles);
     const bool vec_a = CanVectorizeA(p_, reinterpret_cast<uintptr_t>(a.x));
-    // Persistent CTAs, at most as many as fit on the GPU at once (UnitAt).
-    const dim3 grid(ctas_);
-    // The splits add their partial sums into y, zeroed by the split kernel.
-    const int64_t y_zero = p_.splits > 1 ? y_elements_ : 0;
+    // Persistent CTAs, at most as many as fit on the GPU at once (UnitWalk).
+    const dim3 grid(static_cast<unsigned>(p_.grid));
     if (bn_ == 128) {
-      SplitFilterKernel<128><<<split_blocks, kSplitThreads, 0, a.stream>>>(a.w, ws, p_, a.y, y_zero);
+      SplitFilterKernel<128><<<split_blocks, kSplitThreads, 0, a.stream>>>(a.w, ws, p_, a.y);
       RETURN_IF_ERROR(LaunchStatus("implicit_gemm_wgmma filter split"));
       RETURN_IF_ERROR(Gemm<128>(vec_a, grid, a, ws));
     } else {
-      SplitFilterKernel<64><<<split_blocks, kSplitThreads, 0, a.stream>>>(a.w, ws, p_, a.y, y_zero);
+      SplitFilterKernel<64><<<split_blocks, kSplitThreads, 0, a.stream>>>(a.w, ws, p_, a.y);
       RETURN_IF_ERROR(LaunchStatus("implicit_gemm_wgmma filter split"));
       RETURN_IF_ERROR(Gemm<64>(vec_a, grid, a, ws));
     }
@@ -537,7 +539,12 @@ class ImplicitGemmWgmmaRunner : public Runner {
   // The main kernel, started while the split kernel's last blocks still run (pdl.cuh).
   template <int BN>
   absl::Status Gemm(bool vec_a, dim3 grid, const RunArgs& a, const float* ws) const {
-    auto* kernel = vec_a ? &ImplicitGemmWgmmaKernel<BN, true> : &ImplicitGemmWgmmaKernel<BN, false>;
+    // The tail's walk only in the kernels that have a tail to walk: its state costs registers
+    // (round 45: the 1x1 shape 12% slower with it compiled in).
+    auto* kernel = p_.tail_ctas > 0 ? (vec_a ? &ImplicitGemmWgmmaKernel<BN, true, true>
+                                             : &ImplicitGemmWgmmaKernel<BN, false, true>)
+                                    : (vec_a ? &ImplicitGemmWgmmaKernel<BN, true, false>
+                                             : &ImplicitGemmWgmmaKernel<BN, false, false>);
     return CudaStatus(LaunchPdl(/*pdl=*/true, kernel, grid, kThreads, Config<BN>::kSmemBytes,
                                 a.stream, a.x, ws, a.y, p_),
                       "implicit_gemm_wgmma kernel launch");
@@ -545,9 +552,7 @@ class ImplicitGemmWgmmaRunner : public Runner {
 
   int bn_;
   Params p_;
-  unsigned ctas_;
   int64_t split_bytes_;
-  int64_t y_elements_;
 };
 
 class ImplicitGemmWgmma : public Algorithm {
@@ -593,29 +598,34 @@ class ImplicitGemmWgmma : public Algorithm {
           "allows ", prop.sharedMemPerBlockOptin));
     }
     if (bn == 128) {
-      RETURN_IF_ERROR((EnableSmem<128, true>()));
-      RETURN_IF_ERROR((EnableSmem<128, false>()));
+      RETURN_IF_ERROR((EnableSmem<128, true, false>()));
+      RETURN_IF_ERROR((EnableSmem<128, false, false>()));
+      RETURN_IF_ERROR((EnableSmem<128, true, true>()));
+      RETURN_IF_ERROR((EnableSmem<128, false, true>()));
     } else {
-      RETURN_IF_ERROR((EnableSmem<64, true>()));
-      RETURN_IF_ERROR((EnableSmem<64, false>()));
+      RETURN_IF_ERROR((EnableSmem<64, true, false>()));
+      RETURN_IF_ERROR((EnableSmem<64, false, false>()));
+      RETURN_IF_ERROR((EnableSmem<64, true, true>()));
+      RETURN_IF_ERROR((EnableSmem<64, false, true>()));
     }
     return std::unique_ptr<Runner>(new ImplicitGemmWgmmaRunner(s, bn, prop.multiProcessorCount));
   }
 
-  // Uncalibrated model on the H200's 132 SMs: the split-K wave model (ChooseSplits: waves of
-  // CTAs, each its k-tiles plus prologue and epilogue) at three TF32 products per term and
+  // Uncalibrated model on the H200's 132 SMs: the schedule's cost (ChooseSchedule: the longest
+  // CTA's k-tiles plus a prologue and epilogue per unit) at three TF32 products per term and
   // ~300 TFLOP/s per GPU (three fifths of the dense TF32 peak; an SM shared by its CTAs; the cnn
   // suite measured ~1.08x the model's times at 330), plus the minimal bytes, the split filter's
-  // writes and reads and (split-K) y's zeroing at 3 TB/s, plus 8 us for the two launches.
+  // writes and reads and the tail's zeroing at 3 TB/s, plus 8 us for the two launches.
   double EstimateSeconds(const Shape& s) const override {
     constexpr int kSms = 132;
     const int bn = ChooseBN(s);
-    const SplitChoice split = SplitsFor(s, bn, kSms);
+    const Params p = ParamsFor(s, bn, kSms);
+    const Schedule sched = ChooseSchedule(p.tiles, p.k_tiles, kSms * CtasPerSm(bn), TailMargin(bn));
     const double ktile_seconds =
         3.0 * 2.0 * kBM * bn * kBK / (300e12 / kSms / CtasPerSm(bn));
     const double bytes = s.min_bytes() + 1.5 * static_cast<double>(SplitFilterBytes(s, bn)) +
-                         (split.splits > 1 ? 4.0 * s.output_elements() : 0.0);
-    return split.cost * ktile_seconds + bytes / 3e12 + 8e-6;
+                         4.0 * static_cast<double>(TailZeroCount(p, bn));
+    return sched.cost * ktile_seconds + bytes / 3e12 + 8e-6;
   }
 };
 

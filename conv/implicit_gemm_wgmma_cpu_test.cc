@@ -254,7 +254,7 @@ void EmulateUnit(const Shape& s, const Params& p, const WorkUnit& wu, int g0,
           const int64_t y_at = YRowBase(p, m) + int64_t{n} * p.p;
           ASSERT_TRUE(y_at >= 0 && y_at < s.output_elements());
           const double v = sum[idx];
-          y[y_at] = p.splits == 1 ? v : y[y_at] + v;
+          y[y_at] = wu.atomic ? y[y_at] + v : v;
           ++writes[y_at];
         }
   // StoreQuarter zeroes every register it handles, stored or not (rows past M, channels past
@@ -262,16 +262,15 @@ void EmulateUnit(const Shape& s, const Params& p, const WorkUnit& wu, int g0,
   std::fill(sum.begin(), sum.end(), 0.0);
 }
 
-// One persistent CTA replayed: its work units (cta, cta + grid, ...), decoded by the kernel's
-// UnitAt (checked against the one-CTA-per-tile grid's blockIdx mapping), its stages numbered
-// across units so that stage g uses ring slot g % kStages as in the kernel, its shared memory
-// kept from unit to unit, and its fold sums likewise (the deferred epilogue stores a unit's sums
-// and zeroes them for the next). y: NaN-initialised, or zeroed under split-K (by the split
-// kernel); writes counts stores per element; visits counts work units per (tile, split).
+// One persistent CTA replayed: its work units (UnitWalk), its stages numbered across units so
+// that stage g uses ring slot g % kStages as in the kernel, its shared memory kept from unit to
+// unit, and its fold sums likewise (the deferred epilogue stores a unit's sums and zeroes them for
+// the next). y: NaN-initialised, the tail tiles zeroed as the split kernel does; writes counts
+// stores per element; covered counts the k-tiles computed per tile.
 template <int BN, bool kVecA>
-void EmulateCta(const Shape& s, const Params& p, int cta, int grid, const std::vector<float>& x,
+void EmulateCta(const Shape& s, const Params& p, int cta, const std::vector<float>& x,
                 const std::vector<float>& ws, std::vector<double>& y, std::vector<int>& writes,
-                std::vector<int>& visits) {
+                std::vector<int>& covered) {
   using C = Config<BN>;
   const uint32_t base = AlignSmemBase(kSmemRaw);
   ASSERT_EQ(base % 1024, 0u);
@@ -292,18 +291,14 @@ void EmulateCta(const Shape& s, const Params& p, int cta, int grid, const std::v
   std::vector<double> acc(2 * 64 * BN, std::numeric_limits<double>::quiet_NaN());
   std::vector<double> sum(2 * 64 * BN, 0.0);
   std::vector<AGather<kVecA>> ag(kCopyThreads);
-  const int tiles = p.m_tiles * p.n_tiles;
   int g = 0;  // the CTA's stage index over its units
-  for (int u = cta; u < p.units; u += grid) {
-    const WorkUnit wu = UnitAt(p, u);
-    const int tile = u % tiles, split = u / tiles;
-    ASSERT_EQ(wu.m_tile, tile / p.n_tiles);
-    ASSERT_EQ(wu.n_tile, tile % p.n_tiles);
-    ASSERT_EQ(wu.kt_begin, split * p.k_tiles_per_split);
-    ASSERT_EQ(wu.stages, std::min(p.k_tiles, wu.kt_begin + p.k_tiles_per_split) - wu.kt_begin);
-    ASSERT_GE(wu.stages, 1) << "empty split";
+  UnitWalk walk(p, cta);
+  WorkUnit wu;
+  while (walk.Next(p, &wu)) {
     ASSERT_TRUE(wu.m_tile >= 0 && wu.m_tile < p.m_tiles && wu.n_tile >= 0 && wu.n_tile < p.n_tiles);
-    ++visits[static_cast<size_t>(u)];
+    ASSERT_GE(wu.stages, 1) << "empty unit";
+    ASSERT_LE(wu.kt_begin + wu.stages, p.k_tiles);
+    covered[static_cast<size_t>(wu.m_tile) * p.n_tiles + wu.n_tile] += wu.stages;
     EmulateUnit<BN, kVecA>(s, p, wu, g, x, ws, ag, at, acc, sum, y, writes);
     if (::testing::Test::HasFatalFailure()) return;
     g += wu.stages;
@@ -311,36 +306,40 @@ void EmulateCta(const Shape& s, const Params& p, int cta, int grid, const std::v
 }
 
 // slots: the GPU's CTA slots (SMs x CTAs per SM) the persistent grid is sized for; the default,
-// a small GPU of 3, gives every CTA several units, so the ring runs on across unit boundaries
-// from varying slots.
+// a small GPU of 3, gives every CTA several units, so the ring runs on across unit boundaries,
+// and often a tail. tail: whether the schedule must (1) or must not (0) have a stream-K tail.
 template <int BN, bool kVecA>
-void CheckShape(const Shape& s, uint64_t seed, int splits = 1, int slots = 3) {
+void CheckShape(const Shape& s, uint64_t seed, int slots = 3, int tail = -1) {
   SCOPED_TRACE(s.ToString() + " BN " + std::to_string(BN) + (kVecA ? " vecA" : " scalarA") +
-               " splits " + std::to_string(splits) + " slots " + std::to_string(slots));
+               " slots " + std::to_string(slots));
   ASSERT_TRUE(CheckIndexing(s).ok());
-  const Params p = MakeParams(s, BN, splits);
-  ASSERT_LE(p.splits, splits);
-  ASSERT_GE(int64_t{p.splits} * p.k_tiles_per_split, p.k_tiles);
-  ASSERT_LT(int64_t{p.splits - 1} * p.k_tiles_per_split, p.k_tiles) << "an empty split";
+  const Params p = MakeParams(s, BN, slots);
+  ASSERT_EQ(p.tiles, NumTiles(s, BN));
+  ASSERT_TRUE(p.grid >= 1 && p.grid <= slots);
+  if (tail >= 0) ASSERT_EQ(p.tail_ctas > 0, tail == 1);
   if (kVecA) {
     ASSERT_TRUE(CanVectorizeA(p, 0));
   }
   const std::vector<float> x = RandomTensor(seed, kInputTensor, s.input_elements());
   const std::vector<float> w = RandomTensor(seed, kFilterTensor, s.filter_elements());
   const std::vector<float> ws = SplitFilter(s, p, BN, w);
-  std::vector<double> y(s.output_elements(),
-                        p.splits == 1 ? std::numeric_limits<double>::quiet_NaN() : 0.0);
+  std::vector<double> y(s.output_elements(), std::numeric_limits<double>::quiet_NaN());
+  // The split kernel's zeroing of the tail tiles: each of their outputs once, nothing else.
+  std::vector<int> zeroed(s.output_elements(), 0);
+  for (int64_t e = 0; e < TailZeroCount(p, BN); ++e) {
+    int at;
+    if (!TailZeroTarget(p, BN, e, &at)) continue;
+    ASSERT_TRUE(at >= 0 && at < s.output_elements());
+    ASSERT_EQ(zeroed[at]++, 0) << "zeroed twice";
+    y[at] = 0.0;
+  }
   std::vector<int> writes(s.output_elements(), 0);
-  ASSERT_EQ(int64_t{p.m_tiles} * p.n_tiles, NumTiles(s, BN));
-  ASSERT_EQ(p.units, NumTiles(s, BN) * p.splits);
-  const int grid = PersistentCtas(p, slots);
-  ASSERT_EQ(grid, std::min(p.units, slots));
-  std::vector<int> visits(static_cast<size_t>(p.units), 0);
-  for (int cta = 0; cta < grid; ++cta) {
-    EmulateCta<BN, kVecA>(s, p, cta, grid, x, ws, y, writes, visits);
+  std::vector<int> covered(static_cast<size_t>(p.tiles), 0);
+  for (int cta = 0; cta < p.grid; ++cta) {
+    EmulateCta<BN, kVecA>(s, p, cta, x, ws, y, writes, covered);
     if (::testing::Test::HasFatalFailure()) return;
   }
-  for (int u = 0; u < p.units; ++u) ASSERT_EQ(visits[u], 1) << "work unit " << u;
+  for (int t = 0; t < p.tiles; ++t) ASSERT_EQ(covered[t], p.k_tiles) << "tile " << t;
   // The split drops a_lo*b_lo and rounds or truncates lo: each product is off by at most
   // ~2^-21 |ab|. A
   // misplaced operand would be off by a whole |ab| term, ~sum|ab|/K, far above the bound.
@@ -351,7 +350,9 @@ void CheckShape(const Shape& s, uint64_t seed, int splits = 1, int slots = 3) {
   const std::vector<double> mag = ReferenceConv(s, ax.data(), aw.data());
   int64_t bad = 0;
   for (int64_t i = 0; i < s.output_elements(); ++i) {
-    ASSERT_EQ(writes[i], p.splits) << "output " << i << " written " << writes[i] << " times";
+    // Stored once, or zeroed and added into by every piece of its tile.
+    ASSERT_TRUE(zeroed[i] ? writes[i] >= 1 : writes[i] == 1)
+        << "output " << i << " written " << writes[i] << " times";
     if (!(std::abs(y[i] - ref[i]) <= std::ldexp(mag[i], -19) + 1e-30) && bad++ < 5) {
       ADD_FAILURE() << "output " << i << ": emulated " << y[i] << " reference " << ref[i]
                     << " bound " << std::ldexp(mag[i], -19);
@@ -400,12 +401,12 @@ TEST(ImplicitGemmWgmmaEmulationTest, ScalarGatherMatchesReference) {
 TEST(ImplicitGemmWgmmaEmulationTest, VectorGatherMatchesReference) {
   int covered = 0;
   for (const Shape& s : EmulatedShapes()) {
-    if (!CanVectorizeA(MakeParams(s, 64), 0)) continue;
+    if (!CanVectorizeA(MakeParams(s, 64, 1), 0)) continue;
     ++covered;
     if (ChooseBN(s) == 64) {
-      CheckShape<64, true>(s, 8, 1, 132 * Config<64>::kMinBlocks);  // the H200's grid
+      CheckShape<64, true>(s, 8, 132 * Config<64>::kMinBlocks);  // the H200's grid
     } else {
-      CheckShape<128, true>(s, 8, 1, 132 * Config<128>::kMinBlocks);
+      CheckShape<128, true>(s, 8, 132 * Config<128>::kMinBlocks);
     }
   }
   EXPECT_GE(covered, 3);
@@ -415,26 +416,27 @@ TEST(ImplicitGemmWgmmaEmulationTest, VectorGatherMatchesReference) {
 TEST(ImplicitGemmWgmmaEmulationTest, BothTileWidths) {
   for (const Shape& s : {Shape{1, 5, 130, 9, 11, 3, 2}, Shape{2, 8, 136, 8, 12, 1, 1},
                          Shape{1, 3, 40, 12, 12, 3, 3}}) {
-    CheckShape<64, false>(s, 9, 1, /*slots=*/1);  // one CTA runs every unit
-    CheckShape<128, false>(s, 9, 1, /*slots=*/1);
+    CheckShape<64, false>(s, 9, /*slots=*/1);  // one CTA runs every unit
+    CheckShape<128, false>(s, 9, /*slots=*/1);
   }
 }
 
-// Split-K: the k ranges partition K (folds restart in each split, partial last chunks).
-TEST(ImplicitGemmWgmmaEmulationTest, SplitKMatchesReference) {
-  for (int splits : {2, 3, 5}) {
-    // Units of unequal lengths (the last split's shorter) on a few CTAs, or one unit per CTA.
-    const int slots = splits == 3 ? 264 : splits;
-    CheckShape<64, false>(Shape{2, 40, 8, 20, 20, 4, 4}, 11, splits, slots);    // 20 k-tiles
-    CheckShape<128, false>(Shape{1, 33, 130, 9, 11, 3, 2}, 11, splits, slots);  // 7 k-tiles
-    CheckShape<128, true>(Shape{2, 64, 136, 8, 12, 1, 1}, 11, splits, slots);   // 2 k-tiles: 1 split each
+// The stream-K tail: pieces cut at arbitrary k-tiles (folds restart in each piece, partial
+// chunks), several pieces per CTA and per tile, added into the zeroed tail tiles; with and
+// without whole tiles before it.
+TEST(ImplicitGemmWgmmaEmulationTest, StreamKTailMatchesReference) {
+  for (int slots : {4, 8, 16}) {
+    CheckShape<64, false>(Shape{2, 40, 8, 20, 20, 4, 4}, 11, slots, /*tail=*/1);  // 5 tiles x 20 k-tiles
   }
+  CheckShape<128, false>(Shape{1, 64, 136, 10, 12, 3, 3}, 11, 3, 1);  // 2 tiles x 18 k-tiles
+  CheckShape<128, true>(Shape{2, 256, 136, 8, 12, 1, 1}, 11, 3, 1);    // 4 tiles x 8 k-tiles
+  CheckShape<64, false>(Shape{1, 3, 40, 12, 12, 3, 3}, 11, 1, 0);      // one CTA: whole tiles
 }
 
-// The persistent CTAs' static walk: over every CTA, every (m_tile, n_tile, split) exactly once,
-// each tile's k-tiles covered exactly once by its splits, no empty unit; for the cnn and
-// KernelBot shapes with the splits the H200 gets, on grids of 1, 3, 7 and the H200's slots.
-TEST(ImplicitGemmWgmmaPlanTest, WorkUnitWalkCoversEveryTileAndSplitOnce) {
+// The persistent CTAs' static walk: over every CTA, every (tile, k-tile) exactly once, no empty
+// unit, tail pieces (atomic) exactly on the tail tiles, and every CTA's k-tiles within the
+// schedule's bound; for the cnn and KernelBot shapes, on grids of 1, 3, 7 and the H200's slots.
+TEST(ImplicitGemmWgmmaPlanTest, WorkUnitWalkCoversEveryKTileOnce) {
   std::vector<Shape> shapes = EdgeShapes();
   for (const Shape& s : KernelBotTestShapes()) shapes.push_back(s);
   for (const Shape& s : KernelBotBenchmarkShapes()) shapes.push_back(s);
@@ -444,68 +446,74 @@ TEST(ImplicitGemmWgmmaPlanTest, WorkUnitWalkCoversEveryTileAndSplitOnce) {
                          Shape{1, 128, 128, 256, 256, 3, 3}, Shape{64, 32, 32, 33, 33, 3, 3}}) {
     shapes.push_back(s);
   }
-  int split_shapes = 0;
+  int tail_shapes = 0;
   for (const Shape& s : shapes) {
     if (!CheckIndexing(s).ok()) continue;
     const int bn = ChooseBN(s);
     const int per_sm = bn == 128 ? Config<128>::kMinBlocks : Config<64>::kMinBlocks;
-    const int k_tiles = static_cast<int>((s.in_channels * s.kernel_h * s.kernel_w + kBK - 1) / kBK);
-    const Params p = MakeParams(s, bn, ChooseSplits(NumTiles(s, bn), k_tiles, 132 * per_sm).splits);
-    split_shapes += p.splits > 1;
-    ASSERT_EQ(int64_t{p.units}, NumTiles(s, bn) * p.splits) << s.ToString();
-    if (p.units > 2000000) continue;  // keep the test quick
     for (int slots : {1, 3, 7, 132 * per_sm}) {
       SCOPED_TRACE(s.ToString() + " slots " + std::to_string(slots));
-      const int grid = PersistentCtas(p, slots);
-      ASSERT_TRUE(grid >= 1 && grid <= slots && grid <= p.units);
-      std::vector<uint8_t> seen(static_cast<size_t>(p.units), 0);
-      std::vector<int> k_covered(static_cast<size_t>(p.m_tiles) * p.n_tiles, 0);
-      int64_t visited = 0;
-      for (int cta = 0; cta < grid; ++cta) {
-        int prev = -1;
-        for (int u = cta; u < p.units; u += grid) {
-          ASSERT_GT(u, prev);
-          prev = u;
-          const WorkUnit wu = UnitAt(p, u);
+      const Params p = MakeParams(s, bn, slots);
+      if (slots == 132 * per_sm) tail_shapes += p.tail_ctas > 0;
+      const int64_t pairs = int64_t{p.tiles} * p.k_tiles;
+      if (pairs > 20000000) continue;  // keep the test quick
+      ASSERT_TRUE(p.grid >= 1 && p.grid <= slots);
+      ASSERT_TRUE(p.dp_tiles >= 0 && p.dp_tiles <= p.tiles);
+      ASSERT_EQ(p.tail_k, int64_t{p.tiles - p.dp_tiles} * p.k_tiles);
+      ASSERT_LE(p.tail_ctas, p.grid);
+      ASSERT_EQ(p.tail_ctas > 0, p.dp_tiles < p.tiles);
+      std::vector<uint8_t> seen(static_cast<size_t>(pairs), 0);
+      const int64_t tail_run = p.tail_ctas > 0 ? (p.tail_k + p.tail_ctas - 1) / p.tail_ctas : 0;
+      const int64_t dp_rounds = (p.dp_tiles + p.grid - 1) / p.grid;
+      for (int cta = 0; cta < p.grid; ++cta) {
+        UnitWalk walk(p, cta);
+        WorkUnit wu;
+        int64_t work = 0;
+        while (walk.Next(p, &wu)) {
           ASSERT_TRUE(wu.m_tile >= 0 && wu.m_tile < p.m_tiles);
           ASSERT_TRUE(wu.n_tile >= 0 && wu.n_tile < p.n_tiles);
           ASSERT_GE(wu.stages, 1);
+          ASSERT_GE(wu.kt_begin, 0);
           ASSERT_LE(wu.kt_begin + wu.stages, p.k_tiles);
-          ASSERT_EQ(wu.kt_begin % p.k_tiles_per_split, 0);
-          const int split = wu.kt_begin / p.k_tiles_per_split;
-          const int64_t key = (int64_t{split} * p.m_tiles + wu.m_tile) * p.n_tiles + wu.n_tile;
-          ASSERT_LT(key, p.units);
-          ASSERT_EQ(seen[key], 0) << "unit computed twice";
-          seen[key] = 1;
-          k_covered[static_cast<size_t>(wu.m_tile) * p.n_tiles + wu.n_tile] += wu.stages;
-          ++visited;
+          const int tile = wu.m_tile * p.n_tiles + wu.n_tile;
+          ASSERT_EQ(wu.atomic, tile >= p.dp_tiles);
+          for (int kt = wu.kt_begin; kt < wu.kt_begin + wu.stages; ++kt) {
+            uint8_t& v = seen[static_cast<size_t>(int64_t{tile} * p.k_tiles + kt)];
+            ASSERT_EQ(v, 0) << "k-tile computed twice";
+            v = 1;
+          }
+          work += wu.stages;
         }
+        ASSERT_LE(work, dp_rounds * p.k_tiles + tail_run) << "cta " << cta;
       }
-      ASSERT_EQ(visited, p.units);
-      for (int k : k_covered) ASSERT_EQ(k, p.k_tiles);
-      // The work is spread as evenly as units allow: CTAs differ by one unit at most.
-      ASSERT_LE((p.units + grid - 1) / grid - p.units / grid, 1);
+      for (uint8_t v : seen) ASSERT_EQ(v, 1);
     }
   }
-  EXPECT_GE(split_shapes, 3);
+  EXPECT_GE(tail_shapes, 3);
 }
 
-TEST(ImplicitGemmWgmmaPlanTest, SplitChoice) {
-  // Full grids are not split.
-  EXPECT_EQ(ChooseSplits(1568, 8, 132).splits, 1);   // (32,256,256,56,1)
-  EXPECT_EQ(ChooseSplits(505, 36, 132).splits, 1);   // (1,128,128,256,3): 3.8 waves
-  // Underfilled ones are.
-  EXPECT_GT(ChooseSplits(52, 144, 132).splits, 1);   // (32,512,512,9,3): 52 tiles
-  EXPECT_GT(ChooseSplits(72, 72, 132).splits, 1);    // (32,256,256,14,3)
-  EXPECT_GT(ChooseSplits(169, 36, 132).splits, 1);   // (32,128,128,28,3): 1.3 waves
-  for (int64_t tiles : {1, 7, 52, 100, 133, 500, 5000})
+TEST(ImplicitGemmWgmmaPlanTest, ScheduleChoice) {
+  // Whole rounds that fill the GPU, or a last round that nearly does, take no tail.
+  EXPECT_EQ(ChooseSchedule(1568, 8, 132).tail_ctas, 0);  // (32,256,256,56,1)
+  EXPECT_EQ(ChooseSchedule(264, 36, 132).tail_ctas, 0);  // exactly two rounds
+  // A last round that would leave most SMs idle is spread over all of them.
+  EXPECT_GT(ChooseSchedule(169, 36, 132).tail_ctas, 0);  // (32,128,128,28,3): 1.3 rounds
+  EXPECT_GT(ChooseSchedule(52, 144, 132).tail_ctas, 0);  // (32,512,512,9,3): 52 tiles
+  EXPECT_GT(ChooseSchedule(72, 72, 132).tail_ctas, 0);   // (32,256,256,14,3)
+  for (int64_t tiles : {1, 7, 52, 100, 132, 133, 500, 5000})
     for (int k_tiles : {1, 2, 3, 4, 7, 8, 9, 36, 144, 4096}) {
-      const SplitChoice c = ChooseSplits(tiles, k_tiles, 132);
-      EXPECT_TRUE(c.splits >= 1 && c.splits <= kMaxSplits);
-      EXPECT_GE(int64_t{c.splits} * c.k_tiles_per_split, k_tiles);
-      EXPECT_LT(int64_t{c.splits - 1} * c.k_tiles_per_split, k_tiles);
-      if (c.splits > 1) {
-        EXPECT_GE(c.k_tiles_per_split, kMinSplitTiles);
+      const Schedule c = ChooseSchedule(tiles, k_tiles, 132);
+      const Schedule whole{static_cast<int>(std::min<int64_t>(tiles, 132)), static_cast<int>(tiles), 0,
+                           static_cast<double>((tiles + 131) / 132) * (k_tiles + kUnitOverhead)};
+      EXPECT_TRUE(c.grid >= 1 && c.grid <= 132);
+      EXPECT_LE(c.cost, whole.cost);
+      if (c.tail_ctas > 0) {
+        EXPECT_EQ(c.dp_tiles % 132, 0);
+        EXPECT_LT(tiles - c.dp_tiles, 132);
+        EXPECT_GE((tiles - c.dp_tiles) * k_tiles / c.tail_ctas, kMinPiece);
+      } else {
+        EXPECT_EQ(c.dp_tiles, tiles);
+        EXPECT_EQ(c.grid, std::min<int64_t>(tiles, 132));
       }
     }
 }
@@ -560,7 +568,7 @@ TEST(ImplicitGemmWgmmaLayoutTest, SwizzledTileIsWhatWgmmaReads) {
 TEST(ImplicitGemmWgmmaLayoutTest, SplitFilterCoversEveryTileOnce) {
   const Shape s{1, 5, 130, 9, 11, 3, 2};  // K = 30: one partial k-tile; Cout = 130: 2 N tiles
   for (int bn : {64, 128}) {
-    const Params p = MakeParams(s, bn);
+    const Params p = MakeParams(s, bn, 1);
     const int64_t total = SplitFilterBytes(s, bn) / 4;
     EXPECT_EQ(total, int64_t{p.n_tiles} * p.k_tiles * 2 * bn * kBK);
     std::vector<int> seen(static_cast<size_t>(total), 0);
@@ -746,6 +754,21 @@ std::string ReplayRing(int n, int copiers, int consumers, uint64_t seed) {
   return ReplayRingUnits<kStages, kWaitEmpty>({n}, copiers, consumers, seed);
 }
 
+template <int kStages>
+void CheckCursor() {
+  RingCursor<kStages> c;
+  for (int g = 0; g < 1000; ++g, c.Next()) {
+    ASSERT_EQ(c.slot, RingSlot<kStages>(g)) << "stage " << g;
+    ASSERT_EQ(c.parity, FullParity<kStages>(g)) << "stage " << g;
+    if (g >= kStages) ASSERT_EQ(c.parity ^ 1, EmptyParity<kStages>(g)) << "stage " << g;
+    if (g >= 1) ASSERT_EQ(c.prev, RingSlot<kStages>(g - 1)) << "stage " << g;
+  }
+}
+TEST(ImplicitGemmWgmmaRingTest, CursorStepsThroughTheRing) {
+  CheckCursor<Config<64>::kStages>();
+  CheckCursor<Config<128>::kStages>();
+}
+
 TEST(ImplicitGemmWgmmaRingTest, ProtocolIsLiveAndSafe) {
   for (int n : {1, 2, 3, 4, 5, 7, 8, 13, 36}) {
     for (uint64_t seed = 1; seed <= 40; ++seed) {
@@ -795,7 +818,7 @@ TEST(ImplicitGemmWgmmaRingTest, ModelCatchesAnOverwrite) {
 // The copies' shared-memory writes: a warp's scalar copy (one k row pair, one column step)
 // hits 32 distinct banks; a warp's vector copy writes 512 contiguous bytes.
 TEST(ImplicitGemmWgmmaLayoutTest, CopyWritesAreBankConflictFree) {
-  const Params p = MakeParams(Shape{2, 8, 8, 20, 20, 3, 3}, 64);
+  const Params p = MakeParams(Shape{2, 8, 8, 20, 20, 3, 3}, 64, 1);
   for (int warp = 0; warp < kCopyThreads / 32; ++warp) {
     std::vector<std::vector<int>> scalar(32), vec(32);
     for (int lane = 0; lane < 32; ++lane) {
@@ -857,11 +880,11 @@ TEST(ImplicitGemmWgmmaPlanTest, ShapeLimits) {
 }
 
 TEST(ImplicitGemmWgmmaPlanTest, VectorGatherConditions) {
-  const Params p = MakeParams(Shape{1, 8, 8, 16, 16, 1, 1}, 64);
+  const Params p = MakeParams(Shape{1, 8, 8, 16, 16, 1, 1}, 64, 1);
   EXPECT_TRUE(CanVectorizeA(p, 256));
   EXPECT_FALSE(CanVectorizeA(p, 260));
-  EXPECT_FALSE(CanVectorizeA(MakeParams(Shape{1, 8, 8, 16, 18, 1, 1}, 64), 0));  // W % 4 != 0
-  EXPECT_FALSE(CanVectorizeA(MakeParams(Shape{1, 8, 8, 16, 16, 1, 2}, 64), 0));  // Kw != 1
+  EXPECT_FALSE(CanVectorizeA(MakeParams(Shape{1, 8, 8, 16, 18, 1, 1}, 64, 1), 0));  // W % 4 != 0
+  EXPECT_FALSE(CanVectorizeA(MakeParams(Shape{1, 8, 8, 16, 16, 1, 2}, 64, 1), 0));  // Kw != 1
 }
 
 // ---- The accuracy model of the kernel's arithmetic (implicit_gemm_3xtf32's argument, replayed

@@ -6,7 +6,7 @@
 // The GEMM view is implicit_gemm_3xtf32's (see its header): M = output pixels, N = output
 // channels, K = Cin*Kh*Kw, A[m][k] = x gathered, B[k][n] = w[n][k].
 //
-// A CTA computes kBM x BN tiles (persistent: it walks a static list of work units, UnitAt) with
+// A CTA computes kBM x BN tiles (persistent: it walks a static list of work units, UnitWalk) with
 // three warpgroups: two consumer warpgroups (0 and 1), each owning 64 rows (one wgmma M extent)
 // and all BN columns, and one copy warpgroup (2) that only issues the stage copies,
 // handing stages to the consumers round a ring of kStages through "full" and "empty" mbarriers
@@ -20,8 +20,9 @@
 //    workspace, already in the shared-memory image wgmma reads: per (N tile, k-tile) a BN x kBK
 //    K-major tile with the 128-byte swizzle, hi then lo. The stage copy is one bulk copy of
 //    those contiguous bytes (the copy engine; x's gather is per-thread cp.async).
-//  - Grids that would underfill the GPU are split along K (ChooseSplits); the splits add into a
-//    y zeroed by the filter split kernel, with fp32 atomics (any order: not bit-reproducible).
+//  - The tiles that would leave SMs idle in a last round are split along K evenly over all CTAs
+//    (ChooseSchedule); the pieces add into a y zeroed by the filter split kernel, with fp32
+//    atomics (any order: not bit-reproducible).
 #ifndef CONV2D_CONV_IMPLICIT_GEMM_WGMMA_INTERNAL_H_
 #define CONV2D_CONV_IMPLICIT_GEMM_WGMMA_INTERNAL_H_
 
@@ -116,6 +117,22 @@ CONV2D_IGW_HD int FullParity(int i) { return (i / kStages) & 1; }
 template <int kStages>
 CONV2D_IGW_HD int EmptyParity(int i) { return (i / kStages - 1) & 1; }  // i >= kStages
 
+// The ring position of stage g, stepped from one stage to the next (the kernel's loops carry it
+// instead of dividing g by kStages every k-tile, which cost ~10 instructions per k-tile).
+template <int kStages>
+struct RingCursor {
+  int slot = 0;            // RingSlot(g)
+  int parity = 0;          // FullParity(g); EmptyParity(g) = parity ^ 1 for g >= kStages
+  int prev = kStages - 1;  // RingSlot(g - 1)
+  CONV2D_IGW_HD void Next() {
+    prev = slot;
+    if (++slot == kStages) {
+      slot = 0;
+      parity ^= 1;
+    }
+  }
+};
+
 // ---- Shape parameters (32-bit: CheckIndexing bounds every index the kernel forms).
 struct Params {
   int cin = 0, cout = 0, h = 0, w = 0, kh = 0, kw = 0;
@@ -127,75 +144,128 @@ struct Params {
   int k = 0;        // cin*kh*kw
   int k_tiles = 0;  // ceil(k / kBK)
   int n_tiles = 0;  // ceil(cout / BN)
-  // Split-K: blockIdx.y = split takes k-tiles [split*k_tiles_per_split, +k_tiles_per_split) of
-  // K; with splits > 1 the CTAs add their partial tiles into a zeroed y (fp32 atomics).
-  int splits = 1;
-  int k_tiles_per_split = 0;
   int m_tiles = 0;  // ceil(m / kBM)
-  int units = 0;    // work units: m_tiles * n_tiles * splits (see UnitAt)
+  int tiles = 0;    // m_tiles * n_tiles, numbered m_tile * n_tiles + n_tile
+  // The schedule (ChooseSchedule, UnitWalk): grid persistent CTAs; tiles [0, dp_tiles) whole,
+  // tile c, c + grid, ... by CTA c with plain stores; the k-tiles of the other tiles ("the
+  // tail", tail_k of them, tile by tile) cut into tail_ctas equal runs, one per CTA 0..tail_ctas-1,
+  // whose pieces add into y (zeroed there by the split kernel) with fp32 atomics.
+  int grid = 0;
+  int dp_tiles = 0;
+  int tail_ctas = 0;
+  int tail_k = 0;  // (tiles - dp_tiles) * k_tiles
   FastDiv div_p, div_ow, div_khkw, div_kw;
 };
 
 // BN for a shape: 64 when Cout <= 64 (half of a 128 tile would be padding), else 128.
 inline int ChooseBN(const Shape& s) { return s.out_channels <= 64 ? 64 : 128; }
 absl::Status CheckIndexing(const Shape& s);
-// splits: see ChooseSplits; 1 computes every tile over all of K in one CTA.
-Params MakeParams(const Shape& s, int bn, int splits = 1);
-
-// Split-K for grids that fill the GPU badly (few tiles: small images, many channels, e.g. 52
-// tiles of 144 k-tiles on 132 SMs). Picks the split count s that minimises a wave model:
-// ceil(tiles*s / slots) waves, each as long as one CTA's k-tiles plus kSplitOverheadTiles for its
-// prologue and epilogue; slots = SMs x CTAs per SM. A split keeps at least kMinSplitTiles
-// k-tiles, and more splits must win by 5% (each adds atomics, and from two on y is zeroed first).
-constexpr int kMaxSplits = 16;
-constexpr int kMinSplitTiles = 4;
-constexpr int kSplitOverheadTiles = 2;
-struct SplitChoice {
-  int splits = 1;
-  int k_tiles_per_split = 0;
-  double cost = 0;  // in k-tile times of one CTA
-};
-inline SplitChoice ChooseSplits(int64_t tiles, int k_tiles, int slots) {
-  SplitChoice best;
-  for (int s = 1; s <= kMaxSplits; ++s) {
-    const int per = (k_tiles + s - 1) / s;
-    if (s > 1 && per < kMinSplitTiles) break;
-    const int used = (k_tiles + per - 1) / per;  // no empty split
-    if (used != s) continue;
-    const int64_t waves = (tiles * s + slots - 1) / slots;
-    const double cost = static_cast<double>(waves) * (per + kSplitOverheadTiles);
-    if (s == 1 || cost < 0.95 * best.cost) best = {s, per, cost};
-  }
-  return best;
-}
+// The schedule for `slots` CTAs at once (SMs x CTAs per SM); see Params.
+Params MakeParams(const Shape& s, int bn, int slots);
+// How much cheaper the tail must model to be taken: 5% at BN = 128; 15% at BN = 64, whose tail
+// kernels spill a few registers of their 96 (28 bytes) and measured ~8% short of the model's
+// gain (round 45).
+inline double TailMargin(int bn) { return bn == 128 ? 0.95 : 0.85; }
 int64_t NumTiles(const Shape& s, int bn);
 
-// ---- Persistent CTAs. The kernel runs min(units, SMs x CTAs per SM) CTAs; CTA c computes work
-// units c, c + grid, c + 2*grid, ... in that order. Unit u is the (tile, split) that the one-CTA-
-// per-tile grid put at blockIdx (u % tiles, u / tiles): tiles in the order the hardware used to
-// dispatch them, m_tile major, then the next split. Each unit is computed exactly as that CTA
-// computed it (its own k-tiles, its own fold chunks from its first k-tile), so the results do
-// not depend on which CTA runs it.
+// ---- The schedule of the persistent CTAs. Whole tiles only (CTA c takes tiles c, c + slots, ...)
+// leaves SMs idle in the last round when tiles % slots is small (169 tiles on 132 SMs: the
+// second round has 37). So only whole rounds of tiles are handed out whole; the tail's k-tiles
+// are spread evenly over the CTAs ("stream-K": each CTA a run of about tail_k / tail_ctas
+// k-tiles, in pieces cut at tile boundaries, their partial sums added into a zeroed y). The cost
+// model counts k-tile times of one CTA: the longest CTA's k-tiles plus kUnitOverhead per unit or
+// piece (its fill, drain and epilogue). Runs are at least kMinPiece k-tiles.
+constexpr int kUnitOverhead = 2;
+constexpr int kMinPiece = 4;
+struct Schedule {
+  int grid = 0, dp_tiles = 0, tail_ctas = 0;
+  double cost = 0;  // in k-tile times of one CTA
+};
+// margin: the tail's modelled cost must be below margin x whole tiles' (the tail's atomics and
+// y's zeroing are not in the model; see TailMargin).
+inline Schedule ChooseSchedule(int64_t tiles, int k_tiles, int slots, double margin = 0.95) {
+  Schedule whole;
+  whole.dp_tiles = static_cast<int>(tiles);
+  whole.grid = static_cast<int>(tiles < slots ? tiles : slots);
+  const int64_t rounds = (tiles + slots - 1) / slots;
+  whole.cost = static_cast<double>(rounds) * (k_tiles + kUnitOverhead);
+  const int64_t full = tiles / slots;
+  const int64_t tail_tiles = tiles - full * slots;
+  const int64_t tail_k = tail_tiles * k_tiles;
+  int64_t tail_ctas = tail_k / kMinPiece;
+  if (tail_ctas > slots) tail_ctas = slots;
+  // Runs no shorter than a tile gain nothing over whole tiles.
+  if (tail_k == 0 || tail_ctas <= tail_tiles) return whole;
+  Schedule sk;
+  sk.dp_tiles = static_cast<int>(full * slots);
+  sk.tail_ctas = static_cast<int>(tail_ctas);
+  sk.grid = full > 0 ? slots : sk.tail_ctas;
+  const int64_t run = (tail_k + tail_ctas - 1) / tail_ctas;
+  // A run of `run` k-tiles meets at most ceil(run / k_tiles) + 1 tiles: one piece each.
+  const int64_t pieces = (run + k_tiles - 1) / k_tiles + 1;
+  sk.cost = static_cast<double>(full) * (k_tiles + kUnitOverhead) + static_cast<double>(run) +
+            static_cast<double>(pieces) * kUnitOverhead;
+  return sk.cost < margin * whole.cost ? sk : whole;
+}
+
+// ---- A CTA's walk over its work units (a unit: one tile over k-tiles [kt_begin, + stages)),
+// the same sequence for its copy warpgroup and its consumers: first its whole tiles, then the
+// pieces of its tail run. Each unit is computed on its own (its own fold chunks from its first
+// k-tile), so the results do not depend on which CTA runs it.
 struct WorkUnit {
   int m_tile = 0, n_tile = 0;
-  int kt_begin = 0;  // first k-tile
-  int stages = 0;    // k-tiles: >= 1 (no split is empty)
+  int kt_begin = 0;     // first k-tile
+  int stages = 0;       // k-tiles: >= 1
+  bool atomic = false;  // a tail piece: added into y with atomics (else stored)
 };
-CONV2D_IGW_HD WorkUnit UnitAt(const Params& p, int u) {
-  const int tiles = p.m_tiles * p.n_tiles;
-  const int split = u / tiles;
-  const int tile = u - split * tiles;
-  WorkUnit w;
-  w.m_tile = tile / p.n_tiles;
-  w.n_tile = tile - w.m_tile * p.n_tiles;
-  w.kt_begin = split * p.k_tiles_per_split;
-  const int end = p.k_tiles < w.kt_begin + p.k_tiles_per_split ? p.k_tiles
-                                                                : w.kt_begin + p.k_tiles_per_split;
-  w.stages = end - w.kt_begin;
-  return w;
-}
-// The persistent grid: one CTA per slot (SMs x CTAs per SM), or fewer when there are fewer units.
-inline int PersistentCtas(const Params& p, int slots) { return p.units < slots ? p.units : slots; }
+// Whole tiles only (no tail): the walk of the kernels compiled without the tail's state.
+struct WholeTileWalk {
+  int next_tile = 0;
+  CONV2D_IGW_HD WholeTileWalk(const Params&, int cta) : next_tile(cta) {}
+  CONV2D_IGW_HD bool Next(const Params& p, WorkUnit* w) {
+    if (next_tile >= p.tiles) return false;
+    w->m_tile = next_tile / p.n_tiles;
+    w->n_tile = next_tile - w->m_tile * p.n_tiles;
+    w->kt_begin = 0;
+    w->stages = p.k_tiles;
+    w->atomic = false;
+    next_tile += p.grid;
+    return true;
+  }
+};
+struct UnitWalk {
+  int next_tile = 0;     // the CTA's next whole tile, while < dp_tiles
+  int r = 0, r_end = 0;  // the tail k-tiles [r, r_end) still to do (tail numbering)
+  CONV2D_IGW_HD UnitWalk(const Params& p, int cta) : next_tile(cta) {
+    if (cta < p.tail_ctas) {
+      r = static_cast<int>(int64_t{cta} * p.tail_k / p.tail_ctas);
+      r_end = static_cast<int>(int64_t{cta + 1} * p.tail_k / p.tail_ctas);
+    }
+  }
+  CONV2D_IGW_HD bool Next(const Params& p, WorkUnit* w) {
+    int tile;
+    if (next_tile < p.dp_tiles) {
+      tile = next_tile;
+      next_tile += p.grid;
+      w->kt_begin = 0;
+      w->stages = p.k_tiles;
+      w->atomic = false;
+    } else if (r < r_end) {
+      const int t = r / p.k_tiles;
+      w->kt_begin = r - t * p.k_tiles;
+      const int left = p.k_tiles - w->kt_begin;
+      w->stages = r_end - r < left ? r_end - r : left;
+      w->atomic = true;
+      r += w->stages;
+      tile = p.dp_tiles + t;
+    } else {
+      return false;
+    }
+    w->m_tile = tile / p.n_tiles;
+    w->n_tile = tile - w->m_tile * p.n_tiles;
+    return true;
+  }
+};
 
 // Bytes of the split filter (hi and lo planes, every (N tile, k-tile)), without alignment slack.
 int64_t SplitFilterBytes(const Shape& s, int bn);
@@ -277,6 +347,25 @@ CONV2D_IGW_HD void AccCoord(int wg, int warp, int lane, int reg, int* m, int* n)
 CONV2D_IGW_HD int YRowBase(const Params& p, int m) {
   const int b = p.div_p.Div(m);
   return m + b * (p.cout - 1) * p.p;
+}
+
+// The tail tiles' outputs, which the split kernel zeroes for the pieces' atomics: element e of
+// [0, TailZeroCount) is tile dp_tiles + e / (kBM * bn), pixel row e % kBM of it (consecutive e:
+// consecutive pixels, coalesced), channel (e % (kBM * bn)) / kBM. Returns false past M or Cout,
+// else sets *at to its y offset.
+CONV2D_IGW_HD int64_t TailZeroCount(const Params& p, int bn) {
+  return int64_t{p.tiles - p.dp_tiles} * kBM * bn;
+}
+CONV2D_IGW_HD bool TailZeroTarget(const Params& p, int bn, int64_t e, int* at) {
+  const int per_tile = kBM * bn;
+  const int tile = p.dp_tiles + static_cast<int>(e / per_tile);
+  const int local = static_cast<int>(e % per_tile);
+  const int m_tile = tile / p.n_tiles;
+  const int m = m_tile * kBM + local % kBM;
+  const int n = (tile - m_tile * p.n_tiles) * bn + local / kBM;
+  if (m >= p.m || n >= p.cout) return false;
+  *at = YRowBase(p, m) + n * p.p;
+  return true;
 }
 
 // Whether the 16-byte input gather applies: Kw = 1 and W % 4 = 0 (four consecutive output
