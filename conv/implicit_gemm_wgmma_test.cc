@@ -2,9 +2,11 @@
 // the edge shapes, the KernelBot test shapes, shapes that pick each tile width, gather path and
 // overhang, all elements, uniform and normal inputs; the long KernelBot reductions and the "cnn"
 // shapes at 4096 sampled positions; inputs changed between calls; and (not pass/fail) the
-// effective TFLOP/s on the cnn shapes. Small grids run split-K (atomics into y: the edge shapes,
-// (32,512,512,9,3), (32,256,256,14,3), ...), large ones not, so both epilogues are covered. Needs a Hopper GPU: elsewhere main() fails (no device) or
-// every case fails with Initialize's FailedPrecondition (not sm_90).
+// effective TFLOP/s on the cnn shapes. Grids with a partial last round take a stream-K tail
+// (atomics into zeroed tail tiles: edge shapes of 8 or more k-tiles, (32,512,512,9,3),
+// (32,256,256,14,3), ...), others whole tiles only, so both kernel builds and both epilogues
+// are covered. Needs a Hopper GPU: elsewhere main() fails (no device) or every case fails with
+// Initialize's FailedPrecondition (not sm_90).
 #include <cuda_runtime_api.h>
 
 #include <cstdio>
