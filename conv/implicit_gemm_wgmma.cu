@@ -74,7 +74,7 @@ absl::Status CheckIndexing(const Shape& s) {
   // selects them) up to the input's size plus (kBK + 1)*H*W.
   if (m + kBM > kMax || s.out_channels + 128 > kMax || k + kBK > kMax ||
       s.input_elements() + (kBK + 1) * s.height * s.width > kMax ||
-      NumTiles(s, ChooseBN(s)) * ((k + kBK - 1) / kBK) > kMax) {  // tail k-tiles (UnitWalk)
+      NumTiles(s, ChooseBN(s)) + kMaxSlots > kMax) {  // tile indices + grid (UnitWalk)
     return absl::OutOfRangeError(absl::StrCat(
         "implicit_gemm_wgmma indexes with 32-bit integers; shape ", s.ToString(),
         " leaves no room for its tile overhang"));
@@ -183,7 +183,8 @@ __device__ __forceinline__ uint32_t SharedAddress(const void* p) {
 // adding half a TF32 ulp to the bits and truncating: cvt.rna.tf32.f32 for every finite v (ties
 // away; a carry into the exponent is the correct rounding, up to inf), in two instructions
 // where the cvt takes four (sm_90 has no native one; the other two only keep inf and NaN
-// intact). A non-finite v gives NaN either way: with the cvt, inf - inf in lo.
+// intact). For a non-finite v hi is garbage (inf becomes NaN, a NaN may wrap to 0 or inf), but
+// lo = v - hi is NaN either way, as it is with the cvt (inf - inf), and NaN reaches y.
 __device__ __forceinline__ void SplitA(float v, uint32_t& hi, uint32_t& lo) {
   hi = (__float_as_uint(v) + 0x1000u) & 0xFFFFE000u;
   lo = __float_as_uint(__fsub_rn(v, __uint_as_float(hi)));
@@ -301,8 +302,8 @@ __device__ __forceinline__ void CopyStages(const float* __restrict__ x, const fl
       CpAsyncArriveOnMbar(bar);
     }
   }
-  // Nothing may still be writing this CTA's shared memory when its threads are gone.
-  CpAsyncWait<0>();
+  // The group may exit with copies in flight: the consumers wait for every stage's "full",
+  // which completes only once all of that stage's copies have landed, so the CTA outlives them.
 }
 
 // The epilogue of one work unit, a quarter q (0..3) of the accumulator registers at a time:
@@ -362,6 +363,7 @@ __global__ void __launch_bounds__(kThreads, Config<BN>::kMinBlocks)
       MbarInit(full + 8 * s, kFullArrivals);
       MbarInit(empty + 8 * s, kConsumerThreads);
     }
+    FenceMbarInit();  // the bulk copies complete "full" through the async proxy
   }
   __syncthreads();  // the barriers are initialised before anyone uses them
   PdlWait();  // the split filter and the zeroed y come from SplitFilterKernel
@@ -591,6 +593,11 @@ class ImplicitGemmWgmma : public Algorithm {
           prop.name, ") is sm_", prop.major, prop.minor));
     }
     const int bn = ChooseBN(s);
+    if (prop.multiProcessorCount * CtasPerSm(bn) > kMaxSlots) {
+      return absl::FailedPreconditionError(absl::StrCat(
+          "implicit_gemm_wgmma schedules at most ", kMaxSlots, " CTAs at once; device ", device,
+          " has ", prop.multiProcessorCount, " SMs"));
+    }
     const int smem = bn == 128 ? Config<128>::kSmemBytes : Config<64>::kSmemBytes;
     if (static_cast<size_t>(smem) > prop.sharedMemPerBlockOptin) {
       return absl::FailedPreconditionError(absl::StrCat(
@@ -619,12 +626,14 @@ class ImplicitGemmWgmma : public Algorithm {
   double EstimateSeconds(const Shape& s) const override {
     constexpr int kSms = 132;
     const int bn = ChooseBN(s);
-    const Params p = ParamsFor(s, bn, kSms);
-    const Schedule sched = ChooseSchedule(p.tiles, p.k_tiles, kSms * CtasPerSm(bn), TailMargin(bn));
+    const int64_t tiles = NumTiles(s, bn);
+    const int k_tiles = static_cast<int>((s.in_channels * s.kernel_h * s.kernel_w + kBK - 1) / kBK);
+    const Schedule sched = ChooseSchedule(tiles, k_tiles, kSms * CtasPerSm(bn), TailMargin(bn));
     const double ktile_seconds =
         3.0 * 2.0 * kBM * bn * kBK / (300e12 / kSms / CtasPerSm(bn));
+    const double tail_outputs = static_cast<double>(tiles - sched.dp_tiles) * kBM * bn;
     const double bytes = s.min_bytes() + 1.5 * static_cast<double>(SplitFilterBytes(s, bn)) +
-                         4.0 * static_cast<double>(TailZeroCount(p, bn));
+                         4.0 * tail_outputs;
     return sched.cost * ktile_seconds + bytes / 3e12 + 8e-6;
   }
 };

@@ -1,13 +1,13 @@
 // implicit_gemm_wgmma without a GPU: the kernel's index algebra (the same header functions,
 // compiled for the host) replayed persistent CTA by CTA, each walking its work units with the ring
-// slots, shared memory and fold sums carried from unit to unit -- the filter split into the workspace, every
-// thread's cp.async into a shared-memory image addressed like the kernel's, the wgmma operands
+// slots, shared memory and fold sums carried from unit to unit -- the filter split into the workspace, the
+// bulk copy and every thread's cp.async into a shared-memory image addressed like the kernel's, the wgmma operands
 // read the way the PTX ISA defines them (A from the lanes' registers by the register-fragment
 // table, B through the matrix descriptor and the 128-byte swizzle; both coded here independently
 // of the kernel's helpers), the accumulator table, the fold schedule, the epilogue's stores --
 // and compared with the fp64 reference. Plus the descriptor's bit fields, the swizzle bijection,
 // the full/empty ring protocol between the copy warpgroup and the consumers (random
-// interleavings, within a work unit and across units), the work-unit walk (every tile and split
+// interleavings, within a work unit and across units), the work-unit walk (every (tile, k-tile)
 // once), bank conflicts and the shape limits.
 #include <algorithm>
 #include <cmath>
@@ -15,6 +15,7 @@
 #include <cstdio>
 #include <cstring>
 #include <limits>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -266,11 +267,11 @@ void EmulateUnit(const Shape& s, const Params& p, const WorkUnit& wu, int g0,
 // that stage g uses ring slot g % kStages as in the kernel, its shared memory kept from unit to
 // unit, and its fold sums likewise (the deferred epilogue stores a unit's sums and zeroes them for
 // the next). y: NaN-initialised, the tail tiles zeroed as the split kernel does; writes counts
-// stores per element; covered counts the k-tiles computed per tile.
+// stores per element; covered counts the k-tiles computed per tile, pieces its units.
 template <int BN, bool kVecA>
 void EmulateCta(const Shape& s, const Params& p, int cta, const std::vector<float>& x,
                 const std::vector<float>& ws, std::vector<double>& y, std::vector<int>& writes,
-                std::vector<int>& covered) {
+                std::vector<int>& covered, std::vector<int>& pieces) {
   using C = Config<BN>;
   const uint32_t base = AlignSmemBase(kSmemRaw);
   ASSERT_EQ(base % 1024, 0u);
@@ -299,6 +300,7 @@ void EmulateCta(const Shape& s, const Params& p, int cta, const std::vector<floa
     ASSERT_GE(wu.stages, 1) << "empty unit";
     ASSERT_LE(wu.kt_begin + wu.stages, p.k_tiles);
     covered[static_cast<size_t>(wu.m_tile) * p.n_tiles + wu.n_tile] += wu.stages;
+    ++pieces[static_cast<size_t>(wu.m_tile) * p.n_tiles + wu.n_tile];
     EmulateUnit<BN, kVecA>(s, p, wu, g, x, ws, ag, at, acc, sum, y, writes);
     if (::testing::Test::HasFatalFailure()) return;
     g += wu.stages;
@@ -307,16 +309,18 @@ void EmulateCta(const Shape& s, const Params& p, int cta, const std::vector<floa
 
 // slots: the GPU's CTA slots (SMs x CTAs per SM) the persistent grid is sized for; the default,
 // a small GPU of 3, gives every CTA several units, so the ring runs on across unit boundaries,
-// and often a tail. tail: whether the schedule must (1) or must not (0) have a stream-K tail.
+// and often a tail. tail: whether the schedule must have a stream-K tail (unset: either).
 template <int BN, bool kVecA>
-void CheckShape(const Shape& s, uint64_t seed, int slots = 3, int tail = -1) {
+void CheckShape(const Shape& s, uint64_t seed, int slots = 3, std::optional<bool> tail = {}) {
   SCOPED_TRACE(s.ToString() + " BN " + std::to_string(BN) + (kVecA ? " vecA" : " scalarA") +
                " slots " + std::to_string(slots));
   ASSERT_TRUE(CheckIndexing(s).ok());
   const Params p = MakeParams(s, BN, slots);
   ASSERT_EQ(p.tiles, NumTiles(s, BN));
   ASSERT_TRUE(p.grid >= 1 && p.grid <= slots);
-  if (tail >= 0) ASSERT_EQ(p.tail_ctas > 0, tail == 1);
+  if (tail.has_value()) {
+    ASSERT_EQ(p.tail_ctas > 0, *tail);
+  }
   if (kVecA) {
     ASSERT_TRUE(CanVectorizeA(p, 0));
   }
@@ -334,9 +338,9 @@ void CheckShape(const Shape& s, uint64_t seed, int slots = 3, int tail = -1) {
     y[at] = 0.0;
   }
   std::vector<int> writes(s.output_elements(), 0);
-  std::vector<int> covered(static_cast<size_t>(p.tiles), 0);
+  std::vector<int> covered(static_cast<size_t>(p.tiles), 0), pieces(static_cast<size_t>(p.tiles), 0);
   for (int cta = 0; cta < p.grid; ++cta) {
-    EmulateCta<BN, kVecA>(s, p, cta, x, ws, y, writes, covered);
+    EmulateCta<BN, kVecA>(s, p, cta, x, ws, y, writes, covered, pieces);
     if (::testing::Test::HasFatalFailure()) return;
   }
   for (int t = 0; t < p.tiles; ++t) ASSERT_EQ(covered[t], p.k_tiles) << "tile " << t;
@@ -350,8 +354,11 @@ void CheckShape(const Shape& s, uint64_t seed, int slots = 3, int tail = -1) {
   const std::vector<double> mag = ReferenceConv(s, ax.data(), aw.data());
   int64_t bad = 0;
   for (int64_t i = 0; i < s.output_elements(); ++i) {
-    // Stored once, or zeroed and added into by every piece of its tile.
-    ASSERT_TRUE(zeroed[i] ? writes[i] >= 1 : writes[i] == 1)
+    // Stored once (a whole tile), or zeroed and added into once by every piece of its tile.
+    const int64_t n = (i / p.p) % p.cout, m = (i / (int64_t{p.p} * p.cout)) * p.p + i % p.p;
+    const int tile = static_cast<int>(m / kBM) * p.n_tiles + static_cast<int>(n / BN);
+    ASSERT_EQ(zeroed[i] == 1, tile >= p.dp_tiles) << "output " << i;
+    ASSERT_EQ(writes[i], tile >= p.dp_tiles ? pieces[tile] : 1)
         << "output " << i << " written " << writes[i] << " times";
     if (!(std::abs(y[i] - ref[i]) <= std::ldexp(mag[i], -19) + 1e-30) && bad++ < 5) {
       ADD_FAILURE() << "output " << i << ": emulated " << y[i] << " reference " << ref[i]
@@ -426,11 +433,11 @@ TEST(ImplicitGemmWgmmaEmulationTest, BothTileWidths) {
 // without whole tiles before it.
 TEST(ImplicitGemmWgmmaEmulationTest, StreamKTailMatchesReference) {
   for (int slots : {4, 8, 16}) {
-    CheckShape<64, false>(Shape{2, 40, 8, 20, 20, 4, 4}, 11, slots, /*tail=*/1);  // 5 tiles x 20 k-tiles
+    CheckShape<64, false>(Shape{2, 40, 8, 20, 20, 4, 4}, 11, slots, /*tail=*/true);  // 5 tiles x 20 k-tiles
   }
-  CheckShape<128, false>(Shape{1, 64, 136, 10, 12, 3, 3}, 11, 3, 1);  // 2 tiles x 18 k-tiles
-  CheckShape<128, true>(Shape{2, 256, 136, 8, 12, 1, 1}, 11, 3, 1);    // 4 tiles x 8 k-tiles
-  CheckShape<64, false>(Shape{1, 3, 40, 12, 12, 3, 3}, 11, 1, 0);      // one CTA: whole tiles
+  CheckShape<128, false>(Shape{1, 64, 136, 10, 12, 3, 3}, 11, 3, true);  // 2 tiles x 18 k-tiles
+  CheckShape<128, true>(Shape{2, 256, 136, 8, 12, 1, 1}, 11, 3, true);    // 4 tiles x 8 k-tiles
+  CheckShape<64, false>(Shape{1, 3, 40, 12, 12, 3, 3}, 11, 1, false);     // one CTA: whole tiles
 }
 
 // The persistent CTAs' static walk: over every CTA, every (tile, k-tile) exactly once, no empty
@@ -485,6 +492,24 @@ TEST(ImplicitGemmWgmmaPlanTest, WorkUnitWalkCoversEveryKTileOnce) {
           work += wu.stages;
         }
         ASSERT_LE(work, dp_rounds * p.k_tiles + tail_run) << "cta " << cta;
+        // Without a tail the kernel walks WholeTileWalk: the same units.
+        if (p.tail_ctas == 0) {
+          UnitWalk a(p, cta);
+          WholeTileWalk b(p, cta);
+          WorkUnit ua, ub;
+          bool more;
+          do {
+            more = a.Next(p, &ua);
+            ASSERT_EQ(b.Next(p, &ub), more);
+            if (more) {
+              ASSERT_EQ(ua.m_tile, ub.m_tile);
+              ASSERT_EQ(ua.n_tile, ub.n_tile);
+              ASSERT_EQ(ua.kt_begin, ub.kt_begin);
+              ASSERT_EQ(ua.stages, ub.stages);
+              ASSERT_EQ(ua.atomic, ub.atomic);
+            }
+          } while (more);
+        }
       }
       for (uint8_t v : seen) ASSERT_EQ(v, 1);
     }
@@ -664,8 +689,7 @@ std::string ReplayRingUnits(const std::vector<int>& units, int copiers, int cons
     if (who < copiers) {
       Copier& c = cp[who];
       if (c.done) return false;
-      if (c.i == n) {  // cp.async.wait_group 0 before the thread exits
-        if (!c.in_flight.empty()) return false;
+      if (c.i == n) {  // exits with its copies possibly in flight (the consumers outlive them)
         c.done = true;
         return true;
       }
@@ -738,7 +762,13 @@ std::string ReplayRingUnits(const std::vector<int>& units, int copiers, int cons
     bool all_done = true;
     for (const Copier& c : cp) all_done &= c.done;
     for (const Consumer& c : cs) all_done &= c.done;
-    if (all_done) return bulk_in_flight.empty() ? error : "a bulk copy still in flight at exit";
+    if (all_done) {
+      // The consumers waited for every stage: nothing can still be in flight when they are done.
+      bool gathers_landed = true;
+      for (const Copier& c : cp) gathers_landed &= c.in_flight.empty();
+      if (!bulk_in_flight.empty() || !gathers_landed) return "a copy still in flight at exit";
+      return error;
+    }
     // A random runnable actor: try them from a random start.
     const int start = static_cast<int>(next() % actors);
     bool moved = false;
@@ -760,8 +790,12 @@ void CheckCursor() {
   for (int g = 0; g < 1000; ++g, c.Next()) {
     ASSERT_EQ(c.slot, RingSlot<kStages>(g)) << "stage " << g;
     ASSERT_EQ(c.parity, FullParity<kStages>(g)) << "stage " << g;
-    if (g >= kStages) ASSERT_EQ(c.parity ^ 1, EmptyParity<kStages>(g)) << "stage " << g;
-    if (g >= 1) ASSERT_EQ(c.prev, RingSlot<kStages>(g - 1)) << "stage " << g;
+    if (g >= kStages) {
+      ASSERT_EQ(c.parity ^ 1, EmptyParity<kStages>(g)) << "stage " << g;
+    }
+    if (g >= 1) {
+      ASSERT_EQ(c.prev, RingSlot<kStages>(g - 1)) << "stage " << g;
+    }
   }
 }
 TEST(ImplicitGemmWgmmaRingTest, CursorStepsThroughTheRing) {

@@ -107,7 +107,10 @@ static_assert(2 * (Config<64>::kSmemBytes + 1024) <= 228 * 1024, "two CTAs per S
 // arrival, which happens once its gathers of the stage have landed, plus copy thread 0's
 // arrival that announces the bulk copy's bytes; the phase also waits for those bytes),
 // empty[slot] likewise (count kConsumerThreads: every consumer thread arrives once its wgmma
-// reading the stage are complete). Use u = i / kStages of a slot waits for phase u of
+// reading the stage are complete). No proxy fence is needed: B travels through the async proxy
+// from the bulk copy to wgmma, and A is read by the consumers' ordinary loads, not by wgmma.
+// RingSlot, FullParity and EmptyParity define the positions; the kernel steps them with
+// RingCursor (checked against them in the CPU test). Use u = i / kStages of a slot waits for phase u of
 // full (parity u & 1); the copies of use u >= 1 wait for phase u - 1 of empty.
 constexpr int kFullArrivals = kCopyThreads + 1;
 template <int kStages>
@@ -160,7 +163,10 @@ struct Params {
 // BN for a shape: 64 when Cout <= 64 (half of a 128 tile would be padding), else 128.
 inline int ChooseBN(const Shape& s) { return s.out_channels <= 64 ? 64 : 128; }
 absl::Status CheckIndexing(const Shape& s);
-// The schedule for `slots` CTAs at once (SMs x CTAs per SM); see Params.
+// The schedule for `slots` CTAs at once (SMs x CTAs per SM, at most kMaxSlots); see Params.
+// Its 32-bit indices: tiles + slots (CheckIndexing) and the tail's k-tiles, fewer than slots x
+// k_tiles (k_tiles <= 2^13 by the reduction limit).
+constexpr int kMaxSlots = 1 << 12;
 Params MakeParams(const Shape& s, int bn, int slots);
 // How much cheaper the tail must model to be taken: 5% at BN = 128; 15% at BN = 64, whose tail
 // kernels spill a few registers of their 96 (28 bytes) and measured ~8% short of the model's
@@ -349,13 +355,14 @@ CONV2D_IGW_HD int YRowBase(const Params& p, int m) {
   return m + b * (p.cout - 1) * p.p;
 }
 
-// The tail tiles' outputs, which the split kernel zeroes for the pieces' atomics: element e of
-// [0, TailZeroCount) is tile dp_tiles + e / (kBM * bn), pixel row e % kBM of it (consecutive e:
-// consecutive pixels, coalesced), channel (e % (kBM * bn)) / kBM. Returns false past M or Cout,
-// else sets *at to its y offset.
+// The tail tiles' outputs, which the split kernel zeroes for the pieces' atomics: kBM x bn per
+// tail tile, including the rows and channels past M and Cout.
 CONV2D_IGW_HD int64_t TailZeroCount(const Params& p, int bn) {
   return int64_t{p.tiles - p.dp_tiles} * kBM * bn;
 }
+// Element e of [0, TailZeroCount): tile dp_tiles + e / (kBM * bn), pixel row e % kBM of it
+// (consecutive e: consecutive pixels, coalesced), channel (e % (kBM * bn)) / kBM. Returns false
+// past M or Cout, else sets *at to its y offset.
 CONV2D_IGW_HD bool TailZeroTarget(const Params& p, int bn, int64_t e, int* at) {
   const int per_tile = kBM * bn;
   const int tile = p.dp_tiles + static_cast<int>(e / per_tile);

@@ -30,6 +30,12 @@ __device__ __forceinline__ void MbarWait(uint32_t bar, int parity) {
       : "memory");
 }
 
+// After a thread's mbarrier.init of barriers that copies will complete through the async proxy
+// (bulk copies' transaction bytes): makes the initialisation visible to that proxy. Then a CTA
+// barrier before anyone uses them.
+__device__ __forceinline__ void FenceMbarInit() {
+  asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");
+}
 // Arrives and raises the phase's expected transaction bytes by `bytes` (for a bulk copy that
 // completes them on this barrier).
 __device__ __forceinline__ void MbarArriveExpectTx(uint32_t bar, uint32_t bytes) {
