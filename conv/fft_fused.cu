@@ -16,6 +16,7 @@
 #include "absl/strings/str_cat.h"
 #include "conv/cgemm_3xtf32.h"
 #include "conv/cp_async.cuh"
+#include "conv/cublas_handle.h"
 #include "conv/cuda_status.h"
 #include "conv/fft_fused.h"
 #include "conv/fft_fused_internal.h"
@@ -130,12 +131,6 @@ constexpr InverseKernelFn kInverseKernels[] = {InverseKernel<-1>, InverseKernel<
                                                InverseKernel<1>, InverseKernel<2>,
                                                InverseKernel<3>};
 
-absl::Status CublasStatus(cublasStatus_t s, const char* what) {
-  if (s == CUBLAS_STATUS_SUCCESS) return absl::OkStatus();
-  return absl::InternalError(absl::StrCat("fft_fused: ", what, ": ", cublasGetStatusName(s), " (",
-                                          cublasGetStatusString(s), ")"));
-}
-
 // Lets a kernel use the device's whole opt-in shared memory (not just this plan's need, so that
 // plans of different shapes never lower the limit under each other), with the carveout at its
 // maximum so that several CTAs fit per SM.
@@ -161,9 +156,6 @@ class FftFusedRunner : public Runner {
         inverse_kernel_(kInverseKernels[1 + PinnedIndex(inv_, /*inverse=*/true)]) {}
   FftFusedRunner(const FftFusedRunner&) = delete;
   FftFusedRunner& operator=(const FftFusedRunner&) = delete;
-  ~FftFusedRunner() override {
-    if (blas_ != nullptr) cublasDestroy(blas_);
-  }
 
   absl::Status Init() {
     int device = 0, optin = 0;
@@ -182,12 +174,11 @@ class FftFusedRunner : public Runner {
     RETURN_IF_ERROR(AllowSmem(reinterpret_cast<const void*>(input_kernel_), optin));
     RETURN_IF_ERROR(AllowSmem(reinterpret_cast<const void*>(inverse_kernel_), optin));
     if (options_.gemm_3xtf32) return absl::OkStatus();  // the channel mix needs no cuBLAS
-    RETURN_IF_ERROR(CublasStatus(cublasCreate(&blas_), "cublasCreate"));
     // Pedantic: fp32 FMA on the CUDA cores only; TF32 would miss the accuracy bar by 60-470x.
     // (cublasCgemm3mStridedBatched was tried here as a 25%-fewer-products mix: on the H200 it ran
     // the same kernel as CGEMM for these sizes, in pedantic and default mode alike, with identical
     // times and results (PERF.md, rounds 4-5), so it was removed.)
-    return CublasStatus(cublasSetMathMode(blas_, CUBLAS_PEDANTIC_MATH), "cublasSetMathMode");
+    return blas_.Init(CUBLAS_PEDANTIC_MATH);
   }
 
   size_t workspace_bytes() const override { return config_.workspace.total_bytes; }
@@ -234,14 +225,11 @@ class FftFusedRunner : public Runner {
           return CgemmConjBatched3xTf32(g, input_spectrum, filter_spectrum, output_spectrum,
                                         stream, options_.mix_kernel);
         }
-        RETURN_IF_ERROR(CublasStatus(cublasSetStream(blas_, stream), "cublasSetStream"));
-        // After cublasSetStream, which resets the handle to cuBLAS's own workspace pool.
-        RETURN_IF_ERROR(CublasStatus(
-            cublasSetWorkspace(blas_, at(kBlasWork), l.bytes[kBlasWork]), "cublasSetWorkspace"));
+        RETURN_IF_ERROR(blas_.Bind(stream, at(kBlasWork), l.bytes[kBlasWork]));
         const cuComplex one = make_cuComplex(1.0f, 0.0f), zero = make_cuComplex(0.0f, 0.0f);
-        return CublasStatus(
+        return blas_.Check(
             cublasCgemmStridedBatched(
-                blas_, CUBLAS_OP_N, CUBLAS_OP_C, g.m, g.n, g.k, &one,
+                blas_.get(), CUBLAS_OP_N, CUBLAS_OP_C, g.m, g.n, g.k, &one,
                 reinterpret_cast<const cuComplex*>(input_spectrum), g.lda, g.stride_a,
                 reinterpret_cast<const cuComplex*>(filter_spectrum), g.ldb, g.stride_b, &zero,
                 reinterpret_cast<cuComplex*>(output_spectrum), g.ldc, g.stride_c, g.batch),
@@ -264,7 +252,7 @@ class FftFusedRunner : public Runner {
   KernelParams fwd_, inv_;
   ForwardKernelFn filter_kernel_, input_kernel_;
   InverseKernelFn inverse_kernel_;
-  cublasHandle_t blas_ = nullptr;
+  CublasHandle blas_{"fft_fused"};
 };
 
 class FftFused : public Algorithm {

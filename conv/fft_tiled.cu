@@ -20,6 +20,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "conv/cgemm_3xtf32.h"
+#include "conv/cublas_handle.h"
 #include "conv/cuda_status.h"
 #include "conv/fft_tiled.h"
 #include "conv/fft_tiled_internal.h"
@@ -53,12 +54,6 @@ absl::Status CufftStatus(cufftResult r, const char* what) {
   if (r == CUFFT_SUCCESS) return absl::OkStatus();
   return absl::InternalError(
       absl::StrCat("fft_tiled: ", what, ": ", CufftResultName(r), " (", static_cast<int>(r), ")"));
-}
-
-absl::Status CublasStatus(cublasStatus_t s, const char* what) {
-  if (s == CUBLAS_STATUS_SUCCESS) return absl::OkStatus();
-  return absl::InternalError(absl::StrCat("fft_tiled: ", what, ": ", cublasGetStatusName(s), " (",
-                                          cublasGetStatusString(s), ")"));
 }
 
 // A 256-thread block shaped to a tile row: x covers the row (up to 32), y the rows.
@@ -162,9 +157,6 @@ class FftTiledRunner : public Runner {
       : shape_(shape), options_(options), g_(g), dims_(MakeDims(shape, g)) {}
   FftTiledRunner(const FftTiledRunner&) = delete;
   FftTiledRunner& operator=(const FftTiledRunner&) = delete;
-  ~FftTiledRunner() override {
-    if (blas_ != nullptr) cublasDestroy(blas_);
-  }
 
   absl::Status Init() {
     size_t filter_work = 0, input_work = 0, inverse_work = 0;
@@ -181,10 +173,9 @@ class FftTiledRunner : public Runner {
           layout_.bytes[kFftWork], "); the limit is ", kMaxWorkspaceBytes));
     }
     if (options_.gemm_3xtf32) return absl::OkStatus();  // the channel mix needs no cuBLAS
-    RETURN_IF_ERROR(CublasStatus(cublasCreate(&blas_), "cublasCreate"));
     // Pedantic: fp32 FMA on the CUDA cores only. Neither TF32 nor any emulation may be chosen,
     // whatever the environment says; TF32 would miss the accuracy bar by 60-470x.
-    return CublasStatus(cublasSetMathMode(blas_, CUBLAS_PEDANTIC_MATH), "cublasSetMathMode");
+    return blas_.Init(CUBLAS_PEDANTIC_MATH);
   }
 
   size_t workspace_bytes() const override { return layout_.total_bytes; }
@@ -204,12 +195,8 @@ class FftTiledRunner : public Runner {
     RETURN_IF_ERROR(filter_plan_.Bind(stream, at(kFftWork)));
     RETURN_IF_ERROR(input_plan_.Bind(stream, at(kFftWork)));
     RETURN_IF_ERROR(inverse_plan_.Bind(stream, at(kFftWork)));
-    if (blas_ != nullptr) {
-      RETURN_IF_ERROR(CublasStatus(cublasSetStream(blas_, stream), "cublasSetStream"));
-      // After cublasSetStream, which resets the handle to cuBLAS's own workspace pool.
-      RETURN_IF_ERROR(CublasStatus(
-          cublasSetWorkspace(blas_, at(kBlasWork), layout_.bytes[kBlasWork]),
-          "cublasSetWorkspace"));
+    if (blas_.get() != nullptr) {
+      RETURN_IF_ERROR(blas_.Bind(stream, at(kBlasWork), layout_.bytes[kBlasWork]));
     }
 
     // Filter spectrum, recomputed every call.
@@ -257,17 +244,17 @@ class FftTiledRunner : public Runner {
     if (options_.gemm_3xtf32) {
       RETURN_IF_ERROR(CgemmConjBatched3xTf32(l, xs, ws, ys, stream));
     } else if (options_.gemm_3m) {
-      RETURN_IF_ERROR(CublasStatus(
-          cublasCgemm3mStridedBatched(blas_, CUBLAS_OP_N, CUBLAS_OP_C, l.m, l.n, l.k, &one, xs,
-                                      l.lda, l.stride_a, ws, l.ldb, l.stride_b, &zero, ys, l.ldc,
-                                      l.stride_c, l.batch),
+      RETURN_IF_ERROR(blas_.Check(
+          cublasCgemm3mStridedBatched(blas_.get(), CUBLAS_OP_N, CUBLAS_OP_C, l.m, l.n, l.k, &one,
+                                      xs, l.lda, l.stride_a, ws, l.ldb, l.stride_b, &zero, ys,
+                                      l.ldc, l.stride_c, l.batch),
           "cublasCgemm3mStridedBatched"));
     } else {
-      RETURN_IF_ERROR(CublasStatus(
-          cublasCgemmStridedBatched(blas_, CUBLAS_OP_N, CUBLAS_OP_C, l.m, l.n, l.k, &one, xs,
-                                    l.lda, l.stride_a, ws, l.ldb, l.stride_b, &zero, ys, l.ldc,
-                                    l.stride_c, l.batch),
-          "cublasCgemmStridedBatched"));
+      RETURN_IF_ERROR(
+          blas_.Check(cublasCgemmStridedBatched(blas_.get(), CUBLAS_OP_N, CUBLAS_OP_C, l.m, l.n,
+                                                l.k, &one, xs, l.lda, l.stride_a, ws, l.ldb,
+                                                l.stride_b, &zero, ys, l.ldc, l.stride_c, l.batch),
+                      "cublasCgemmStridedBatched"));
     }
 
     // Back to the spatial domain (C2R clobbers its input, which is dead by then).
@@ -289,7 +276,7 @@ class FftTiledRunner : public Runner {
   Dims dims_;
   WorkspaceLayout layout_;
   FftPlan filter_plan_, input_plan_, inverse_plan_;
-  cublasHandle_t blas_ = nullptr;
+  CublasHandle blas_{"fft_tiled"};
 };
 
 class FftTiled : public Algorithm {

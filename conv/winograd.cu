@@ -9,6 +9,7 @@
 #include <memory>
 
 #include "absl/strings/str_cat.h"
+#include "conv/cublas_handle.h"
 #include "conv/cuda_status.h"
 #include "conv/pdl.cuh"
 #include "conv/status_macros.h"
@@ -152,12 +153,6 @@ __global__ void __launch_bounds__(kThreads)
   }
 }
 
-absl::Status CublasStatus(cublasStatus_t s, const char* what) {
-  if (s == CUBLAS_STATUS_SUCCESS) return absl::OkStatus();
-  return absl::InternalError(absl::StrCat("winograd: ", what, ": ", cublasGetStatusName(s), " (",
-                                          cublasGetStatusString(s), ")"));
-}
-
 int Blocks(int64_t items) { return static_cast<int>((items + kItems - 1) / kItems); }
 
 class WinogradRunner : public Runner {
@@ -176,14 +171,10 @@ class WinogradRunner : public Runner {
   }
   WinogradRunner(const WinogradRunner&) = delete;
   WinogradRunner& operator=(const WinogradRunner&) = delete;
-  ~WinogradRunner() override {
-    if (blas_ != nullptr) cublasDestroy(blas_);
-  }
 
   absl::Status Init() {
-    RETURN_IF_ERROR(CublasStatus(cublasCreate(&blas_), "cublasCreate"));
     // Default math: plain fp64 (DMMA on Hopper); no emulation or reduced precision is opted in.
-    return CublasStatus(cublasSetMathMode(blas_, CUBLAS_DEFAULT_MATH), "cublasSetMathMode");
+    return blas_.Init(CUBLAS_DEFAULT_MATH);
   }
 
   size_t workspace_bytes() const override { return layout_.total_bytes; }
@@ -211,19 +202,15 @@ class WinogradRunner : public Runner {
 
     // Per point p, row-major M_p (Cout x T) = U_p (Cout x Cin) V_p (Cin x T); in cuBLAS's
     // column-major terms M_p^T (T x Cout) = V_p^T (T x Cin) U_p^T (Cin x Cout), no transposes.
-    RETURN_IF_ERROR(CublasStatus(cublasSetStream(blas_, a.stream), "cublasSetStream"));
-    // After cublasSetStream, which resets the handle to cuBLAS's own workspace pool.
-    RETURN_IF_ERROR(CublasStatus(cublasSetWorkspace(blas_, blas_work, layout_.bytes[kBlasWork]),
-                                 "cublasSetWorkspace"));
+    RETURN_IF_ERROR(blas_.Bind(a.stream, blas_work, layout_.bytes[kBlasWork]));
     const double one = 1.0, zero = 0.0;
     const long long stride_v = static_cast<long long>(k_.in_channels) * k_.tiles;
     const long long stride_u = static_cast<long long>(k_.out_channels) * k_.in_channels;
     const long long stride_m = static_cast<long long>(k_.out_channels) * k_.tiles;
-    RETURN_IF_ERROR(CublasStatus(
-        cublasDgemmStridedBatched(blas_, CUBLAS_OP_N, CUBLAS_OP_N, k_.tiles, k_.out_channels,
-                                  k_.in_channels, &one, v, k_.tiles, stride_v, u,
-                                  k_.in_channels, stride_u, &zero, m, k_.tiles, stride_m,
-                                  kPoints),
+    RETURN_IF_ERROR(blas_.Check(
+        cublasDgemmStridedBatched(blas_.get(), CUBLAS_OP_N, CUBLAS_OP_N, k_.tiles, k_.out_channels,
+                                  k_.in_channels, &one, v, k_.tiles, stride_v, u, k_.in_channels,
+                                  stride_u, &zero, m, k_.tiles, stride_m, kPoints),
         "cublasDgemmStridedBatched"));
 
     return CudaStatus(LaunchPdl(/*pdl=*/true, OutputTransformKernel,
@@ -235,7 +222,7 @@ class WinogradRunner : public Runner {
  private:
   WorkspaceLayout layout_;
   TileParams k_{};
-  cublasHandle_t blas_ = nullptr;
+  CublasHandle blas_{"winograd"};
 };
 
 class Winograd : public Algorithm {

@@ -62,6 +62,7 @@ const double kNaN = std::numeric_limits<double>::quiet_NaN();
 struct Flags {
   int calls = 20;
   int warmup = 2;
+  double cooldown_s = 1.0;
   int64_t positions = 4096;
   uint64_t seed = 1;
   bool include_oracle = false;
@@ -83,6 +84,8 @@ constexpr const char kUsage[] =
     "  --inputs=normal|uniform     input distribution (default normal, as KernelBot's randn)\n"
     "  --calls=N                   timed calls per variant and case (default 20)\n"
     "  --warmup=N                  untimed calls before them (default 2)\n"
+    "  --cooldown=S                idle before each variant as long as the previous one kept\n"
+    "                              the GPU busy, at most S seconds (default 1; 0: none)\n"
     "  --positions=N               output positions checked against fp64 (default 4096)\n"
     "  --seed=N                    input seed; case i uses seed+i (default 1)\n"
     "  --json_out=FILE             write every result and the summary as JSON\n";
@@ -135,6 +138,10 @@ absl::Status ParseFlags(int* argc, char** argv, Flags* f, bool* help) {
     } else if (key == "--warmup") {
       RETURN_IF_ERROR(need_int(&f->warmup));
       if (f->warmup < 0) return absl::InvalidArgumentError("--warmup must be >= 0");
+    } else if (key == "--cooldown") {
+      if (!has_value || !absl::SimpleAtod(value, &f->cooldown_s) || !(f->cooldown_s >= 0)) {
+        return absl::InvalidArgumentError(absl::StrCat("--cooldown wants seconds >= 0: ", arg));
+      }
     } else if (key == "--positions") {
       RETURN_IF_ERROR(need_int(&f->positions));
       if (f->positions < 1) return absl::InvalidArgumentError("--positions must be >= 1");
@@ -444,11 +451,17 @@ class GpuBench {
     }
     state.SetLabel(p.label);
 
+    // A variant timed right after a heavy one ran at lowered clocks (docs/PERF.md, round 51):
+    // every variant starts from a GPU that has idled as long as the previous one kept it busy.
+    const double rest_s = std::min(flags_.cooldown_s, busy_ms_ * 1e-3);
+    if (rest_s > 0) absl::SleepFor(absl::Seconds(rest_s));
+    busy_ms_ = 0;
+
     // Checked cold (first call of a fresh plan) and again after the timed calls.
     ASSIGN_OR_RETURN(Comparison first, Check(p, c));
     for (int i = 0; i < flags_.warmup; ++i) {
-      ASSIGN_OR_RETURN(double unused, TimedCall(p));
-      (void)unused;
+      ASSIGN_OR_RETURN(double ms, TimedCall(p));
+      busy_ms_ += ms;
     }
     double total_ms = 0;
     int64_t n = 0;
@@ -461,6 +474,7 @@ class GpuBench {
       }
       state.SetIterationTime(*ms * 1e-3);
       total_ms += *ms;
+      busy_ms_ += *ms;
       ++n;
     }
     RETURN_IF_ERROR(st);
@@ -503,6 +517,7 @@ class GpuBench {
   }
 
   Flags flags_;
+  double busy_ms_ = 0;  // the last variant's timed and warm-up calls, summed
   std::vector<Case> cases_;
   std::vector<std::string> variant_order_;
   std::map<std::pair<std::string, int>, Result> results_;
@@ -636,6 +651,7 @@ absl::Status GpuBench::WriteJson(const std::string& path, const std::string& dev
   absl::StrAppend(&j, "  \"device\": ", JsonString(device), ",\n");
   absl::StrAppend(&j, "  \"cudnn_version\": ", JsonString(CudnnVersion()), ",\n");
   absl::StrAppend(&j, "  \"calls\": ", flags_.calls, ",\n  \"warmup\": ", flags_.warmup,
+                  ",\n  \"cooldown_s\": ", JsonNumber(flags_.cooldown_s),
                   ",\n  \"positions\": ", flags_.positions, ",\n  \"inputs\": \"", DistributionName(flags_.inputs), "\",\n  \"seed\": ", flags_.seed,
                   ",\n  \"atol\": ", JsonNumber(kAbsTol), ",\n  \"rtol\": ", JsonNumber(kRelTol),
                   ",\n");
