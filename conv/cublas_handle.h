@@ -1,8 +1,8 @@
-// A cuBLAS handle owned by one Runner, shared by the variants that hand a stage
-// to cuBLAS. The handle is made once per plan with an explicit math mode (so
-// that the environment cannot turn TF32 on behind our accuracy argument) and
-// bound to the call's stream and to a slice of the plan's workspace before
-// every call, so that cuBLAS allocates nothing of its own while a call runs.
+// A cuBLAS handle owned by one Runner, shared by the variants that hand a stage to cuBLAS. The
+// handle is made once per plan with an explicit math mode (so that the environment cannot turn
+// TF32 on behind our accuracy argument) and bound to the call's stream and to a slice of the
+// plan's workspace before every call, so that cuBLAS allocates nothing of its own while a call
+// runs.
 #ifndef CONV2D_CONV_CUBLAS_HANDLE_H_
 #define CONV2D_CONV_CUBLAS_HANDLE_H_
 
@@ -16,9 +16,6 @@
 #include "absl/strings/string_view.h"
 
 namespace conv2d {
-
-// The workspace each of our cuBLAS calls is given (split-K GEMMs and the like).
-constexpr size_t kCublasWorkspaceBytes = size_t{4} << 20;
 
 class CublasHandle {
  public:
@@ -38,8 +35,8 @@ class CublasHandle {
     return Check(cublasSetMathMode(handle_, math), "cublasSetMathMode");
   }
 
-  // Before every call: cublasSetStream resets the handle to cuBLAS's own
-  // workspace pool, so the workspace is set after it.
+  // Before every call: cublasSetStream resets the handle to cuBLAS's own workspace pool, so the
+  // workspace is set after it.
   absl::Status Bind(cudaStream_t stream, void* workspace, size_t workspace_bytes) const {
     absl::Status st = Check(cublasSetStream(handle_, stream), "cublasSetStream");
     if (!st.ok()) return st;

@@ -134,20 +134,20 @@ __device__ __forceinline__ void Split(float v, uint32_t& hi, uint32_t& lo) {
   asm("cvt.rna.tf32.f32 %0, %1;\n" : "=r"(lo) : "f"(rest));
 }
 
-// The filter split into the workspace: one block per (N tile, k-tile), see SplitFilterTarget.
-// It also zeroes the tail tiles' outputs for the main kernel's atomics (TailZeroTarget), which
-// saves a separate launch. Runs on any GPU.
+// The filter split into the workspace: one block per (N tile, k-tile), see SplitFilterTarget;
+// then one block per tail tile zeroes its outputs for the main kernel's atomics
+// (ForEachTailZero), which saves a separate launch. Runs on any GPU.
 template <int BN>
 __global__ void __launch_bounds__(kSplitThreads)
     SplitFilterKernel(const float* __restrict__ w, float* __restrict__ ws, const Params p,
                       float* __restrict__ y) {
   PdlLaunchDependents();
   const int block = static_cast<int>(blockIdx.x);
-  const int64_t zero = TailZeroCount(p, BN);
-  for (int64_t e = int64_t{block} * kSplitThreads + threadIdx.x; e < zero;
-       e += int64_t{gridDim.x} * kSplitThreads) {
-    int at;
-    if (TailZeroTarget(p, BN, e, &at)) y[at] = 0.f;
+  const int split_blocks = p.n_tiles * p.k_tiles;
+  if (block >= split_blocks) {
+    ForEachTailZero(p, BN, block - split_blocks, static_cast<int>(threadIdx.x),
+                    [&](int at) { y[at] = 0.f; });
+    return;
   }
 #pragma unroll
   for (int e = static_cast<int>(threadIdx.x); e < BN * kBK; e += kSplitThreads) {
@@ -521,7 +521,8 @@ class ImplicitGemmWgmmaRunner : public Runner {
   absl::Status Run(const RunArgs& a) const override {
     const uintptr_t base = reinterpret_cast<uintptr_t>(a.workspace);
     float* ws = reinterpret_cast<float*>((base + kWorkspaceAlign - 1) & ~(kWorkspaceAlign - 1));
-    const unsigned split_blocks = static_cast<unsigned>(p_.n_tiles * p_.k_tiles);
+    const unsigned split_blocks =
+        static_cast<unsigned>(p_.n_tiles * p_.k_tiles + TailZeroBlocks(p_));
     const bool vec_a = CanVectorizeA(p_, reinterpret_cast<uintptr_t>(a.x));
     // Persistent CTAs, at most as many as fit on the GPU at once (UnitWalk).
     const dim3 grid(static_cast<unsigned>(p_.grid));

@@ -330,12 +330,15 @@ void CheckShape(const Shape& s, uint64_t seed, int slots = 3, std::optional<bool
   std::vector<double> y(s.output_elements(), std::numeric_limits<double>::quiet_NaN());
   // The split kernel's zeroing of the tail tiles: each of their outputs once, nothing else.
   std::vector<int> zeroed(s.output_elements(), 0);
-  for (int64_t e = 0; e < TailZeroCount(p, BN); ++e) {
-    int at;
-    if (!TailZeroTarget(p, BN, e, &at)) continue;
-    ASSERT_TRUE(at >= 0 && at < s.output_elements());
-    ASSERT_EQ(zeroed[at]++, 0) << "zeroed twice";
-    y[at] = 0.0;
+  for (int z = 0; z < TailZeroBlocks(p); ++z) {
+    for (int t = 0; t < kSplitThreads; ++t) {
+      ForEachTailZero(p, BN, z, t, [&](int at) {
+        ASSERT_TRUE(at >= 0 && at < s.output_elements());
+        ASSERT_EQ(zeroed[at]++, 0) << "zeroed twice";
+        y[at] = 0.0;
+      });
+      if (::testing::Test::HasFatalFailure()) return;
+    }
   }
   std::vector<int> writes(s.output_elements(), 0);
   std::vector<int> covered(static_cast<size_t>(p.tiles), 0), pieces(static_cast<size_t>(p.tiles), 0);

@@ -355,24 +355,26 @@ CONV2D_IGW_HD int YRowBase(const Params& p, int m) {
   return m + b * (p.cout - 1) * p.p;
 }
 
-// The tail tiles' outputs, which the split kernel zeroes for the pieces' atomics: kBM x bn per
-// tail tile, including the rows and channels past M and Cout.
-CONV2D_IGW_HD int64_t TailZeroCount(const Params& p, int bn) {
-  return int64_t{p.tiles - p.dp_tiles} * kBM * bn;
-}
-// Element e of [0, TailZeroCount): tile dp_tiles + e / (kBM * bn), pixel row e % kBM of it
-// (consecutive e: consecutive pixels, coalesced), channel (e % (kBM * bn)) / kBM. Returns false
-// past M or Cout, else sets *at to its y offset.
-CONV2D_IGW_HD bool TailZeroTarget(const Params& p, int bn, int64_t e, int* at) {
-  const int per_tile = kBM * bn;
-  const int tile = p.dp_tiles + static_cast<int>(e / per_tile);
-  const int local = static_cast<int>(e % per_tile);
+// The tail tiles' outputs, which the split kernel zeroes for the pieces' atomics: one block of
+// kSplitThreads per tail tile, after the split's own blocks. (An element-wise grid-stride loop
+// over all tail outputs, two 64-bit divisions per element, ran by the split's few blocks, took
+// 10-12 us on the cnn suite's BN = 128 shapes, more than the split itself; round 52.)
+CONV2D_IGW_HD int TailZeroBlocks(const Params& p) { return p.tiles - p.dp_tiles; }
+// Calls f(y offset) for each output that thread t of zero block z zeroes: pixel row t % kBM of
+// tail tile dp_tiles + z, every (kSplitThreads / kBM)-th of its channels from t / kBM. The
+// threads of a warp write consecutive pixels of one channel (coalesced); rows past M and
+// channels past Cout are skipped.
+static_assert(kSplitThreads % kBM == 0, "whole pixel rows per zero block");
+template <typename F>
+CONV2D_IGW_HD void ForEachTailZero(const Params& p, int bn, int z, int t, F&& f) {
+  const int tile = p.dp_tiles + z;
   const int m_tile = tile / p.n_tiles;
-  const int m = m_tile * kBM + local % kBM;
-  const int n = (tile - m_tile * p.n_tiles) * bn + local / kBM;
-  if (m >= p.m || n >= p.cout) return false;
-  *at = YRowBase(p, m) + n * p.p;
-  return true;
+  const int nt = tile - m_tile * p.n_tiles;
+  const int m = m_tile * kBM + t % kBM;
+  if (m >= p.m) return;
+  const int base = YRowBase(p, m);
+  const int n_end = (nt + 1) * bn < p.cout ? (nt + 1) * bn : p.cout;
+  for (int n = nt * bn + t / kBM; n < n_end; n += kSplitThreads / kBM) f(base + n * p.p);
 }
 
 // Whether the 16-byte input gather applies: Kw = 1 and W % 4 = 0 (four consecutive output

@@ -7,7 +7,6 @@
 #include "conv/direct_tiled.h"
 #include "conv/fft_fused.h"
 #include "conv/fft_tiled.h"
-#include "conv/gemm_1x1.h"
 #include "conv/implicit_gemm_3xtf32.h"
 #include "conv/implicit_gemm_wgmma.h"
 #include "conv/triton/triton_igemm.h"
@@ -28,7 +27,6 @@ void RegisterAll(Registry& registry) {
   RegisterDirectTiled(registry);
   RegisterFftTiled(registry);
   RegisterFftFused(registry);
-  RegisterGemm1x1(registry);
   RegisterImplicitGemm3xTf32(registry);
   RegisterImplicitGemmWgmma(registry);
   RegisterWinograd(registry);
