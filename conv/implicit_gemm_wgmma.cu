@@ -246,13 +246,27 @@ __device__ __forceinline__ void WgmmaM64N128K8(float (&d)[64], const uint32_t (&
       : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(desc), "r"(scale_d));
 }
 
+// d[0..15] += A (4 registers, tf32) * B (descriptor), m64n32k8, as above.
+__device__ __forceinline__ void WgmmaM64N32K8(float (&d)[16], const uint32_t (&a)[4], uint64_t desc, int scale_d) {
+  asm volatile(
+      "{\n.reg .pred p;\nsetp.ne.b32 p, %21, 0;\n"
+      "wgmma.mma_async.sync.aligned.m64n32k8.f32.tf32.tf32 "
+      "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15}, "
+      "{%16, %17, %18, %19}, %20, p, 1, 1;\n}\n"
+      : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]),
+        "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15])
+      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(desc), "r"(scale_d));
+}
+
 template <int BN>
 __device__ __forceinline__ void Wgmma(float (&d)[BN / 2], const uint32_t (&a)[4], uint64_t desc,
                                       int scale_d) {
   if constexpr (BN == 128) {
     WgmmaM64N128K8(d, a, desc, scale_d);
-  } else {
+  } else if constexpr (BN == 64) {
     WgmmaM64N64K8(d, a, desc, scale_d);
+  } else {
+    WgmmaM64N32K8(d, a, desc, scale_d);
   }
 }
 
@@ -504,8 +518,19 @@ absl::Status EnableSmem() {
                     "implicit_gemm_wgmma: cudaFuncSetAttribute (carveout)");
 }
 
+template <int BN>
+absl::Status EnableSmemAll() {
+  RETURN_IF_ERROR((EnableSmem<BN, true, false>()));
+  RETURN_IF_ERROR((EnableSmem<BN, false, false>()));
+  RETURN_IF_ERROR((EnableSmem<BN, true, true>()));
+  return EnableSmem<BN, false, true>();
+}
+
 // CTAs that fit on one SM at once for a BN.
-int CtasPerSm(int bn) { return bn == 128 ? Config<128>::kMinBlocks : Config<64>::kMinBlocks; }
+int CtasPerSm(int bn) {
+  return bn == 128 ? Config<128>::kMinBlocks
+                   : bn == 64 ? Config<64>::kMinBlocks : Config<32>::kMinBlocks;
+}
 
 // The schedule of a shape on a device with `sms` multiprocessors.
 Params ParamsFor(const Shape& s, int bn, int sms) { return MakeParams(s, bn, sms * CtasPerSm(bn)); }
@@ -526,19 +551,22 @@ class ImplicitGemmWgmmaRunner : public Runner {
     const bool vec_a = CanVectorizeA(p_, reinterpret_cast<uintptr_t>(a.x));
     // Persistent CTAs, at most as many as fit on the GPU at once (UnitWalk).
     const dim3 grid(static_cast<unsigned>(p_.grid));
-    if (bn_ == 128) {
-      SplitFilterKernel<128><<<split_blocks, kSplitThreads, 0, a.stream>>>(a.w, ws, p_, a.y);
-      RETURN_IF_ERROR(LaunchStatus("implicit_gemm_wgmma filter split"));
-      RETURN_IF_ERROR(Gemm<128>(vec_a, grid, a, ws));
-    } else {
-      SplitFilterKernel<64><<<split_blocks, kSplitThreads, 0, a.stream>>>(a.w, ws, p_, a.y);
-      RETURN_IF_ERROR(LaunchStatus("implicit_gemm_wgmma filter split"));
-      RETURN_IF_ERROR(Gemm<64>(vec_a, grid, a, ws));
+    switch (bn_) {
+      case 128: return Launch<128>(split_blocks, vec_a, grid, a, ws);
+      case 64: return Launch<64>(split_blocks, vec_a, grid, a, ws);
+      default: return Launch<32>(split_blocks, vec_a, grid, a, ws);
     }
-    return absl::OkStatus();
   }
 
  private:
+  template <int BN>
+  absl::Status Launch(unsigned split_blocks, bool vec_a, dim3 grid, const RunArgs& a,
+                      float* ws) const {
+    SplitFilterKernel<BN><<<split_blocks, kSplitThreads, 0, a.stream>>>(a.w, ws, p_, a.y);
+    RETURN_IF_ERROR(LaunchStatus("implicit_gemm_wgmma filter split"));
+    return Gemm<BN>(vec_a, grid, a, ws);
+  }
+
   // The main kernel, started while the split kernel's last blocks still run (pdl.cuh).
   template <int BN>
   absl::Status Gemm(bool vec_a, dim3 grid, const RunArgs& a, const float* ws) const {
@@ -599,22 +627,18 @@ class ImplicitGemmWgmma : public Algorithm {
           "implicit_gemm_wgmma schedules at most ", kMaxSlots, " CTAs at once; device ", device,
           " has ", prop.multiProcessorCount, " SMs"));
     }
-    const int smem = bn == 128 ? Config<128>::kSmemBytes : Config<64>::kSmemBytes;
+    const int smem = bn == 128  ? Config<128>::kSmemBytes
+                     : bn == 64 ? Config<64>::kSmemBytes
+                                : Config<32>::kSmemBytes;
     if (static_cast<size_t>(smem) > prop.sharedMemPerBlockOptin) {
       return absl::FailedPreconditionError(absl::StrCat(
           "implicit_gemm_wgmma needs ", smem, " bytes of shared memory per block; the device "
           "allows ", prop.sharedMemPerBlockOptin));
     }
-    if (bn == 128) {
-      RETURN_IF_ERROR((EnableSmem<128, true, false>()));
-      RETURN_IF_ERROR((EnableSmem<128, false, false>()));
-      RETURN_IF_ERROR((EnableSmem<128, true, true>()));
-      RETURN_IF_ERROR((EnableSmem<128, false, true>()));
-    } else {
-      RETURN_IF_ERROR((EnableSmem<64, true, false>()));
-      RETURN_IF_ERROR((EnableSmem<64, false, false>()));
-      RETURN_IF_ERROR((EnableSmem<64, true, true>()));
-      RETURN_IF_ERROR((EnableSmem<64, false, true>()));
+    switch (bn) {
+      case 128: RETURN_IF_ERROR(EnableSmemAll<128>()); break;
+      case 64: RETURN_IF_ERROR(EnableSmemAll<64>()); break;
+      default: RETURN_IF_ERROR(EnableSmemAll<32>()); break;
     }
     return std::unique_ptr<Runner>(new ImplicitGemmWgmmaRunner(s, bn, prop.multiProcessorCount));
   }

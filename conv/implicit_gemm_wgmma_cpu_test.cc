@@ -393,17 +393,25 @@ std::vector<Shape> EmulatedShapes() {
   return out;
 }
 
+// Every shape at its own BN; the BN = 32 shapes also at 64, which took them before BN = 32 was.
 TEST(ImplicitGemmWgmmaEmulationTest, ScalarGatherMatchesReference) {
-  int covered64 = 0, covered128 = 0;
+  int covered32 = 0, covered64 = 0, covered128 = 0;
   for (const Shape& s : EmulatedShapes()) {
-    if (ChooseBN(s) == 64) {
-      CheckShape<64, false>(s, 7);
-      ++covered64;
-    } else {
-      CheckShape<128, false>(s, 7);
-      ++covered128;
+    switch (ChooseBN(s)) {
+      case 32:
+        CheckShape<32, false>(s, 7);
+        ++covered32;
+        [[fallthrough]];
+      case 64:
+        CheckShape<64, false>(s, 7);
+        ++covered64;
+        break;
+      default:
+        CheckShape<128, false>(s, 7);
+        ++covered128;
     }
   }
+  EXPECT_GE(covered32, 5);
   EXPECT_GE(covered64, 5);
   EXPECT_GE(covered128, 3);
 }
@@ -413,20 +421,21 @@ TEST(ImplicitGemmWgmmaEmulationTest, VectorGatherMatchesReference) {
   for (const Shape& s : EmulatedShapes()) {
     if (!CanVectorizeA(MakeParams(s, 64, 1), 0)) continue;
     ++covered;
-    if (ChooseBN(s) == 64) {
-      CheckShape<64, true>(s, 8, 132 * Config<64>::kMinBlocks);  // the H200's grid
-    } else {
-      CheckShape<128, true>(s, 8, 132 * Config<128>::kMinBlocks);
+    switch (ChooseBN(s)) {  // the H200's grid
+      case 32: CheckShape<32, true>(s, 8, 132 * Config<32>::kMinBlocks); break;
+      case 64: CheckShape<64, true>(s, 8, 132 * Config<64>::kMinBlocks); break;
+      default: CheckShape<128, true>(s, 8, 132 * Config<128>::kMinBlocks);
     }
   }
   EXPECT_GE(covered, 3);
 }
 
-// The other BN on a few shapes, so both kernels' maps are replayed with several N tiles.
-TEST(ImplicitGemmWgmmaEmulationTest, BothTileWidths) {
+// Every BN on a few shapes, so every kernel's maps are replayed with several N tiles.
+TEST(ImplicitGemmWgmmaEmulationTest, AllTileWidths) {
   for (const Shape& s : {Shape{1, 5, 130, 9, 11, 3, 2}, Shape{2, 8, 136, 8, 12, 1, 1},
                          Shape{1, 3, 40, 12, 12, 3, 3}}) {
-    CheckShape<64, false>(s, 9, /*slots=*/1);  // one CTA runs every unit
+    CheckShape<32, false>(s, 9, /*slots=*/1);  // one CTA runs every unit
+    CheckShape<64, false>(s, 9, /*slots=*/1);
     CheckShape<128, false>(s, 9, /*slots=*/1);
   }
 }
@@ -437,6 +446,7 @@ TEST(ImplicitGemmWgmmaEmulationTest, BothTileWidths) {
 TEST(ImplicitGemmWgmmaEmulationTest, StreamKTailMatchesReference) {
   for (int slots : {4, 8, 16}) {
     CheckShape<64, false>(Shape{2, 40, 8, 20, 20, 4, 4}, 11, slots, /*tail=*/true);  // 5 tiles x 20 k-tiles
+    CheckShape<32, false>(Shape{2, 40, 8, 20, 20, 4, 4}, 11, slots, /*tail=*/true);
   }
   CheckShape<128, false>(Shape{1, 64, 136, 10, 12, 3, 3}, 11, 3, true);  // 2 tiles x 18 k-tiles
   CheckShape<128, true>(Shape{2, 256, 136, 8, 12, 1, 1}, 11, 3, true);    // 4 tiles x 8 k-tiles

@@ -65,17 +65,17 @@ constexpr int kAStageFloats = kBK * kAStride;
 static_assert(kAStride % 32 == 8, "bank-conflict-free A fragment loads");
 static_assert(kAStageFloats * 4 % 1024 == 0, "stages stay 1024-byte aligned");
 
-// The tile configuration for a BN (64 or 128): BN = 128 holds 64 accumulators + 64 fold sums per
-// consumer thread and 4 stages (196 KiB, one CTA per SM); BN = 64 fits two CTAs per SM with 3
-// stages.
+// The tile configuration for a BN (32, 64 or 128): BN = 128 holds 64 accumulators + 64 fold sums
+// per consumer thread and 4 stages (196 KiB, one CTA per SM); BN = 64 fits two CTAs per SM with 3
+// stages, BN = 32 (Cout <= 32, where a 64 tile would be half padding) two with 4.
 template <int BN>
 struct Config {
-  static_assert(BN == 64 || BN == 128, "BN is 64 or 128");
+  static_assert(BN == 32 || BN == 64 || BN == 128, "BN is 32, 64 or 128");
   static constexpr int kBN = BN;
-  static constexpr int kStages = BN == 128 ? 4 : 3;
+  static constexpr int kStages = BN == 64 ? 3 : 4;
   static constexpr int kMinBlocks = BN == 128 ? 1 : 2;
   // Registers per thread (setmaxnreg): the launch gives each of the 384 threads 65536 /
-  // (384 * kMinBlocks) rounded down to 8 (168, 80); the copy warpgroup gives back down to
+  // (384 * kMinBlocks) rounded down to 8 (168, 80, 80); the copy warpgroup gives back down to
   // kCopyRegs and the consumers take up to kConsumerRegs, within the CTA's allocation.
   static constexpr int kLaunchRegs = 65536 / (kThreads * kMinBlocks) / 8 * 8;
   static constexpr int kCopyRegs = BN == 128 ? 56 : 40;
@@ -95,11 +95,12 @@ struct Config {
   // Whether a unit's epilogue is deferred into the next unit's first k-tile, overlapping the
   // tensor core's work (it keeps acc, sum and the store addresses live together: 96 registers
   // are too few for that at BN = 64).
-  static constexpr bool kDeferStores = BN == 128;
+  static constexpr bool kDeferStores = BN != 64;
   static_assert(kBTileBytes % 1024 == 0 && kStageBytes % 1024 == 0, "1024-byte aligned tiles");
 };
 static_assert(Config<128>::kSmemBytes <= 227 * 1024, "one CTA per SM");
 static_assert(2 * (Config<64>::kSmemBytes + 1024) <= 228 * 1024, "two CTAs per SM");
+static_assert(2 * (Config<32>::kSmemBytes + 1024) <= 228 * 1024, "two CTAs per SM");
 
 // ---- The ring (one pass over all the k-tiles of all the CTA's work units, in order: stage i is
 // the CTA's i-th k-tile overall, across unit boundaries): stage i lives in slot i % kStages.
@@ -160,8 +161,11 @@ struct Params {
   FastDiv div_p, div_ow, div_khkw, div_kw;
 };
 
-// BN for a shape: 64 when Cout <= 64 (half of a 128 tile would be padding), else 128.
-inline int ChooseBN(const Shape& s) { return s.out_channels <= 64 ? 64 : 128; }
+// BN for a shape: the smallest of 32, 64, 128 that holds Cout, else 128 (a larger tile would be
+// half padding).
+inline int ChooseBN(const Shape& s) {
+  return s.out_channels <= 32 ? 32 : s.out_channels <= 64 ? 64 : 128;
+}
 absl::Status CheckIndexing(const Shape& s);
 // The schedule for `slots` CTAs at once (SMs x CTAs per SM, at most kMaxSlots); see Params.
 // Its 32-bit indices: tiles + slots (CheckIndexing) and the tail's k-tiles, fewer than slots x

@@ -39,11 +39,13 @@ std::vector<Case> Cases() {
   constexpr int64_t kAll = 1 << 16;
   for (const Shape& s : EdgeShapes()) cases.push_back({s, kAll});
   for (const Shape& s : KernelBotTestShapes()) cases.push_back({s, kAll});
-  // Tile widths (Cout <= 64: 64, else 128), the 16-byte input gather (Kw = 1, W % 4 = 0), and
-  // overhang in M, N and K.
+  // Tile widths (Cout <= 32: 32, <= 64: 64, else 128), the 16-byte input gather (Kw = 1,
+  // W % 4 = 0), and overhang in M, N and K.
   cases.push_back({Shape{3, 8, 65, 10, 12, 2, 1}, kAll});    // BN 128, vector A, K = 16
   cases.push_back({Shape{2, 5, 70, 12, 20, 3, 1}, kAll});    // BN 128, vector A, K = 15
-  cases.push_back({Shape{2, 4, 1, 31, 29, 3, 3}, kAll});     // BN 64, Cout = 1
+  cases.push_back({Shape{2, 4, 1, 31, 29, 3, 3}, kAll});     // BN 32, Cout = 1
+  cases.push_back({Shape{2, 8, 24, 8, 12, 1, 1}, kAll});     // BN 32, vector A
+  cases.push_back({Shape{1, 9, 33, 14, 13, 3, 3}, kAll});    // BN 64, Cout just above 32
   cases.push_back({Shape{1, 33, 130, 9, 11, 3, 2}, kAll});   // BN 128, 2 N tiles, K = 198
   cases.push_back({Shape{2, 40, 8, 20, 20, 4, 4}, kAll});    // K = 640: 5 folds, no K tail
   cases.push_back({Shape{2, 40, 8, 20, 20, 3, 4}, kAll});    // K = 480: a partial last chunk
