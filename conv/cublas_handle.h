@@ -30,13 +30,17 @@ class CublasHandle {
   absl::Status Init(cublasMath_t math) {
     if (handle_ == nullptr) {
       absl::Status st = Check(cublasCreate(&handle_), "cublasCreate");
-      if (!st.ok()) return st;
+      if (!st.ok()) {
+        handle_ = nullptr;
+        return st;
+      }
     }
     return Check(cublasSetMathMode(handle_, math), "cublasSetMathMode");
   }
 
   // Before every call: cublasSetStream resets the handle to cuBLAS's own workspace pool, so the
-  // workspace is set after it.
+  // workspace is set after it. It changes the handle: one thread at a time, as Runner::Run is
+  // called (algorithm.h).
   absl::Status Bind(cudaStream_t stream, void* workspace, size_t workspace_bytes) const {
     absl::Status st = Check(cublasSetStream(handle_, stream), "cublasSetStream");
     if (!st.ok()) return st;

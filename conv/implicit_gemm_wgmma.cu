@@ -32,8 +32,8 @@
 //    (two register sets of A fragments alternate). After the first step's wait_group 1 of a
 //    unit's stage g, stage g - 1 (same unit) is complete: arrive on its "empty". Every kFoldTiles
 //    k-tiles of a unit: wait_group 0 and fold. At a unit's end: wait_group 0, arrive on the last
-//    stage's "empty", fold the partial chunk. The unit's stores (BN = 128) are deferred into
-//    the next unit's first k-tile, a quarter of the registers after each k8 step's wgmma are
+//    stage's "empty", fold the partial chunk. The unit's stores (BN = 32 and 128) are deferred
+//    into the next unit's first k-tile, a quarter of the registers after each k8 step's wgmma are
 //    issued, so that the tensor core is not idle while they issue; the CTA's last unit stores
 //    at once.
 #include <cuda_runtime.h>
@@ -406,8 +406,8 @@ __global__ void __launch_bounds__(kThreads, Config<BN>::kMinBlocks)
 
   // The previous unit's epilogue, deferred into the first k-tile of the next one (one quarter of
   // the registers after each k8 step's wgmma are issued), so that its stores run while the tensor
-  // core works (BN = 128; at BN = 64 the registers are short, and the SM's other CTA keeps the
-  // tensor core busy while this one stores).
+  // core works (BN = 32 and 128; at BN = 64 the registers are short, and the SM's other CTA
+  // keeps the tensor core busy while this one stores).
   bool store_pending = false;
   int store_row[2] = {-1, -1};
   int store_n0 = 0;
@@ -505,7 +505,7 @@ __global__ void __launch_bounds__(kThreads, Config<BN>::kMinBlocks)
 constexpr size_t kWorkspaceAlign = 256;
 
 // Lets the kernel have its dynamic shared memory, and asks for the whole shared/L1 split as
-// shared memory so that BN = 64 gets its two CTAs per SM.
+// shared memory so that BN = 32 and 64 get their two CTAs per SM.
 template <int BN, bool kVecA, bool kTail>
 absl::Status EnableSmem() {
   RETURN_IF_ERROR(CudaStatus(cudaFuncSetAttribute(ImplicitGemmWgmmaKernel<BN, kVecA, kTail>,
@@ -524,12 +524,6 @@ absl::Status EnableSmemAll() {
   RETURN_IF_ERROR((EnableSmem<BN, false, false>()));
   RETURN_IF_ERROR((EnableSmem<BN, true, true>()));
   return EnableSmem<BN, false, true>();
-}
-
-// CTAs that fit on one SM at once for a BN.
-int CtasPerSm(int bn) {
-  return bn == 128 ? Config<128>::kMinBlocks
-                   : bn == 64 ? Config<64>::kMinBlocks : Config<32>::kMinBlocks;
 }
 
 // The schedule of a shape on a device with `sms` multiprocessors.
@@ -554,8 +548,9 @@ class ImplicitGemmWgmmaRunner : public Runner {
     switch (bn_) {
       case 128: return Launch<128>(split_blocks, vec_a, grid, a, ws);
       case 64: return Launch<64>(split_blocks, vec_a, grid, a, ws);
-      default: return Launch<32>(split_blocks, vec_a, grid, a, ws);
+      case 32: return Launch<32>(split_blocks, vec_a, grid, a, ws);
     }
+    return absl::InternalError(absl::StrCat("implicit_gemm_wgmma: no kernel for BN = ", bn_));
   }
 
  private:
@@ -638,7 +633,8 @@ class ImplicitGemmWgmma : public Algorithm {
     switch (bn) {
       case 128: RETURN_IF_ERROR(EnableSmemAll<128>()); break;
       case 64: RETURN_IF_ERROR(EnableSmemAll<64>()); break;
-      default: RETURN_IF_ERROR(EnableSmemAll<32>()); break;
+      case 32: RETURN_IF_ERROR(EnableSmemAll<32>()); break;
+      default: return absl::InternalError(absl::StrCat("implicit_gemm_wgmma: no kernel for BN = ", bn));
     }
     return std::unique_ptr<Runner>(new ImplicitGemmWgmmaRunner(s, bn, prop.multiProcessorCount));
   }

@@ -395,13 +395,14 @@ std::vector<Shape> EmulatedShapes() {
 
 // Every shape at its own BN; the BN = 32 shapes also at 64, which took them before BN = 32 was.
 TEST(ImplicitGemmWgmmaEmulationTest, ScalarGatherMatchesReference) {
-  int covered32 = 0, covered64 = 0, covered128 = 0;
+  int covered32 = 0, covered64 = 0, covered128 = 0;  // shapes by their own BN
   for (const Shape& s : EmulatedShapes()) {
     switch (ChooseBN(s)) {
       case 32:
         CheckShape<32, false>(s, 7);
+        CheckShape<64, false>(s, 7);
         ++covered32;
-        [[fallthrough]];
+        break;
       case 64:
         CheckShape<64, false>(s, 7);
         ++covered64;
@@ -412,7 +413,7 @@ TEST(ImplicitGemmWgmmaEmulationTest, ScalarGatherMatchesReference) {
     }
   }
   EXPECT_GE(covered32, 5);
-  EXPECT_GE(covered64, 5);
+  EXPECT_GE(covered64, 1);
   EXPECT_GE(covered128, 3);
 }
 
@@ -448,6 +449,9 @@ TEST(ImplicitGemmWgmmaEmulationTest, StreamKTailMatchesReference) {
     CheckShape<64, false>(Shape{2, 40, 8, 20, 20, 4, 4}, 11, slots, /*tail=*/true);  // 5 tiles x 20 k-tiles
     CheckShape<32, false>(Shape{2, 40, 8, 20, 20, 4, 4}, 11, slots, /*tail=*/true);
   }
+  for (int slots : {8, 16}) {  // BN = 32 with 2 N tiles, the last one partial
+    CheckShape<32, false>(Shape{2, 40, 40, 20, 20, 4, 4}, 11, slots, /*tail=*/true);
+  }
   CheckShape<128, false>(Shape{1, 64, 136, 10, 12, 3, 3}, 11, 3, true);  // 2 tiles x 18 k-tiles
   CheckShape<128, true>(Shape{2, 256, 136, 8, 12, 1, 1}, 11, 3, true);    // 4 tiles x 8 k-tiles
   CheckShape<64, false>(Shape{1, 3, 40, 12, 12, 3, 3}, 11, 1, false);     // one CTA: whole tiles
@@ -470,11 +474,10 @@ TEST(ImplicitGemmWgmmaPlanTest, WorkUnitWalkCoversEveryKTileOnce) {
   for (const Shape& s : shapes) {
     if (!CheckIndexing(s).ok()) continue;
     const int bn = ChooseBN(s);
-    const int per_sm = bn == 128 ? Config<128>::kMinBlocks : Config<64>::kMinBlocks;
-    for (int slots : {1, 3, 7, 132 * per_sm}) {
+    for (int slots : {1, 3, 7, 132 * CtasPerSm(bn)}) {
       SCOPED_TRACE(s.ToString() + " slots " + std::to_string(slots));
       const Params p = MakeParams(s, bn, slots);
-      if (slots == 132 * per_sm) tail_shapes += p.tail_ctas > 0;
+      if (slots == 132 * CtasPerSm(bn)) tail_shapes += p.tail_ctas > 0;
       const int64_t pairs = int64_t{p.tiles} * p.k_tiles;
       if (pairs > 20000000) continue;  // keep the test quick
       ASSERT_TRUE(p.grid >= 1 && p.grid <= slots);
@@ -922,6 +925,8 @@ TEST(ImplicitGemmWgmmaPlanTest, ShapeLimits) {
     EXPECT_TRUE(std::isfinite(t) && t > 0) << s.ToString();
   }
   // The tile width follows Cout.
+  EXPECT_EQ(ChooseBN(Shape{1, 3, 32, 8, 8, 3, 3}), 32);
+  EXPECT_EQ(ChooseBN(Shape{1, 3, 33, 8, 8, 3, 3}), 64);
   EXPECT_EQ(ChooseBN(Shape{1, 3, 64, 8, 8, 3, 3}), 64);
   EXPECT_EQ(ChooseBN(Shape{1, 3, 65, 8, 8, 3, 3}), 128);
 }

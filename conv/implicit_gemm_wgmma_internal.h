@@ -102,6 +102,12 @@ static_assert(Config<128>::kSmemBytes <= 227 * 1024, "one CTA per SM");
 static_assert(2 * (Config<64>::kSmemBytes + 1024) <= 228 * 1024, "two CTAs per SM");
 static_assert(2 * (Config<32>::kSmemBytes + 1024) <= 228 * 1024, "two CTAs per SM");
 
+// CTAs that fit on one SM at once for a BN (32, 64 or 128).
+inline int CtasPerSm(int bn) {
+  return bn == 128 ? Config<128>::kMinBlocks
+                   : bn == 64 ? Config<64>::kMinBlocks : Config<32>::kMinBlocks;
+}
+
 // ---- The ring (one pass over all the k-tiles of all the CTA's work units, in order: stage i is
 // the CTA's i-th k-tile overall, across unit boundaries): stage i lives in slot i % kStages.
 // full[slot] completes one phase per use of the slot (kFullArrivals: every copy thread's cp.async
@@ -174,7 +180,8 @@ constexpr int kMaxSlots = 1 << 12;
 Params MakeParams(const Shape& s, int bn, int slots);
 // How much cheaper the tail must model to be taken: 5% at BN = 128; 15% at BN = 64, whose tail
 // kernels spill a few registers of their 96 (28 bytes) and measured ~8% short of the model's
-// gain (round 45).
+// gain (round 45). BN = 32 keeps BN = 64's margin: its tail kernels do not spill, but their gain
+// against the model is unmeasured.
 inline double TailMargin(int bn) { return bn == 128 ? 0.95 : 0.85; }
 int64_t NumTiles(const Shape& s, int bn);
 
@@ -299,7 +306,7 @@ CONV2D_IGW_HD int64_t WorkspaceTile(int bn, int k_tiles, int nt, int kt, int pla
   return ((int64_t{nt} * k_tiles + kt) * 2 + plane) * int64_t{bn} * kBK;
 }
 // The split kernel runs one block of kSplitThreads per (N tile, k-tile), blockIdx.x = nt*k_tiles
-// + kt (no 64-bit division per element: an earlier one-thread-per-float form was ALU bound, 20 us
+// + kt, then the tail's zeroing blocks (TailZeroBlocks) (no 64-bit division per element: an earlier one-thread-per-float form was ALU bound, 20 us
 // for a 512x4608 filter). Element e of the block (e < bn*kBK, stepping by kSplitThreads) is
 // w[*n][*k], read along k (a warp reads whole 128-byte filter rows), and its hi half goes to
 // float *hi_at of the workspace, its lo half bn*kBK floats further (the lo plane). *n >= Cout or

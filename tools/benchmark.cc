@@ -25,6 +25,7 @@
 #include <utility>
 #include <vector>
 
+#include "absl/cleanup/cleanup.h"
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/strings/ascii.h"
@@ -139,7 +140,8 @@ absl::Status ParseFlags(int* argc, char** argv, Flags* f, bool* help) {
       RETURN_IF_ERROR(need_int(&f->warmup));
       if (f->warmup < 0) return absl::InvalidArgumentError("--warmup must be >= 0");
     } else if (key == "--cooldown") {
-      if (!has_value || !absl::SimpleAtod(value, &f->cooldown_s) || !(f->cooldown_s >= 0)) {
+      if (!has_value || !absl::SimpleAtod(value, &f->cooldown_s) || !(f->cooldown_s >= 0) ||
+          !std::isfinite(f->cooldown_s)) {
         return absl::InvalidArgumentError(absl::StrCat("--cooldown wants seconds >= 0: ", arg));
       }
     } else if (key == "--positions") {
@@ -441,8 +443,15 @@ class GpuBench {
   }
 
   absl::Status Measure(benchmark::State& state, const std::string& variant, int ci, Result* r) {
-    RETURN_IF_ERROR(PrepareCase(ci));
+    RETURN_IF_ERROR(PrepareCase(ci));  // the fp64 reference: CPU time, not counted as busy
     Case& c = cases_[ci];
+    // A variant timed right after a heavy one ran at lowered clocks (docs/PERF.md, round 52):
+    // every variant starts from a GPU that has idled as long as the previous one kept it busy
+    // (its wall time: plan, checks, flushes and calls), up to --cooldown seconds.
+    const double rest_s = std::min(flags_.cooldown_s, busy_s_);
+    if (rest_s > 0) absl::SleepFor(absl::Seconds(rest_s));
+    const absl::Time start = absl::Now();
+    absl::Cleanup record_busy = [this, start] { busy_s_ = absl::ToDoubleSeconds(absl::Now() - start); };
     ASSIGN_OR_RETURN(Prepared p, PrepareVariant(variant, c.shape));
     r->label = p.label;
     r->workspace_mb = p.workspace_bytes / 1048576.0;
@@ -451,17 +460,11 @@ class GpuBench {
     }
     state.SetLabel(p.label);
 
-    // A variant timed right after a heavy one ran at lowered clocks (docs/PERF.md, round 51):
-    // every variant starts from a GPU that has idled as long as the previous one kept it busy.
-    const double rest_s = std::min(flags_.cooldown_s, busy_ms_ * 1e-3);
-    if (rest_s > 0) absl::SleepFor(absl::Seconds(rest_s));
-    busy_ms_ = 0;
-
     // Checked cold (first call of a fresh plan) and again after the timed calls.
     ASSIGN_OR_RETURN(Comparison first, Check(p, c));
     for (int i = 0; i < flags_.warmup; ++i) {
-      ASSIGN_OR_RETURN(double ms, TimedCall(p));
-      busy_ms_ += ms;
+      ASSIGN_OR_RETURN(double unused, TimedCall(p));
+      (void)unused;
     }
     double total_ms = 0;
     int64_t n = 0;
@@ -474,7 +477,6 @@ class GpuBench {
       }
       state.SetIterationTime(*ms * 1e-3);
       total_ms += *ms;
-      busy_ms_ += *ms;
       ++n;
     }
     RETURN_IF_ERROR(st);
@@ -517,7 +519,7 @@ class GpuBench {
   }
 
   Flags flags_;
-  double busy_ms_ = 0;  // the last variant's timed and warm-up calls, summed
+  double busy_s_ = 0;  // the wall time of the last variant's measurement
   std::vector<Case> cases_;
   std::vector<std::string> variant_order_;
   std::map<std::pair<std::string, int>, Result> results_;
