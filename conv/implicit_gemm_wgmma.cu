@@ -289,7 +289,7 @@ __device__ __forceinline__ void CopyStages(const float* __restrict__ x, const fl
                                            const Params& p, uint32_t smem_base, uint32_t full,
                                            uint32_t empty, int t) {
   using C = Config<BN>;
-  AGather<kVecA> a_gather;
+  AGather<kVecA, C::kUnmaskedGather> a_gather;
   int g = 0;  // stages issued so far
   RingCursor<C::kStages> ring;  // stage g's slot and phase
   std::conditional_t<kTail, UnitWalk, WholeTileWalk> walk(p, static_cast<int>(blockIdx.x));

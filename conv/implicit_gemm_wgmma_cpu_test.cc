@@ -122,7 +122,7 @@ std::vector<float> SplitFilter(const Shape& s, const Params& p, int bn,
 template <int BN, bool kVecA, class At>
 void EmulateUnit(const Shape& s, const Params& p, const WorkUnit& wu, int g0,
                  const std::vector<float>& x, const std::vector<float>& ws,
-                 std::vector<AGather<kVecA>>& ag, At& at, std::vector<double>& acc,
+                 std::vector<AGather<kVecA, Config<BN>::kUnmaskedGather>>& ag, At& at, std::vector<double>& acc,
                  std::vector<double>& sum, std::vector<double>& y, std::vector<int>& writes) {
   using C = Config<BN>;
   const int m0 = wu.m_tile * kBM, n0 = wu.n_tile * BN;
@@ -291,7 +291,7 @@ void EmulateCta(const Shape& s, const Params& p, int cta, const std::vector<floa
   // and sum (the folds; zero at the start and after each unit's stores).
   std::vector<double> acc(2 * 64 * BN, std::numeric_limits<double>::quiet_NaN());
   std::vector<double> sum(2 * 64 * BN, 0.0);
-  std::vector<AGather<kVecA>> ag(kCopyThreads);
+  std::vector<AGather<kVecA, Config<BN>::kUnmaskedGather>> ag(kCopyThreads);
   int g = 0;  // the CTA's stage index over its units
   UnitWalk walk(p, cta);
   WorkUnit wu;

@@ -96,6 +96,11 @@ struct Config {
   // tensor core's work (it keeps acc, sum and the store addresses live together: 96 registers
   // are too few for that at BN = 64).
   static constexpr bool kDeferStores = BN != 64;
+  // Whether the scalar x gather has its unmasked path for interior stages (AGather). At BN = 32
+  // and 64 the consumers wait for the copy warpgroup, whose issue rate sets the pace (round 63:
+  // 21% of the warps' stall samples on "full", the copy warps busy issuing); at BN = 128 the
+  // consumers set it, and the longer code measured ~8% slower.
+  static constexpr bool kUnmaskedGather = BN != 128;
   static_assert(kBTileBytes % 1024 == 0 && kStageBytes % 1024 == 0, "1024-byte aligned tiles");
 };
 static_assert(Config<128>::kSmemBytes <= 227 * 1024, "one CTA per SM");
@@ -402,7 +407,8 @@ CONV2D_IGW_HD bool CanVectorizeA(const Params& p, uintptr_t x) {
 // from Init. A warp's copy covers 16 consecutive pixels of two rows 2*kAStride = 16 (mod 32)
 // words apart: 32 distinct banks.
 // Vector: thread t owns pixels 4*(t % 32) .. +3 and k rows t/32 + 4i, i < 8.
-template <bool kVec>
+// kUnmasked: interior stages take a path without masks (Config::kUnmaskedGather).
+template <bool kVec, bool kUnmasked = false>
 struct AGather {
   static constexpr int kRows = kVec ? kBK * kBM / 4 / kCopyThreads : 4;  // k rows per thread
   static constexpr int kCols = kVec ? 1 : kBK * kBM / kCopyThreads / 4;  // pixel columns: 8
@@ -462,16 +468,24 @@ CONV2D_IGW_UNROLL
         const bool valid = (m_valid & 1u) && kg < p.k;
         f(row * kAStride + col, valid ? mbase[0] + c * p.hw + r * p.w : 0, valid);
       }
+    } else if (kUnmasked && m_valid == (1u << kCols) - 1 && (kt + 1) * kBK <= p.k) {
+      // An interior stage (every stage of a tile but the last m-tile's and the last k-tile):
+      // no masks, so each copy costs an add and the address, not a mask test and a select too.
+CONV2D_IGW_UNROLL
+      for (int j = 0; j < kRows; ++j) {
+        int kofs = KOffset(p, kt * kBK + Row(j));
+#if defined(__CUDA_ARCH__)
+        asm("" : "+r"(kofs));  // one add per copy: keeps the compiler from re-associating
+#endif
+CONV2D_IGW_UNROLL
+        for (int i = 0; i < kCols; ++i) f(Row(j) * kAStride + col + i * kColStep, mbase[i] + kofs, true);
+      }
     } else {
 CONV2D_IGW_UNROLL
       for (int j = 0; j < kRows; ++j) {
         const int row = Row(j);
         const int kg = kt * kBK + row;
-        const int c = p.div_khkw.Div(kg);
-        const int r = kg - c * (p.kh * p.kw);
-        const int kp = p.div_kw.Div(r);
-        const int kq = r - kp * p.kw;
-        const int kofs = c * p.hw + kp * p.w + kq;
+        const int kofs = KOffset(p, kg);
         const bool k_valid = kg < p.k;
 CONV2D_IGW_UNROLL
         for (int i = 0; i < kCols; ++i) {
@@ -480,6 +494,15 @@ CONV2D_IGW_UNROLL
         }
       }
     }
+  }
+
+  // The x offset of reduction term kg (c, kp, kq) from a pixel's base.
+  CONV2D_IGW_HD static int KOffset(const Params& p, int kg) {
+    const int c = p.div_khkw.Div(kg);
+    const int r = kg - c * (p.kh * p.kw);
+    const int kp = p.div_kw.Div(r);
+    const int kq = r - kp * p.kw;
+    return c * p.hw + kp * p.w + kq;
   }
 };
 
