@@ -10,6 +10,7 @@
 // interleavings, within a work unit and across units), the work-unit walk (every (tile, k-tile)
 // once), bank conflicts and the shape limits.
 #include <algorithm>
+#include <array>
 #include <cmath>
 #include <cstdint>
 #include <cstdio>
@@ -122,8 +123,9 @@ std::vector<float> SplitFilter(const Shape& s, const Params& p, int bn,
 template <int BN, bool kVecA, class At>
 void EmulateUnit(const Shape& s, const Params& p, const WorkUnit& wu, int g0,
                  const std::vector<float>& x, const std::vector<float>& ws,
-                 std::vector<AGather<kVecA, Config<BN>::kUnmaskedGather>>& ag, At& at, std::vector<double>& acc,
-                 std::vector<double>& sum, std::vector<double>& y, std::vector<int>& writes) {
+                 std::vector<AGather<kVecA, Config<BN>::kUnmaskedGather>>& ag, At& at,
+                 std::vector<double>& acc, std::vector<double>& sum, std::vector<double>& y,
+                 std::vector<int>& writes) {
   using C = Config<BN>;
   const int m0 = wu.m_tile * kBM, n0 = wu.n_tile * BN;
   const int kt_begin = wu.kt_begin, kt_end = wu.kt_begin + wu.stages;
@@ -929,6 +931,36 @@ TEST(ImplicitGemmWgmmaPlanTest, ShapeLimits) {
   EXPECT_EQ(ChooseBN(Shape{1, 3, 33, 8, 8, 3, 3}), 64);
   EXPECT_EQ(ChooseBN(Shape{1, 3, 64, 8, 8, 3, 3}), 64);
   EXPECT_EQ(ChooseBN(Shape{1, 3, 65, 8, 8, 3, 3}), 128);
+}
+
+// The scalar gather's unmasked path (interior stages) issues exactly the masked path's copies, and
+// is taken on every stage but the last m-tile's and the last k-tile.
+TEST(ImplicitGemmWgmmaLayoutTest, UnmaskedGatherMatchesMasked) {
+  // K = 72, 63 and 260: partial last k-tiles; M not a multiple of kBM.
+  for (const Shape& s : {Shape{2, 8, 8, 20, 20, 3, 3}, Shape{1, 3, 5, 300, 9, 3, 7},
+                         Shape{3, 13, 7, 19, 23, 5, 4}}) {
+    const Params p = MakeParams(s, 64, 3);
+    int interior = 0;
+    for (int m_tile = 0; m_tile < p.m_tiles; ++m_tile) {
+      for (int t = 0; t < kCopyThreads; ++t) {
+        AGather<false, false> masked;
+        AGather<false, true> unmasked;
+        masked.Init(p, m_tile * kBM, t);
+        unmasked.Init(p, m_tile * kBM, t);
+        for (int kt = 0; kt < p.k_tiles; ++kt) {
+          std::vector<std::array<int, 3>> a, b;
+          masked.ForEach(p, kt, [&](int si, int g, bool v) { a.push_back({si, g, v}); });
+          unmasked.ForEach(p, kt, [&](int si, int g, bool v) { b.push_back({si, g, v}); });
+          ASSERT_EQ(a, b) << s.ToString() << " m-tile " << m_tile << " thread " << t << " k-tile "
+                          << kt;
+          bool all = true;
+          for (const auto& c : a) all &= c[2] != 0;
+          interior += all && (kt + 1) * kBK <= p.k;
+        }
+      }
+    }
+    EXPECT_GT(interior, 0) << s.ToString();
+  }
 }
 
 TEST(ImplicitGemmWgmmaPlanTest, VectorGatherConditions) {

@@ -478,7 +478,9 @@ CONV2D_IGW_UNROLL
         asm("" : "+r"(kofs));  // one add per copy: keeps the compiler from re-associating
 #endif
 CONV2D_IGW_UNROLL
-        for (int i = 0; i < kCols; ++i) f(Row(j) * kAStride + col + i * kColStep, mbase[i] + kofs, true);
+        for (int i = 0; i < kCols; ++i) {
+          f(Row(j) * kAStride + col + i * kColStep, mbase[i] + kofs, true);
+        }
       }
     } else {
 CONV2D_IGW_UNROLL
