@@ -3,7 +3,8 @@
 // kernel's grouping: per k8 step three wgmma on one accumulator, commit, wait_group 1; two
 // warpgroups per CTA, one or two CTAs per SM. Nothing but the tensor-core instructions (no loads,
 // no split) in the first two forms, so those numbers are the ceiling each form can reach; then
-// with the kernel's A feed, and with the hybrid of PERF.md round 60. Not part of the build:
+// with the kernel's A feed, and with the hybrid of PERF.md round 60; then with the kernel's folds
+// (round 66). Not part of the build:
 //   nvcc -std=c++17 -O3 -gencode=arch=compute_90a,code=sm_90a wgmma_rate.cu -o wgmma_rate
 #include <cuda_runtime.h>
 
@@ -76,7 +77,10 @@ __device__ __forceinline__ void Mma(float (&d)[N / 2], const uint32_t (&a)[4], u
 // then hi*Blo and hi*Bhi SS with A from a K-major tile, the tensor core truncating it to hi).
 // kDepth: wait_group kDepth after each step's commit (the kernel: 1), with kDepth + 1 register
 // sets of A fragments.
-template <int N, bool kSS, int kFeed = 0, int kDepth = 1>
+// kFold: 0 none; 1 the kernel's fold every 16 steps (wait_group 0, then the accumulators added
+// into a second register set), both warpgroups on the same steps; 2 the same with warpgroup 1
+// half a chunk later (round 66).
+template <int N, bool kSS, int kFeed = 0, int kDepth = 1, int kFold = 0>
 __global__ void __launch_bounds__(256) Chain(int steps, float* out, long long* cycles) {
   extern __shared__ unsigned char raw[];
   const uint32_t base = (static_cast<uint32_t>(__cvta_generic_to_shared(raw)) + 1023u) & ~1023u;
@@ -99,6 +103,9 @@ __global__ void __launch_bounds__(256) Chain(int steps, float* out, long long* c
   const int lane = threadIdx.x & 31, warp = (threadIdx.x >> 5) & 3;
   const int m = wg * 64 + warp * 16 + (lane >> 2), kk = lane & 3;
   uint32_t hs[kDepth + 1][4], ls[kDepth + 1][4];
+  float folded[N / 2];
+  for (int i = 0; i < N / 2; ++i) folded[i] = 0.f;
+  const int fold_phase = kFold == 2 && wg == 1 ? 8 : 0;
   const long long t0 = clock64();
 #pragma unroll 12
   for (int s = 0; s < steps; ++s) {
@@ -132,22 +139,30 @@ __global__ void __launch_bounds__(256) Chain(int steps, float* out, long long* c
     }
     asm volatile("wgmma.commit_group.sync.aligned;\n" ::: "memory");
     asm volatile("wgmma.wait_group.sync.aligned %0;\n" ::"n"(kDepth) : "memory");
+    if (kFold != 0 && ((s + fold_phase) & 15) == 15) {
+      asm volatile("wgmma.wait_group.sync.aligned 0;\n" ::: "memory");
+#pragma unroll
+      for (int i = 0; i < N / 2; ++i) {
+        asm volatile("" : "+f"(d[i])::"memory");
+        folded[i] = __fadd_rn(folded[i], d[i]);
+      }
+    }
   }
   asm volatile("wgmma.wait_group.sync.aligned 0;\n" ::: "memory");
   const long long t1 = clock64();
   float sum = 0.f;
-  for (int i = 0; i < N / 2; ++i) sum += d[i];
+  for (int i = 0; i < N / 2; ++i) sum += d[i] + folded[i];
   out[blockIdx.x * blockDim.x + threadIdx.x] = sum;
   if (threadIdx.x == 0) cycles[blockIdx.x] = t1 - t0;
 }
 
-template <int N, bool kSS, int kFeed = 0, int kDepth = 1>
+template <int N, bool kSS, int kFeed = 0, int kDepth = 1, int kFold = 0>
 void Run(int ctas_per_sm, int sms) {
   const int steps = 20000;
   const int ctas = sms * ctas_per_sm;
   // Shared memory sized so that exactly ctas_per_sm CTAs fit on an SM.
   const int smem = ctas_per_sm == 1 ? 150 * 1024 : 100 * 1024;
-  auto* k = Chain<N, kSS, kFeed, kDepth>;
+  auto* k = Chain<N, kSS, kFeed, kDepth, kFold>;
   cudaFuncSetAttribute(k, cudaFuncAttributeMaxDynamicSharedMemorySize, smem);
   float* out;
   long long* cyc;
@@ -172,8 +187,9 @@ void Run(int ctas_per_sm, int sms) {
                      : kFeed == 2 ? "hybrid: lo RS (LDS + trunc), hi SS"
                      : kSS        ? "SS (A smem)"
                                   : "RS (A regs)";
-  std::printf("N=%3d ctas/SM=%d %-36s wait_group %d: %7.1f TFLOP/s (%s)\n", N, ctas_per_sm, form,
-              kDepth, flop / ms / 1e9, cudaGetErrorString(cudaGetLastError()));
+  const char* fold = kFold == 1 ? ", folds" : kFold == 2 ? ", staggered folds" : "";
+  std::printf("N=%3d ctas/SM=%d %-36s wait_group %d%s: %7.1f TFLOP/s (%s)\n", N, ctas_per_sm, form,
+              kDepth, fold, flop / ms / 1e9, cudaGetErrorString(cudaGetLastError()));
   cudaFree(out);
   cudaFree(cyc);
 }
@@ -200,5 +216,10 @@ int main() {
     Run<128, false, 1>(cps, sms);
     Run<128, false, 2>(cps, sms);
   }
+  // The kernel's folds (round 66): BN = 128 runs one CTA per SM, BN = 64 two.
+  Run<128, false, 1, 1, 1>(1, sms);
+  Run<128, false, 1, 1, 2>(1, sms);
+  Run<64, false, 1, 1, 1>(2, sms);
+  Run<64, false, 1, 1, 2>(2, sms);
   return 0;
 }
