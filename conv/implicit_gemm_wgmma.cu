@@ -149,14 +149,34 @@ __global__ void __launch_bounds__(kSplitThreads)
                     [&](int at) { y[at] = 0.f; });
     return;
   }
+  // Every load of the thread first, then the splits and stores: the filter comes from DRAM, and
+  // the loop that split each value as it arrived kept four loads in flight (the compiler unrolls
+  // it by 4 only: its trip count depends on the thread), four DRAM round trips per block in
+  // series (round 68).
+  constexpr int kPerThread = BN * kBK / kSplitThreads;
+  static_assert(BN * kBK % kSplitThreads == 0, "whole elements per thread");
+  float v[kPerThread];
 #pragma unroll
-  for (int e = static_cast<int>(threadIdx.x); e < BN * kBK; e += kSplitThreads) {
+  for (int j = 0; j < kPerThread; ++j) {
     int n, k;
     int64_t hi_at;
-    SplitFilterTarget(p, BN, block, e, &n, &k, &hi_at);
-    const float v = (n < p.cout && k < p.k) ? __ldg(w + int64_t{n} * p.k + k) : 0.f;
+    SplitFilterTarget(p, BN, block, static_cast<int>(threadIdx.x) + j * kSplitThreads, &n, &k,
+                      &hi_at);
+    v[j] = 0.f;
+    if (n < p.cout && k < p.k) {
+      // A coherent load: ptxas moves stores in between non-coherent (ld.global.nc) loads, and
+      // each such store waits for a load's value.
+      asm volatile("ld.global.f32 %0, [%1];\n" : "=f"(v[j]) : "l"(w + int64_t{n} * p.k + k));
+    }
+  }
+#pragma unroll
+  for (int j = 0; j < kPerThread; ++j) {
+    int n, k;
+    int64_t hi_at;
+    SplitFilterTarget(p, BN, block, static_cast<int>(threadIdx.x) + j * kSplitThreads, &n, &k,
+                      &hi_at);
     uint32_t hi, lo;
-    Split(v, hi, lo);
+    Split(v[j], hi, lo);
     ws[hi_at] = __uint_as_float(hi);
     ws[hi_at + BN * kBK] = __uint_as_float(lo);
   }
