@@ -155,30 +155,34 @@ __global__ void __launch_bounds__(kSplitThreads)
   // series (round 68).
   constexpr int kPerThread = BN * kBK / kSplitThreads;
   static_assert(BN * kBK % kSplitThreads == 0, "whole elements per thread");
+  struct Target {
+    int n, k;
+    int64_t hi_at;
+  };
+  auto target = [&](int j) {
+    Target t;
+    SplitFilterTarget(p, BN, block, static_cast<int>(threadIdx.x) + j * kSplitThreads, &t.n,
+                      &t.k, &t.hi_at);
+    return t;
+  };
   float v[kPerThread];
 #pragma unroll
   for (int j = 0; j < kPerThread; ++j) {
-    int n, k;
-    int64_t hi_at;
-    SplitFilterTarget(p, BN, block, static_cast<int>(threadIdx.x) + j * kSplitThreads, &n, &k,
-                      &hi_at);
+    const Target t = target(j);
     v[j] = 0.f;
-    if (n < p.cout && k < p.k) {
+    if (t.n < p.cout && t.k < p.k) {
       // A coherent load: ptxas moves stores in between non-coherent (ld.global.nc) loads, and
       // each such store waits for a load's value.
-      asm volatile("ld.global.f32 %0, [%1];\n" : "=f"(v[j]) : "l"(w + int64_t{n} * p.k + k));
+      asm volatile("ld.global.f32 %0, [%1];\n" : "=f"(v[j]) : "l"(w + int64_t{t.n} * p.k + t.k));
     }
   }
 #pragma unroll
   for (int j = 0; j < kPerThread; ++j) {
-    int n, k;
-    int64_t hi_at;
-    SplitFilterTarget(p, BN, block, static_cast<int>(threadIdx.x) + j * kSplitThreads, &n, &k,
-                      &hi_at);
+    const Target t = target(j);
     uint32_t hi, lo;
     Split(v[j], hi, lo);
-    ws[hi_at] = __uint_as_float(hi);
-    ws[hi_at + BN * kBK] = __uint_as_float(lo);
+    ws[t.hi_at] = __uint_as_float(hi);
+    ws[t.hi_at + BN * kBK] = __uint_as_float(lo);
   }
 }
 
