@@ -36,7 +36,11 @@ double TimeCalls(const Runner& r, const RunArgs& a, void* flush, int calls) {
   for (int i = -2; i < calls; ++i) {
     if (!Ok(cudaMemsetAsync(flush, 0, kFlushBytes, a.stream), "flush")) return -1;
     cudaEventRecord(start, a.stream);
-    if (!r.Run(a).ok()) return -1;
+    const absl::Status st = r.Run(a);
+    if (!st.ok()) {
+      std::fprintf(stderr, "fft_tiles: %s\n", std::string(st.message()).c_str());
+      return -1;
+    }
     cudaEventRecord(stop, a.stream);
     if (!Ok(cudaEventSynchronize(stop), "sync")) return -1;
     float ms = 0;
@@ -103,6 +107,7 @@ int Main(int argc, char** argv) {
           RunArgs a{x, w, y, ws, (*r)->workspace_bytes(), nullptr};
           const double ms = TimeCalls(**r, a, flush, calls);
           cudaFree(ws);
+          if (ms < 0) return 1;  // the error is printed; a CUDA error would spoil every later time
           const bool picked = pick->geometry.tile_h == th && pick->geometry.tile_w == tw &&
                               pick->smem.pairs == c->smem.pairs;
           std::printf("%-34s %7s %5d %9.1f %9.4f %9.4f  %s\n", s.ToString().c_str(),
