@@ -43,8 +43,9 @@ int Main(int argc, char** argv) {
   std::vector<Shape> shapes = KernelBotBenchmarkShapes();
   shapes.erase(shapes.begin() + 3);  // KernelBot's case 4 repeats case 3
   for (const Shape& s : CnnShapes()) shapes.push_back(s);
-  std::printf("%-34s %-8s %9s %5s %5s %5s %6s %9s %9s %9s %9s %9s\n", "shape", "mix", "tile", "m",
-              "n", "k", "f", "mix_ms", "model_ms", "fft_ms", "total_ms", "planned_ms");
+  std::printf("%-34s %-8s %9s %5s %5s %5s %6s %9s %9s %9s %9s %9s %9s %9s %9s\n", "shape", "mix",
+              "tile", "m", "n", "k", "f", "mix_ms", "model_ms", "fft_ms", "total_ms",
+              "planned_ms", "filter_ms", "input_ms", "inverse_ms");
   int failures = 0;
   for (const Shape& s : shapes) {
     for (CgemmKernel kernel : {CgemmKernel::kMmaSync, CgemmKernel::kWgmma}) {
@@ -64,11 +65,14 @@ int Main(int argc, char** argv) {
       const double fft = t->seconds[fft_fused::kFilterStage] +
                          t->seconds[fft_fused::kInputStage] +
                          t->seconds[fft_fused::kInverseStage];
-      std::printf("%-34s %-8s %9s %5d %5d %5d %6d %9.4f %9.4f %9.4f %9.4f %9.4f\n",
+      std::printf("%-34s %-8s %9s %5d %5d %5d %6d %9.4f %9.4f %9.4f %9.4f %9.4f"
+                  " %9.4f %9.4f %9.4f\n",
                   s.ToString().c_str(), name, absl::StrCat(g.tile_h, "x", g.tile_w).c_str(), l.m,
                   l.n, l.k, l.batch, 1e3 * t->seconds[fft_fused::kMixStage],
                   1e3 * t->config.cost.gemm_seconds, 1e3 * fft, 1e3 * t->total_seconds,
-                  1e3 * t->config.cost.seconds);
+                  1e3 * t->config.cost.seconds, 1e3 * t->seconds[fft_fused::kFilterStage],
+                  1e3 * t->seconds[fft_fused::kInputStage],
+                  1e3 * t->seconds[fft_fused::kInverseStage]);
       std::fflush(stdout);
     }
   }
