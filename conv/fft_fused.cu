@@ -121,15 +121,15 @@ __global__ void __launch_bounds__(kThreads) InverseKernel(KernelParams params,
 
 using ForwardKernelFn = void (*)(KernelParams, const float*, Cf*);
 using InverseKernelFn = void (*)(KernelParams, const Cf*, float*);
-static_assert(kNumPinned == 4, "list every pinned kernel below");
+static_assert(kNumPinned == 5, "list every pinned kernel below");
 // [0]: generic; [1 + i]: kPinnedTiles[i].
 constexpr ForwardKernelFn kFilterKernels[] = {FilterKernel<-1>, FilterKernel<0>, FilterKernel<1>,
-                                              FilterKernel<2>, FilterKernel<3>};
+                                              FilterKernel<2>, FilterKernel<3>, FilterKernel<4>};
 constexpr ForwardKernelFn kInputKernels[] = {InputKernel<-1>, InputKernel<0>, InputKernel<1>,
-                                             InputKernel<2>, InputKernel<3>};
+                                             InputKernel<2>, InputKernel<3>, InputKernel<4>};
 constexpr InverseKernelFn kInverseKernels[] = {InverseKernel<-1>, InverseKernel<0>,
                                                InverseKernel<1>, InverseKernel<2>,
-                                               InverseKernel<3>};
+                                               InverseKernel<3>, InverseKernel<4>};
 
 // Lets a kernel use the device's whole opt-in shared memory (not just this plan's need, so that
 // plans of different shapes never lower the limit under each other), with the carveout at its

@@ -821,12 +821,18 @@ TEST(FftFusedFastDivTest, MatchesDivision) {
 // The GPU launches a pinned copy of each kernel (KernelParams fields as compile-time constants)
 // whenever PinnedIndex finds one that changes no value: every benchmark configuration must have
 // one (or the fast path is silently lost), and the pinned parameters run here must give exactly
-// the generic results.
+// the generic results. The benchmark configurations: the KernelBot shapes with both FFT
+// variants, and the cnn shapes where auto takes fft_fused_3xtf32.
 TEST(FftFusedPinTest, BenchmarkConfigurationsArePinnedAndExact) {
   for (bool tensor_cores : {false, true}) {
     Options o;
     o.gemm_3xtf32 = tensor_cores;
-    for (const Shape& s : KernelBotBenchmarkShapes()) {
+    std::vector<Shape> shapes = KernelBotBenchmarkShapes();
+    if (tensor_cores) {
+      shapes.push_back(Shape{16, 64, 64, 64, 64, 5, 5});
+      shapes.push_back(Shape{8, 64, 64, 64, 64, 7, 7});
+    }
+    for (const Shape& s : shapes) {
       SCOPED_TRACE(s.ToString());
       const Config c = MustConfig(s, o);
       const KernelParams fwd = MakeKernelParams(s, c, false), inv = MakeKernelParams(s, c, true);
@@ -839,7 +845,8 @@ TEST(FftFusedPinTest, BenchmarkConfigurationsArePinnedAndExact) {
         case 0: pinned_fwd = Pin<0, false>(fwd); pinned_inv = Pin<0, true>(inv); break;
         case 1: pinned_fwd = Pin<1, false>(fwd); pinned_inv = Pin<1, true>(inv); break;
         case 2: pinned_fwd = Pin<2, false>(fwd); pinned_inv = Pin<2, true>(inv); break;
-        default: pinned_fwd = Pin<3, false>(fwd); pinned_inv = Pin<3, true>(inv); break;
+        case 3: pinned_fwd = Pin<3, false>(fwd); pinned_inv = Pin<3, true>(inv); break;
+        default: pinned_fwd = Pin<4, false>(fwd); pinned_inv = Pin<4, true>(inv); break;
       }
       EXPECT_EQ(std::memcmp(&pinned_fwd, &fwd, sizeof fwd), 0);
       EXPECT_EQ(std::memcmp(&pinned_inv, &inv, sizeof inv), 0);

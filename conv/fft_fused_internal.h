@@ -270,8 +270,9 @@ struct PinnedTile {
   int log2_th, log2_tw, pairs;
 };
 // 64x64 x2: KernelBot (256, K, 128, B); 32x32 x4: (128, 8, 64, 4); 32x128 x2 and 32x64 x4:
-// (128, 16, 64, 4) (fft_fused and fft_fused_3xtf32 pick different tiles there).
-constexpr PinnedTile kPinnedTiles[] = {{6, 6, 2}, {5, 5, 4}, {5, 7, 2}, {5, 6, 4}};
+// (128, 16, 64, 4) (fft_fused and fft_fused_3xtf32 pick different tiles there); 16x64 x4: the
+// cnn suite's (16,64,64,64,5) and (8,64,64,64,7), where auto takes fft_fused_3xtf32.
+constexpr PinnedTile kPinnedTiles[] = {{6, 6, 2}, {5, 5, 4}, {5, 7, 2}, {5, 6, 4}, {4, 6, 4}};
 constexpr int kNumPinned = sizeof(kPinnedTiles) / sizeof(kPinnedTiles[0]);
 
 template <int kPin, bool kInverse>
