@@ -7,14 +7,18 @@
 // replace fft_fused's filter kernel and channel mix:
 //   RowDft   : G[v][ci][co][ky] = sum_kx w[co][ci][ky][kx] e^(-2 pi i v kx / 128), v < 65;
 //              34 MB at K = 16, written once.
-//   FusedMix : one CTA per (v, 16 output channels); per chunk of 4 input channels it makes the
+//   FusedMix : one CTA per (v, 16 output channels); per chunk of 2 input channels it makes the
 //              filter spectrum's column v for all 128 u from G (a 128-point FFT pruned to K
 //              nonzero inputs: twiddle, then a 16-point FFT per residue u mod 8), keeps it in
 //              shared memory, and mixes: Y[f][co][n] += X[f][ci][n] conj(F[f][co][ci]).
 // X and Y use fft_fused's frequency-major layout for a 128x128 tile (f = u * 65 + v, channel
 // major, tile minor), so the stage would drop between the existing input and inverse kernels.
-// Everything is fp32 on the CUDA cores; the check is against fp64 at sampled outputs.
-// Built alone: nvcc -O3 -std=c++17 -gencode=arch=compute_90a,code=sm_90a filter_in_mix.cu -o filter_in_mix
+// Everything is fp32 on the CUDA cores; the check is against fp64 at sampled outputs, with the
+// outputs poisoned first. This is round 79's third version (docs/PERF.md has all three): chunks
+// arrive by cp.async, STAGES deep (-DSTAGES=N; 2, 3 and 5 measured the same).
+// Built alone:
+//   nvcc -O3 -std=c++17 -gencode=arch=compute_90a,code=sm_90a filter_in_mix.cu -o filter_in_mix
+//   filter_in_mix [--check_only]   (--check_only skips the timings, for compute-sanitizer)
 #include <cuda_runtime.h>
 
 #include <cmath>
@@ -30,8 +34,12 @@ constexpr int kF = kT * kV;       // 8320 frequencies
 constexpr int kN = 4;             // images = tiles
 constexpr int kC = 64;            // input and output channels
 constexpr int kCoBlock = 16;      // output channels per CTA
-constexpr int kCiChunk = 4;       // input channels per step
+constexpr int kCiChunk = 2;       // input channels per step
 constexpr int kThreads = 256;
+#ifndef STAGES
+#define STAGES 3
+#endif
+constexpr int kStages = STAGES;  // X and G chunks in shared memory: one in use, the rest in flight
 constexpr int kFStride = kCiChunk * kCoBlock + 2;  // per u, in complex; +2 spreads the banks
 constexpr int kXStride = kCiChunk * kN + 2;
 
@@ -46,8 +54,12 @@ __constant__ float2 c_tw[kT];  // exp(-2 pi i k / 128)
     }                                                                             \
   } while (0)
 
-__device__ __forceinline__ float2 Add(float2 a, float2 b) { return make_float2(a.x + b.x, a.y + b.y); }
-__device__ __forceinline__ float2 Sub(float2 a, float2 b) { return make_float2(a.x - b.x, a.y - b.y); }
+__device__ __forceinline__ float2 Add(float2 a, float2 b) {
+  return make_float2(a.x + b.x, a.y + b.y);
+}
+__device__ __forceinline__ float2 Sub(float2 a, float2 b) {
+  return make_float2(a.x - b.x, a.y - b.y);
+}
 __device__ __forceinline__ float2 Mul(float2 a, float2 b) {
   return make_float2(fmaf(a.x, b.x, -a.y * b.y), fmaf(a.x, b.y, a.y * b.x));
 }
@@ -74,33 +86,56 @@ __device__ __forceinline__ void DifStage(float2 (&z)[16]) {
   }
 }
 
-// G[v][ci][co][ky]: the filter rows' DFT along the width, at the 65 kept columns.
+// G[v][ci][co][ky]: the filter rows' DFT along the width, at the 65 kept columns. One thread per
+// filter row: it reads its R taps once and writes its 65 outputs, each store coalesced across
+// the warp (round 79's first version, one thread per output, took 0.14 ms at K = 16).
 template <int R>
 __global__ void RowDft(const float* __restrict__ w, float2* __restrict__ g) {
-  const size_t total = size_t(kV) * kC * kC * R;
-  for (size_t i = blockIdx.x * size_t(blockDim.x) + threadIdx.x; i < total;
-       i += size_t(gridDim.x) * blockDim.x) {
-    const int ky = int(i % R);
-    const int co = int((i / R) % kC);
-    const int ci = int((i / (size_t(R) * kC)) % kC);
-    const int v = int(i / (size_t(R) * kC * kC));
-    const float* row = w + ((size_t(co) * kC + ci) * R + ky) * R;
+  const int r = blockIdx.x * blockDim.x + threadIdx.x;  // (ci * kC + co) * R + ky
+  if (r >= kC * kC * R) return;
+  const int ky = r % R, co = (r / R) % kC, ci = r / (R * kC);
+  float row[R];
+  const float4* src = reinterpret_cast<const float4*>(w + ((size_t(co) * kC + ci) * R + ky) * R);
+#pragma unroll
+  for (int q = 0; q < R / 4; ++q) {
+    const float4 p = __ldg(src + q);
+    row[4 * q] = p.x;
+    row[4 * q + 1] = p.y;
+    row[4 * q + 2] = p.z;
+    row[4 * q + 3] = p.w;
+  }
+  for (int v = 0; v < kV; ++v) {
     float re = 0, im = 0;
 #pragma unroll
     for (int kx = 0; kx < R; ++kx) {
-      const float2 t = c_tw[(v * kx) & (kT - 1)];  // v is the same across a warp
-      const float a = __ldg(row + kx);
-      re = fmaf(a, t.x, re);
-      im = fmaf(a, t.y, im);
+      const float2 t = c_tw[(v * kx) & (kT - 1)];  // the same address across the warp
+      re = fmaf(row[kx], t.x, re);
+      im = fmaf(row[kx], t.y, im);
     }
-    g[i] = make_float2(re, im);
+    g[size_t(v) * kC * kC * R + r] = make_float2(re, im);
   }
 }
 
 template <int R>
-constexpr size_t FusedSmemBytes() {
-  return sizeof(float2) * (size_t(kT) * kFStride + size_t(kT) * kXStride +
-                           size_t(kCiChunk) * kCoBlock * (R + 1) + kT);
+constexpr size_t FusedSmemBytes() {  // conj F, kStages chunks of X and G, twiddles
+  return sizeof(float2) * (size_t(kT) * kFStride + kStages * size_t(kT) * kXStride +
+                           kStages * size_t(kCiChunk) * kCoBlock * (R + 1) + kT);
+}
+
+__device__ __forceinline__ void CpAsync16(void* dst, const void* src) {
+  asm volatile("cp.async.cg.shared.global [%0], [%1], 16;\n" ::"r"(
+                   unsigned(__cvta_generic_to_shared(dst))),
+               "l"(src));
+}
+__device__ __forceinline__ void CpAsync8(void* dst, const void* src) {
+  asm volatile("cp.async.ca.shared.global [%0], [%1], 8;\n" ::"r"(
+                   unsigned(__cvta_generic_to_shared(dst))),
+               "l"(src));
+}
+__device__ __forceinline__ void CpAsyncCommit() { asm volatile("cp.async.commit_group;\n" ::); }
+template <int kPending>
+__device__ __forceinline__ void CpAsyncWait() {
+  asm volatile("cp.async.wait_group %0;\n" ::"n"(kPending));
 }
 
 // kParts (ablation for timing only): 1 the column FFTs alone, 2 the mix alone, 3 both (the real
@@ -108,12 +143,13 @@ constexpr size_t FusedSmemBytes() {
 template <int R, int kParts = 3>
 __global__ void __launch_bounds__(kThreads, 2)
     FusedMix(const float2* __restrict__ x, const float2* __restrict__ g, float2* __restrict__ y) {
-  static_assert(R <= 16, "the pruned column FFT takes at most 16 nonzero rows");
+  static_assert(R <= 16 && R % 4 == 0, "the pruned column FFT takes at most 16 nonzero rows");
   extern __shared__ float4 smem4[];
+  constexpr int kXBuf = kT * kXStride, kGBuf = kCiChunk * kCoBlock * (R + 1);
   float2* fs = reinterpret_cast<float2*>(smem4);  // conj F: [u][ci][co]
-  float2* xs = fs + kT * kFStride;                 // X: [u][ci][n]
-  float2* gs = xs + kT * kXStride;                 // G: [ci][co][ky], pair stride R + 1
-  float2* tw = gs + kCiChunk * kCoBlock * (R + 1);
+  float2* xs = fs + kT * kFStride;                 // X: kStages buffers
+  float2* gs = xs + kStages * kXBuf;               // G: kStages buffers
+  float2* tw = gs + kStages * kGBuf;
   const int v = blockIdx.x, co0 = blockIdx.y * kCoBlock, t = threadIdx.x;
   if (t < kT) tw[t] = c_tw[t];
   const int mu = t & (kT - 1), mh = t >> 7;  // the mix: this thread's u and half of the 16 co
@@ -123,23 +159,49 @@ __global__ void __launch_bounds__(kThreads, 2)
 #pragma unroll
     for (int j = 0; j < 8; ++j) acc[n][j] = make_float2(0.f, 0.f);
 
-  for (int c0 = 0; c0 < kC; c0 += kCiChunk) {
-    for (int i = t; i < kCiChunk * kCoBlock * R; i += kThreads) {
-      const int k = i % R, co = (i / R) % kCoBlock, ci = i / (R * kCoBlock);
-      gs[(ci * kCoBlock + co) * (R + 1) + k] =
-          g[((size_t(v) * kC + c0 + ci) * kC + co0 + co) * R + k];
+  // This thread's share of a chunk's loads, addressed once (round 79's second version computed the
+  // addresses per chunk and spent more issue slots on them than on its FFMAs): X [u][ci][n] in
+  // 16-byte pieces, G [ci][co][ky] (pair stride R + 1) in 8-byte ones.
+  constexpr int kXPieces = kCiChunk * kN / 2, kXCount = kT * kXPieces / kThreads;
+  constexpr int kGCount = kCiChunk * kCoBlock * R / kThreads;
+  static_assert(kXCount * kThreads == kT * kXPieces, "every thread copies as many X pieces");
+  static_assert(kGCount * kThreads == kCiChunk * kCoBlock * R &&
+                    (kGCount == 1 || kThreads % (kCoBlock * R) == 0),
+                "every thread copies as many G pieces, one input channel apart");
+  const float2* xsrc = x + (size_t(t / kXPieces) * kV + v) * kC * kN + 2 * (t % kXPieces);
+  const int xdst = (t / kXPieces) * kXStride + 2 * (t % kXPieces);
+  const int gk = t % R, gco = (t / R) % kCoBlock, gci = t / (R * kCoBlock);
+  const float2* gsrc = g + ((size_t(v) * kC + gci) * kC + co0 + gco) * R + gk;
+  const int gdst = (gci * kCoBlock + gco) * (R + 1) + gk;
+  auto load_chunk = [&](int c0, int b) {
+#pragma unroll
+    for (int s = 0; s < kXCount; ++s) {
+      CpAsync16(xs + b * kXBuf + xdst + s * (kThreads / kXPieces) * kXStride,
+                xsrc + c0 * kN + s * (kThreads / kXPieces) * size_t(kV) * kC * kN);
     }
-    for (int i = t; i < kT * kCiChunk * kN / 2; i += kThreads) {  // 8 float4 per u
-      const int u = i >> 3, j = i & 7;
-      const float4* src =
-          reinterpret_cast<const float4*>(x + (size_t(u) * kV + v) * kC * kN + c0 * kN);
-      reinterpret_cast<float4*>(xs + u * kXStride)[j] = src[j];
+#pragma unroll
+    for (int s = 0; s < kGCount; ++s) {
+      CpAsync8(gs + b * kGBuf + gdst + s * (kThreads / (R * kCoBlock)) * kCoBlock * (R + 1),
+               gsrc + size_t(c0) * kC * R + s * (kThreads / (R * kCoBlock)) * kC * R);
     }
+  };
+#pragma unroll
+  for (int s = 0; s < kStages - 1; ++s) {
+    load_chunk(s * kCiChunk, s);
+    CpAsyncCommit();
+  }
+  for (int c0 = 0, buf = 0; c0 < kC; c0 += kCiChunk, buf = buf == kStages - 1 ? 0 : buf + 1) {
+    const int ahead = c0 + (kStages - 1) * kCiChunk;
+    if (ahead < kC) load_chunk(ahead, buf == 0 ? kStages - 1 : buf - 1);
+    CpAsyncCommit();  // possibly empty, so that the wait below always means "this chunk is in"
+    CpAsyncWait<kStages - 1>();
     __syncthreads();
+    const float2* xb = xs + buf * kXBuf;
+    const float2* gb = gs + buf * kGBuf;
     // conj F[u][co][ci] for u = 8a + b: twiddle G by W128^(b ky), then a 16-point FFT over ky.
     for (int i = t; (kParts & 1) && i < kCiChunk * kCoBlock * 8; i += kThreads) {
       const int co = i % kCoBlock, b = (i / kCoBlock) & 7, ci = i / (kCoBlock * 8);
-      const float2* gp = gs + (ci * kCoBlock + co) * (R + 1);
+      const float2* gp = gb + (ci * kCoBlock + co) * (R + 1);
       float2 z[16];
 #pragma unroll
       for (int k = 0; k < R; ++k) z[k] = Mul(gp[k], tw[(b * k) & (kT - 1)]);
@@ -172,8 +234,9 @@ __global__ void __launch_bounds__(kThreads, 2)
 #pragma unroll
     for (int ci = 0; ci < ((kParts & 2) ? kCiChunk : 0); ++ci) {
       float2 xv[kN], fv[8];
-      const float4* xp = reinterpret_cast<const float4*>(xs + mu * kXStride + ci * kN);
-      const float4* fp = reinterpret_cast<const float4*>(fs + mu * kFStride + ci * kCoBlock + mh * 8);
+      const float4* xp = reinterpret_cast<const float4*>(xb + mu * kXStride + ci * kN);
+      const float4* fp =
+          reinterpret_cast<const float4*>(fs + mu * kFStride + ci * kCoBlock + mh * 8);
 #pragma unroll
       for (int q = 0; q < kN / 2; ++q) {
         const float4 p = xp[q];
@@ -194,7 +257,7 @@ __global__ void __launch_bounds__(kThreads, 2)
           acc[n][j].y = fmaf(xv[n].x, fv[j].y, fmaf(xv[n].y, fv[j].x, acc[n][j].y));
         }
     }
-    __syncthreads();
+    __syncthreads();  // fs and this buffer are rewritten next
   }
   float4* yp = reinterpret_cast<float4*>(y + (size_t(mu) * kV + v) * kC * kN +
                                          (co0 + mh * 8) * kN);
@@ -218,7 +281,7 @@ template <int R>
 void Launch(const Buffers& b, int which) {
   const dim3 grid(kV, kC / kCoBlock);
   constexpr size_t smem = FusedSmemBytes<R>();
-  if (which & 1) RowDft<R><<<132 * 8, 256>>>(b.w, b.g);
+  if (which & 1) RowDft<R><<<kC * kC * R / 256, 256>>>(b.w, b.g);
   if (which == 2 || which == 3) FusedMix<R><<<grid, kThreads, smem>>>(b.x, b.g, b.y);
   if (which == 4) FusedMix<R, 1><<<grid, kThreads, smem>>>(b.x, b.g, b.y);
   if (which == 5) FusedMix<R, 2><<<grid, kThreads, smem>>>(b.x, b.g, b.y);
@@ -245,6 +308,8 @@ double Time(const Buffers& b, int which, bool flushed) {
   cudaEventDestroy(e1);
   return total / 20;
 }
+
+bool check_only = false;
 
 template <int R>
 int Run(unsigned seed) {
@@ -311,18 +376,21 @@ int Run(unsigned seed) {
               R, ok ? "PASS" : "FAIL", nonfinite, worst, fa.numRegs, FusedSmemBytes<R>(), per_sm,
               kV * (kC / kCoBlock));
   const double mix_fma = double(kF) * kN * kC * kC * 4;
-  for (int flushed = 1; flushed >= 0; --flushed) {
+  for (int flushed = check_only ? -1 : 1; flushed >= 0; --flushed) {
     const double t1 = Time<R>(b, 1, flushed), t2 = Time<R>(b, 2, flushed),
                  t3 = Time<R>(b, 3, flushed);
-    std::printf("K=%2d %s: RowDft %.4f ms (%.0f MB written), FusedMix %.4f ms (mix alone "
+    std::printf("K=%2d %s: RowDft %.4f ms (%.0f MB written), FusedMix %.4f ms (its mix FMAs at "
                 "%.1f TFMA/s), both %.4f ms\n",
                 R, flushed ? "after flush" : "warm L2    ", t1, ng * 8 / 1e6, t2,
                 mix_fma / (t2 * 1e-3) / 1e12, t3);
   }
-  const double fft_only = Time<R>(b, 4, false), mix_only = Time<R>(b, 5, false);
-  std::printf("K=%2d warm L2 ablation: FusedMix with its column FFTs alone %.4f ms, with its "
-              "mix alone %.4f ms (%.1f TFMA/s)\n",
-              R, fft_only, mix_only, mix_fma / (mix_only * 1e-3) / 1e12);
+  const double fft_only = check_only ? 0 : Time<R>(b, 4, false);
+  const double mix_only = check_only ? 0 : Time<R>(b, 5, false);
+  if (!check_only) {
+    std::printf("K=%2d warm L2 ablation: FusedMix with its column FFTs alone %.4f ms, with its "
+                "mix alone %.4f ms (%.1f TFMA/s)\n",
+                R, fft_only, mix_only, mix_fma / (mix_only * 1e-3) / 1e12);
+  }
   CK(cudaGetLastError());
   cudaFree(b.w);
   cudaFree(b.x);
@@ -332,7 +400,9 @@ int Run(unsigned seed) {
   return ok ? 0 : 1;
 }
 
-int main() {
+int main(int argc, char** argv) {
+  // --check_only: skip the timings (for compute-sanitizer).
+  check_only = argc > 1 && std::strcmp(argv[1], "--check_only") == 0;
   float2 tw[kT];
   for (int k = 0; k < kT; ++k) {
     const double a = -2 * M_PI * k / kT;
