@@ -18,7 +18,7 @@ typedef struct CUstream_st* cudaStream_t;  // the same declaration as cuda_runti
 namespace conv2d {
 
 // Device pointers and the stream for one call. Plan::Run has checked them (non-null, workspace
-// large enough) before a Runner sees them.
+// large enough, no written buffer overlapping another) before a Runner sees them.
 struct RunArgs {
   const float* x = nullptr;
   const float* w = nullptr;
@@ -29,7 +29,7 @@ struct RunArgs {
 };
 
 // One algorithm prepared for one shape: owns whatever it built once (FFT plans, handles).
-// Run may be called many times, from one thread at a time.
+// Run may be called many times, from one thread at a time (Plan::Run holds a lock around it).
 class Runner {
  public:
   virtual ~Runner() = default;

@@ -6,6 +6,7 @@
 #include <limits>
 #include <map>
 #include <mutex>
+#include <new>
 #include <tuple>
 #include <vector>
 
@@ -74,9 +75,26 @@ absl::StatusOr<double> TimeOne(const Plan& plan, const float* x, const float* w,
 }
 
 absl::StatusOr<std::string> Measure(const Shape& shape) {
+  // The candidates first: a shape that nothing would time must not cost its inputs' memory.
+  std::vector<const Algorithm*> candidates;
+  for (const Algorithm* a : Registry::Global().All()) {
+    if (a->CanImplement(shape).ok() && std::isfinite(a->EstimateSeconds(shape))) {
+      candidates.push_back(a);
+    }
+  }
+  if (candidates.empty()) {
+    return absl::UnimplementedError(absl::StrCat(
+        "autotune: no algorithm that may be chosen automatically implements ", shape.ToString()));
+  }
   Buffers buffers;
-  const auto hx = RandomTensor(1, kInputTensor, shape.input_elements(), Distribution::kNormal);
-  const auto hw = RandomTensor(1, kFilterTensor, shape.filter_elements(), Distribution::kNormal);
+  std::vector<float> hx, hw;
+  try {
+    hx = RandomTensor(1, kInputTensor, shape.input_elements(), Distribution::kNormal);
+    hw = RandomTensor(1, kFilterTensor, shape.filter_elements(), Distribution::kNormal);
+  } catch (const std::bad_alloc&) {
+    return absl::ResourceExhaustedError(
+        absl::StrCat("autotune: no host memory for the random inputs of ", shape.ToString()));
+  }
   ASSIGN_OR_RETURN(void* x, buffers.Alloc(hx.size() * sizeof(float)));
   ASSIGN_OR_RETURN(void* w, buffers.Alloc(hw.size() * sizeof(float)));
   ASSIGN_OR_RETURN(void* y, buffers.Alloc(shape.output_elements() * sizeof(float)));
@@ -90,8 +108,7 @@ absl::StatusOr<std::string> Measure(const Shape& shape) {
   RETURN_IF_ERROR(CudaStatus(cudaStreamCreate(&stream), "cudaStreamCreate"));
   std::string best_name;
   double best = std::numeric_limits<double>::infinity();
-  for (const Algorithm* a : Registry::Global().All()) {
-    if (!a->CanImplement(shape).ok() || !std::isfinite(a->EstimateSeconds(shape))) continue;
+  for (const Algorithm* a : candidates) {
     absl::StatusOr<Plan> plan = Plan::Create(shape, a->name());
     if (!plan.ok()) continue;  // e.g. a workspace the device cannot hold
     absl::StatusOr<double> ms =

@@ -31,5 +31,14 @@ TEST(AutotuneTest, PicksACandidateCachesItAndIsCorrect) {
   }
 }
 
+// A valid shape that nothing would time (1 TiB of input, past every candidate's limits) is
+// refused before autotune allocates anything for it: a quick error, not an out-of-memory crash.
+TEST(AutotuneTest, RefusesAShapeNoCandidateTakesBeforeAllocating) {
+  const Shape huge{1, 1, 1, int64_t{1} << 20, int64_t{1} << 20, 1, 1};
+  absl::StatusOr<Plan> plan = Plan::Create(huge, "autotune");
+  ASSERT_FALSE(plan.ok());
+  EXPECT_EQ(plan.status().code(), absl::StatusCode::kUnimplemented) << plan.status();
+}
+
 }  // namespace
 }  // namespace conv2d

@@ -391,6 +391,22 @@ TEST(Cgemm3xTf32Split, RoundsAndBounds) {
   EXPECT_EQ(checked, 200000);
 }
 
+// A NaN or inf must survive the split as the tensor core reads it (the top 19 bits): otherwise
+// the mix would treat a poisoned spectrum as zeros and return a finite, wrong result. 0x7fffffff
+// is the NaN the GPU writes; rounding its bits carries into the sign and gives -0.
+TEST(Cgemm3xTf32Split, NonFiniteInputsStayNonFinite) {
+  auto as_tf32 = [](uint32_t bits) { return BitsFloat(bits & 0xffffe000u); };
+  for (uint32_t bits : {0x7fffffffu, 0xffffffffu, 0x7fc00000u, 0xffc00000u, 0x7ffff000u,
+                        0x7f800000u, 0xff800000u}) {
+    uint32_t hi, lo;
+    SplitTf32(BitsFloat(bits), hi, lo);
+    EXPECT_TRUE(!std::isfinite(as_tf32(hi)) || !std::isfinite(as_tf32(lo)))
+        << std::hex << bits << ": hi " << hi << ", lo " << lo;
+    // And a product with any finite nonzero operand is not finite: hi*b + lo*b (+ hi*b_lo).
+    EXPECT_FALSE(std::isfinite(as_tf32(hi) * 1.5f + as_tf32(lo) * 1.5f)) << std::hex << bits;
+  }
+}
+
 TEST(Cgemm3xTf32Tile, ChoiceFitsTheSm) {
   for (int m : {1, 28, 32, 33, 49, 50, 100, 200}) {
     for (int n : {5, 64, 65, 128, 200}) {

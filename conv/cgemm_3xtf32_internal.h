@@ -139,9 +139,15 @@ CONV2D_HOST_DEVICE inline float BitsFloat(uint32_t u) {
   return x;
 #endif
 }
+// For a non-finite x the rounding of hi is no rounding: a NaN whose mantissa is large carries
+// into the sign bit and becomes a zero (the GPU's own NaN, 0x7fffffff, does), and inf stays inf.
+// lo = x - hi is then NaN, and is passed on unrounded (its rounding would make it a zero too),
+// so that a NaN or inf in the input reaches the result instead of silently vanishing. For a
+// finite x, lo is finite and this is the plain split.
 CONV2D_HOST_DEVICE inline void SplitTf32(float x, uint32_t& hi, uint32_t& lo) {
   hi = RoundToTf32Bits(FloatBits(x));
-  lo = RoundToTf32Bits(FloatBits(x - BitsFloat(hi)));
+  const uint32_t rest = FloatBits(x - BitsFloat(hi));
+  lo = (rest & 0x7f800000u) == 0x7f800000u ? rest : RoundToTf32Bits(rest);
 }
 
 }  // namespace cgemm_3xtf32

@@ -17,6 +17,7 @@
 
 #include <cstddef>
 #include <memory>
+#include <mutex>
 #include <string>
 #include <vector>
 
@@ -36,8 +37,12 @@ class Plan {
   // `algorithm`: "auto" (the model's choice), "autotune" (time every candidate once per shape
   // in this process and keep the fastest; the first Create for a shape takes that long), or a
   // name from Algorithms().
-  // Errors: InvalidArgument (bad shape), NotFound (unknown algorithm), OutOfRange or Unimplemented
-  // (the named algorithm cannot take this shape), FailedPrecondition (no CUDA device), Internal.
+  // "auto" passes over an algorithm that cannot run on this GPU (e.g. implicit_gemm_wgmma off
+  // sm_90) to the next best.
+  // Errors: InvalidArgument (bad shape), NotFound (unknown algorithm), OutOfRange, Unimplemented or
+  // ResourceExhausted (the named algorithm cannot take this shape; the last: its workspace would
+  // be over its cap), FailedPrecondition (no CUDA device, or the named algorithm needs another
+  // GPU), Internal.
   static absl::StatusOr<Plan> Create(const Shape& shape, absl::string_view algorithm = "auto");
 
   const Shape& shape() const { return shape_; }
@@ -45,8 +50,10 @@ class Plan {
   size_t workspace_bytes() const { return workspace_bytes_; }
 
   // x, w, y: device pointers to dense fp32 tensors of the plan's shape. `workspace` may be null
-  // only when workspace_bytes() is 0. Errors: InvalidArgument (null pointer, workspace too small),
-  // Internal (a CUDA error, with its text).
+  // only when workspace_bytes() is 0. y and the workspace must not overlap each other, x or w.
+  // Errors: InvalidArgument (null pointer, workspace too small, overlapping buffers), Internal
+  // (a CUDA error, with its text). Safe to call from several threads on one plan and its copies:
+  // the calls are enqueued one at a time.
   absl::Status Run(const float* x, const float* w, float* y, void* workspace,
                    size_t workspace_bytes, cudaStream_t stream) const;
 
@@ -55,6 +62,7 @@ class Plan {
   Shape shape_;
   std::string algorithm_;
   std::shared_ptr<const Runner> runner_;
+  std::shared_ptr<std::mutex> run_mutex_;  // shared by copies, as the runner is
   size_t workspace_bytes_ = 0;
 };
 
@@ -67,6 +75,10 @@ absl::StatusOr<std::string> ChooseAlgorithm(const Shape& shape);
 // The checks Plan::Run makes before launching anything; exposed for tests.
 absl::Status ValidateRunArgs(const void* x, const void* w, const void* y, const void* workspace,
                              size_t workspace_bytes, size_t workspace_needed);
+// InvalidArgument if y or the first workspace_needed bytes of the workspace overlap x, w or
+// each other (x and w may overlap: both are only read).
+absl::Status ValidateNoOverlap(const Shape& shape, const void* x, const void* w, const void* y,
+                               const void* workspace, size_t workspace_needed);
 
 }  // namespace conv2d
 

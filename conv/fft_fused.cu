@@ -165,10 +165,12 @@ class FftFusedRunner : public Runner {
         "fft_fused: cudaDeviceGetAttribute"));
     const size_t need = std::max(config_.smem.bytes_fwd, config_.smem.bytes_inv);
     if (need > static_cast<size_t>(optin)) {
-      return absl::UnimplementedError(absl::StrCat("fft_fused: needs ", need,
-                                                   " bytes of shared memory per block, the "
-                                                   "device allows ",
-                                                   optin));
+      // A limit of this GPU, not of the shape (the plan assumes sm_90's 227 KB): "auto" then
+      // moves on to its next choice.
+      return absl::FailedPreconditionError(absl::StrCat("fft_fused: needs ", need,
+                                                        " bytes of shared memory per block, the "
+                                                        "device allows ",
+                                                        optin));
     }
     RETURN_IF_ERROR(AllowSmem(reinterpret_cast<const void*>(filter_kernel_), optin));
     RETURN_IF_ERROR(AllowSmem(reinterpret_cast<const void*>(input_kernel_), optin));

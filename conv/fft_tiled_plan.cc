@@ -229,9 +229,17 @@ absl::StatusOr<Config> ChooseConfig(const Shape& s, const Options& o) {
       o.tile_w > 0 ? std::vector<int64_t>{o.tile_w} : TileSizeCandidates(s.kernel_w, s.width);
   bool have_fit = false, have_any = false;
   Config best_fit, smallest;
+  absl::Status refused;  // the first tile MakeGeometry refused
   for (int64_t th : hs) {
     for (int64_t tw : ws) {
-      ASSIGN_OR_RETURN(Geometry g, MakeGeometry(s, th, tw));
+      // A candidate past the largest tile is skipped, not fatal: a smaller one may serve. A
+      // forced tile is the only candidate, so its error still comes back below.
+      absl::StatusOr<Geometry> made = MakeGeometry(s, th, tw);
+      if (!made.ok()) {
+        if (refused.ok()) refused = made.status();
+        continue;
+      }
+      const Geometry& g = *made;
       Config c;
       c.geometry = g;
       c.workspace = MakeWorkspaceLayout(s, g, o, EstimateFftWorkBytes(s, g, o));
@@ -248,6 +256,7 @@ absl::StatusOr<Config> ChooseConfig(const Shape& s, const Options& o) {
     }
   }
   if (have_fit) return best_fit;
+  if (!have_any && !refused.ok()) return refused;
   if (!have_any || smallest.workspace.total_bytes > kMaxWorkspaceBytes) {
     return absl::OutOfRangeError(absl::StrCat(
         "fft_tiled: shape ", s.ToString(), " needs at least ",

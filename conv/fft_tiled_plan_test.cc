@@ -211,6 +211,16 @@ TEST(FftTiledPlanTest, HugeShapesAreRefusedWithAReason) {
   EXPECT_EQ(c.status().code(), absl::StatusCode::kOutOfRange);
 }
 
+TEST(FftTiledPlanTest, CandidatesPastTheLargestTileAreSkipped) {
+  // 2^25 rows: the candidates that cover the height (3 * 2^23, 2^25) exceed the largest tile
+  // (2^24); smaller tiles still serve, so the plan must not fail on those candidates.
+  const Shape s{1, 1, 1, int64_t{1} << 25, 2, 1, 1};
+  absl::StatusOr<Config> c = ChooseConfig(s, Options{});
+  ASSERT_TRUE(c.ok()) << c.status();
+  EXPECT_LE(c->geometry.tile_h, int64_t{1} << 24);
+  ExpectTilesCoverOutputOnce(s, c->geometry);
+}
+
 TEST(FftTiledPlanTest, BenchmarkShapesFitInOneGibibyte) {
   std::printf("%-28s %-7s %4s %5s %8s %8s %9s %8s %9s\n", "shape", "tile", "M", "F", "GEMM GF",
               "FFT GF", "bytes MB", "pred ms", "ws MiB");

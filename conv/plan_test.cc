@@ -113,6 +113,44 @@ TEST(DispatchTest, AutoPicksTheMeasuredFastestOnBothSuites) {
   }
 }
 
+// "auto" ranks by the model without asking the GPU; an algorithm whose Initialize says it cannot
+// run on this device (FailedPrecondition, as implicit_gemm_wgmma does off sm_90) hands the
+// choice to the next best instead of failing the plan.
+class NeedsAnotherGpu : public Algorithm {
+ public:
+  static Shape Only() { return Shape{3, 1, 2, 13, 7, 4, 2}; }
+  std::string name() const override { return "test_needs_another_gpu"; }
+  absl::Status CanImplement(const Shape& s) const override {
+    return s.ToString() == Only().ToString() ? absl::OkStatus()
+                                             : absl::UnimplementedError("test: one shape only");
+  }
+  absl::StatusOr<std::unique_ptr<Runner>> Initialize(const Shape&) const override {
+    return absl::FailedPreconditionError("test: needs another GPU");
+  }
+  double EstimateSeconds(const Shape&) const override { return 0; }  // always the model's pick
+};
+
+TEST(DispatchTest, AutoPassesOverAnAlgorithmThatCannotRunOnThisGpu) {
+  static const bool added = Registry::Global().Add(std::make_unique<NeedsAnotherGpu>()).ok();
+  ASSERT_TRUE(added);
+  const Shape s = NeedsAnotherGpu::Only();
+  absl::StatusOr<std::string> pick = ChooseAlgorithm(s);
+  ASSERT_TRUE(pick.ok()) << pick.status();
+  EXPECT_EQ(*pick, "test_needs_another_gpu");
+  absl::StatusOr<Plan> plan = Plan::Create(s);
+  if (!HaveGpu()) {
+    std::printf("NOTE: no CUDA device here: the fallback itself runs in the GPU bundle.\n");
+    EXPECT_NE(plan.status().message().find("no CUDA device"), absl::string_view::npos)
+        << plan.status();
+    return;
+  }
+  ASSERT_TRUE(plan.ok()) << plan.status();
+  EXPECT_NE(plan->algorithm(), "test_needs_another_gpu");
+  // Named explicitly, its own error comes back.
+  EXPECT_EQ(Plan::Create(s, "test_needs_another_gpu").status().code(),
+            absl::StatusCode::kFailedPrecondition);
+}
+
 TEST(RegistryTest, NamesAreUniqueAndWellFormed) {
   Registry r;
   RegisterAll(r);
@@ -157,6 +195,26 @@ TEST(RunArgsTest, NullPointersAndSmallWorkspace) {
   EXPECT_NE(small.message().find("workspace too small"), absl::string_view::npos);
   EXPECT_EQ(ValidateRunArgs(&f, &f, &f, nullptr, 8, 8).code(),
             absl::StatusCode::kInvalidArgument);
+}
+
+TEST(RunArgsTest, OverlapsOfWrittenBuffersAreRefused) {
+  // x 2*3*5*5 = 150 floats, w 4*3*2*2 = 48, y 2*4*4*4 = 128; a 64-byte workspace.
+  const Shape s{2, 3, 4, 5, 5, 2, 2};
+  std::vector<float> mem(1000);
+  float* x = mem.data();
+  float* w = x + 150;
+  float* y = w + 48;
+  float* ws = y + 128;
+  EXPECT_TRUE(ValidateNoOverlap(s, x, w, y, ws, 64).ok());
+  EXPECT_TRUE(ValidateNoOverlap(s, x, x, y, ws, 64).ok());  // x and w are only read
+  EXPECT_TRUE(ValidateNoOverlap(s, x, w, y, nullptr, 0).ok());
+  absl::Status st = ValidateNoOverlap(s, x, w, x + 149, ws, 64);  // y's first float is x's last
+  EXPECT_EQ(st.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_NE(st.message().find("x and y overlap"), absl::string_view::npos) << st;
+  EXPECT_FALSE(ValidateNoOverlap(s, x, w, w + 47, ws, 64).ok());
+  EXPECT_FALSE(ValidateNoOverlap(s, x, w, y, y + 127, 64).ok());  // workspace over y's end
+  EXPECT_FALSE(ValidateNoOverlap(s, x, w, y, x, 4).ok());        // workspace over x
+  EXPECT_TRUE(ValidateNoOverlap(s, x, w, y, y + 128, 64).ok());  // adjacent is fine
 }
 
 }  // namespace
