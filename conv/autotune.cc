@@ -86,6 +86,20 @@ absl::StatusOr<std::string> Measure(const Shape& shape) {
     return absl::UnimplementedError(absl::StrCat(
         "autotune: no algorithm that may be chosen automatically implements ", shape.ToString()));
   }
+  // The device must hold x, w, y and the flush buffer; a shape that cannot is refused before its
+  // host copies are made (on an overcommitting host a huge vector is not a bad_alloc but a
+  // process killed while filling it).
+  constexpr size_t kFlushBytes = size_t{256} << 20;
+  const double tensor_bytes =
+      4.0 * (static_cast<double>(shape.input_elements()) + shape.filter_elements() +
+             shape.output_elements());
+  size_t free_bytes = 0, total_bytes = 0;
+  RETURN_IF_ERROR(CudaStatus(cudaMemGetInfo(&free_bytes, &total_bytes), "cudaMemGetInfo"));
+  if (tensor_bytes + kFlushBytes > static_cast<double>(free_bytes)) {
+    return absl::ResourceExhaustedError(absl::StrCat(
+        "autotune: ", shape.ToString(), " needs ", tensor_bytes, " bytes of device memory for x, w "
+        "and y; ", free_bytes, " are free"));
+  }
   Buffers buffers;
   std::vector<float> hx, hw;
   try {
@@ -98,7 +112,6 @@ absl::StatusOr<std::string> Measure(const Shape& shape) {
   ASSIGN_OR_RETURN(void* x, buffers.Alloc(hx.size() * sizeof(float)));
   ASSIGN_OR_RETURN(void* w, buffers.Alloc(hw.size() * sizeof(float)));
   ASSIGN_OR_RETURN(void* y, buffers.Alloc(shape.output_elements() * sizeof(float)));
-  constexpr size_t kFlushBytes = size_t{256} << 20;
   ASSIGN_OR_RETURN(void* flush, buffers.Alloc(kFlushBytes));
   RETURN_IF_ERROR(CudaStatus(
       cudaMemcpy(x, hx.data(), hx.size() * sizeof(float), cudaMemcpyHostToDevice), "copy x"));
