@@ -11,7 +11,8 @@
 //
 // Plan::Create validates the shape and picks an algorithm ("auto": the fastest registered one that
 // implements the shape). Run checks its arguments and enqueues work on `stream`; on error nothing is
-// written. The result meets |y - y64| <= 1e-3 + 1e-3*|y64| against fp64 truth.
+// written. The result meets |y - y64| <= 1e-3 + 1e-3*|y64| against fp64 truth. A NaN in x or w
+// gives NaN in every output that uses it (the FFT variants may spread it to more outputs).
 #ifndef CONV2D_CONV_CONV_H_
 #define CONV2D_CONV_CONV_H_
 
