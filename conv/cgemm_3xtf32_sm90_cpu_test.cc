@@ -133,21 +133,23 @@ TEST(Sm90LayoutTest, TilesAndPlanes) {
 //   B 8xN:  element (k, col) of a K-major operand without swizzle at
 //           start + (k / 4) * LBO + (col / 8) * SBO + (col % 8) * 16 + (k % 4) * 4 bytes
 //   D 64xN: d[4j + v] at row 16w + g + 8 (v >> 1), column 8j + 2t + (v & 1)
-// Products exact (TF32 operands, low 13 bits required clear), summed in double, rounded once.
+// Operands truncated to TF32 as the hardware reads them (the split's lo keeps its low bits;
+// the hi operands, a_clean / b_clean, must have them clear), products exact, summed in double,
+// rounded once.
 void EmulateWgmma(int n_cols, const uint32_t (&a)[128][4], const std::vector<uint32_t>& smem,
                   uint32_t start, uint32_t lbo, uint32_t sbo, bool scale_d,
-                  std::vector<std::vector<float>>& d, int* dirty) {
+                  std::vector<std::vector<float>>& d, int* dirty, bool a_clean, bool b_clean) {
   double A[64][8];
-  auto value = [&](uint32_t bits) {
-    if ((bits & 0x1fffu) != 0) ++*dirty;
+  auto value = [&](uint32_t bits, bool clean) {
+    if (clean && (bits & 0x1fffu) != 0) ++*dirty;
     return static_cast<double>(BitsFloat(bits & 0xffffe000u));
   };
   for (int tid = 0; tid < 128; ++tid) {
     const int w = tid / 32, g = (tid % 32) / 4, t = tid % 4;
-    A[16 * w + g][t] = value(a[tid][0]);
-    A[16 * w + g + 8][t] = value(a[tid][1]);
-    A[16 * w + g][t + 4] = value(a[tid][2]);
-    A[16 * w + g + 8][t + 4] = value(a[tid][3]);
+    A[16 * w + g][t] = value(a[tid][0], a_clean);
+    A[16 * w + g + 8][t] = value(a[tid][1], a_clean);
+    A[16 * w + g][t + 4] = value(a[tid][2], a_clean);
+    A[16 * w + g + 8][t + 4] = value(a[tid][3], a_clean);
   }
   for (int row = 0; row < 64; ++row) {
     for (int col = 0; col < n_cols; ++col) {
@@ -157,7 +159,7 @@ void EmulateWgmma(int n_cols, const uint32_t (&a)[128][4], const std::vector<uin
       double s = scale_d ? dst : 0.0;
       for (int k = 0; k < 8; ++k) {
         const uint32_t byte = start + (k / 4) * lbo + (col / 8) * sbo + (col % 8) * 16 + (k % 4) * 4;
-        s += A[row][k] * value(smem.at(byte / 4));
+        s += A[row][k] * value(smem.at(byte / 4), b_clean);
       }
       dst = static_cast<float>(s);
     }
@@ -266,9 +268,9 @@ void Replay(const GemmLayout& l, const std::vector<Cplx>& a, const std::vector<C
             const uint32_t lbo = static_cast<uint32_t>((desc >> 16) & 0x3fff) << 4;
             const uint32_t sbo = static_cast<uint32_t>((desc >> 32) & 0x3fff) << 4;
             ASSERT_EQ(static_cast<uint32_t>(desc & 0x3fff) << 4, hi);
-            EmulateWgmma(2 * kN, a_lo, smem, hi, lbo, sbo, s > 0, par, dirty);
-            EmulateWgmma(2 * kN, a_hi, smem, lo, lbo, sbo, true, par, dirty);
-            EmulateWgmma(2 * kN, a_hi, smem, hi, lbo, sbo, true, par, dirty);
+            EmulateWgmma(2 * kN, a_lo, smem, hi, lbo, sbo, s > 0, par, dirty, false, true);
+            EmulateWgmma(2 * kN, a_hi, smem, lo, lbo, sbo, true, par, dirty, true, false);
+            EmulateWgmma(2 * kN, a_hi, smem, hi, lbo, sbo, true, par, dirty, true, true);
           }
           for (int tid = 0; tid < 128; ++tid) {
             for (int v = 0; v < 2 * kAcc; ++v) run[wg][tid][v] += par[tid][v];
