@@ -1,6 +1,7 @@
 // The C ABI over Plan. Errors become codes plus a thread-local message; no exception or abort
-// crosses the boundary: every entry point runs its body through Guard, which turns an escaping
-// C++ exception (std::bad_alloc from a huge shape, say) into CONV2D_INTERNAL.
+// crosses the boundary: the entry points that can allocate run their body through Guard, which
+// turns an escaping C++ exception into an error code (ResourceExhausted for std::bad_alloc,
+// Internal for any other).
 #include <exception>
 #include <new>
 #include <string>
