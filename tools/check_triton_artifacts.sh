@@ -1,5 +1,5 @@
 #!/bin/bash
-# CI: the checked-in Triton artifacts (conv/triton/artifacts/) are exactly what
+# CI: the checked-in Triton artifacts (conv/algorithms/triton/artifacts/) are exactly what
 # tools/triton_compile.py makes from the checked-in kernels with triton==3.6.0. Installs that
 # Triton with pip if it is absent (no GPU needed), recompiles into a temporary folder and
 # compares byte for byte: the compile is reproducible (line info off, no paths or hashes in

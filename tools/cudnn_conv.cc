@@ -7,7 +7,7 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
-#include "conv/status_macros.h"
+#include "conv/core/status_macros.h"
 
 namespace conv2d {
 

@@ -12,9 +12,9 @@
 
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
-#include "conv/algorithm.h"
-#include "conv/fft_fused_internal.h"
-#include "conv/registry.h"
+#include "conv/core/algorithm.h"
+#include "conv/algorithms/fft/fft_fused_internal.h"
+#include "conv/core/registry.h"
 #include "conv/testing/shapes.h"
 
 namespace conv2d {

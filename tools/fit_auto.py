@@ -2,7 +2,7 @@
 """Fits the "auto" choice to measured benchmark runs and reports the crossovers.
 
 Each algorithm's EstimateSeconds is a model of its own; auto multiplies it by a per-algorithm
-calibration factor (conv/calibration.cc). This tool reads benchmark JSON files (bin/benchmark
+calibration factor (conv/core/calibration.cc). This tool reads benchmark JSON files (bin/benchmark
 --json_out, with the estimate_ms column), fits each factor as the geometric mean of measured /
 estimated time over every case the algorithm passed, and shows, per case, the fastest passing
 variant, what calibrated auto would pick, and how much slower that is.
@@ -11,7 +11,7 @@ variant, what calibrated auto would pick, and how much slower that is.
   tools/fit_auto.py --winograd docs/data/round2[4-6]_cnn*.json
 
 --emit prints the C++ table for conv/calibration.cc. --winograd instead fits the three
-coefficients of winograd's cost model (conv/winograd_plan.cc: bytes / B + GEMM flops / F + fixed)
+coefficients of winograd's cost model (conv/algorithms/winograd/winograd_plan.cc: bytes / B + GEMM flops / F + fixed)
 to its measured times by least squares on the relative error, and prints them with each run's
 fitted / measured ratio; the byte and flop counts below mirror EstimateCost there.
 """
@@ -21,7 +21,7 @@ import sys
 
 
 def winograd_terms(c):
-    """Bytes and GEMM flops of winograd on case c, as conv/winograd_plan.cc counts them."""
+    """Bytes and GEMM flops of winograd on case c, as conv/algorithms/winograd/winograd_plan.cc counts them."""
     b, ci, co, h, w = c["batch"], c["in_channels"], c["out_channels"], c["height"], c["width"]
     oh, ow = h - 2, w - 2
     tiles = b * math.ceil(oh / 4) * math.ceil(ow / 4)

@@ -14,10 +14,10 @@
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
-#include "conv/cgemm_3xtf32.h"
-#include "conv/cgemm_3xtf32_sm90.h"
-#include "conv/fft_fused_internal.h"
-#include "conv/registry.h"
+#include "conv/algorithms/fft/cgemm_3xtf32.h"
+#include "conv/algorithms/fft/cgemm_3xtf32_sm90.h"
+#include "conv/algorithms/fft/fft_fused_internal.h"
+#include "conv/core/registry.h"
 #include "conv/testing/shapes.h"
 
 namespace conv2d {

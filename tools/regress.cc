@@ -22,7 +22,7 @@
 
 #include "absl/strings/str_split.h"
 #include "conv/conv.h"
-#include "conv/registry.h"
+#include "conv/core/registry.h"
 #include "conv/testing/testbed.h"
 #include "reference/random.h"
 #include "reference/reference.h"

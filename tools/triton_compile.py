@@ -37,7 +37,7 @@ TRITON_VERSION = "3.6.0"
 TARGET_ARCH = 90
 REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 # Kernel files compiled by default, each into the artifacts/ folder next to it.
-KERNEL_FILES = ["conv/triton/igemm_conv.py"]
+KERNEL_FILES = ["conv/algorithms/triton/igemm_conv.py"]
 
 _ENV_PREFIXES = ("TRITON_", "LLVM_", "MLIR_", "NVPTX_", "AMDGCN_")
 _ENV_NAMES = ("PTXAS_OPTIONS", "DISABLE_PTXAS_OPT", "USE_IR_LOC")

@@ -8,8 +8,8 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "conv/conv.h"
-#include "conv/cuda_status.h"
-#include "conv/status_macros.h"
+#include "conv/core/cuda_status.h"
+#include "conv/core/status_macros.h"
 #include "reference/random.h"
 #include "reference/reference.h"
 

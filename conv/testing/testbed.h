@@ -9,7 +9,7 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
-#include "conv/algorithm.h"
+#include "conv/core/algorithm.h"
 #include "conv/shape.h"
 #include "reference/random.h"
 

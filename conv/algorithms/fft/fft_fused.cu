@@ -1,0 +1,361 @@
+// "fft_fused": fft_tiled's overlap-save FFT convolution with its cuFFT transforms and the pad,
+// gather and crop kernels replaced by three fused shared-memory FFT kernels (their bodies, the
+// index algebra and the planning are in fft_fused_internal.h, shared with the CPU tests):
+//   filter kernel (w -> filter spectrum) -> input kernel (x -> input spectrum)
+//   -> per-frequency CGEMM (conj of the filter spectrum) -> inverse kernel (-> y).
+// The spectra are frequency-major exactly as fft_tiled's, so the channel mix is unchanged: cuBLAS
+// fp32 CGEMM, or for "fft_fused_3xtf32" cgemm_3xtf32's split-precision tensor-core kernel.
+#include <cublas_v2.h>
+#include <cuda_runtime.h>
+
+#include <algorithm>
+#include <cstdint>
+#include <limits>
+#include <memory>
+
+#include "absl/strings/str_cat.h"
+#include "conv/algorithms/fft/cgemm_3xtf32.h"
+#include "conv/arch/cp_async.cuh"
+#include "conv/core/cublas_handle.h"
+#include "conv/core/cuda_status.h"
+#include "conv/algorithms/fft/fft_fused.h"
+#include "conv/algorithms/fft/fft_fused_internal.h"
+#include "conv/arch/pdl.cuh"
+#include "conv/core/status_macros.h"
+
+namespace conv2d {
+namespace fft_fused {
+namespace {
+
+// The CTA's view for the kernel bodies: its shared memory, its threads, its barrier.
+struct DeviceCtx {
+  Cf* data;
+  Cf* tw;
+  TransformMeta* meta_;
+
+  __device__ Cf Ld(int i) const { return data[i]; }
+  __device__ void St(int i, Cf v) const { data[i] = v; }
+  // Element i = (*re, *im), each zero where not ok, copied by cp.async (see LoadRowsItem).
+  __device__ void CopyIn(int i, const float* re, bool ok_re, const float* im, bool ok_im) const {
+    float* d = reinterpret_cast<float*>(data + i);
+    CpAsync<4>(d, re, ok_re);
+    CpAsync<4>(d + 1, im, ok_im);
+  }
+  // This thread's copies have landed (the barrier after it publishes them to the CTA).
+  __device__ void WaitCopies() const {
+    CpAsyncCommit();
+    CpAsyncWait<0>();
+  }
+  __device__ Cf Tw(int k) const { return tw[k]; }
+  __device__ void SetTw(int k, Cf v) const { tw[k] = v; }
+  __device__ TransformMeta* meta() const { return meta_; }
+  // Item i on thread i % kThreads, as whole rounds of kThreads items and then a partial one:
+  // when n is a compile-time constant (pinned kernels) the rounds unroll and each item's index
+  // arithmetic folds against threadIdx.x.
+  template <class F>
+  __device__ void ForEach(int n, F&& f) const {
+    const int tid = static_cast<int>(threadIdx.x);
+    __builtin_assume(tid < kThreads);  // lets item < n fold in the unrolled rounds
+    const int rounds = n / kThreads;
+#pragma unroll
+    for (int r = 0; r < rounds; ++r) f(r * kThreads + tid);
+    const int i = rounds * kThreads + tid;
+    if (i < n) f(i);
+  }
+  __device__ void Sync(const char*) const { __syncthreads(); }
+};
+
+__device__ DeviceCtx MakeCtx(const KernelParams& k) {
+  extern __shared__ float4 smem[];  // float4: 16-byte alignment for the metadata
+  DeviceCtx c;
+  c.meta_ = reinterpret_cast<TransformMeta*>(smem);
+  c.tw = reinterpret_cast<Cf*>(c.meta_ + 2 * k.pairs);
+  c.data = c.tw + kTwiddles;
+  return c;
+}
+
+// kPin: an index into kPinnedTiles (the launch checks that Pin changes no value of k), or -1
+// for the generic kernel.
+template <int kPin, bool kInverse>
+__device__ KernelParams Pinned(const KernelParams& k) {
+  if constexpr (kPin >= 0) {
+    return Pin<kPin, kInverse>(k);
+  } else {
+    return k;
+  }
+}
+
+template <int kPin>
+__global__ void __launch_bounds__(kThreads) FilterKernel(KernelParams params,
+                                                         const float* __restrict__ w,
+                                                         Cf* __restrict__ spectrum) {
+  PdlLaunchDependents();  // the input kernel needs nothing from this one: let it start
+  const KernelParams k = Pinned<kPin, false>(params);
+  DeviceCtx ctx = MakeCtx(k);
+  FilterCta(ctx, k, w, spectrum, static_cast<int>(blockIdx.x));
+}
+
+template <int kPin>
+__global__ void __launch_bounds__(kThreads) InputKernel(KernelParams params,
+                                                        const float* __restrict__ x,
+                                                        Cf* __restrict__ spectrum) {
+  PdlLaunchDependents();
+  const KernelParams k = Pinned<kPin, false>(params);
+  DeviceCtx ctx = MakeCtx(k);
+  InputCta(ctx, k, x, spectrum, static_cast<int>(blockIdx.x));
+  // Launched right after the filter kernel, whose buffers (w, the filter spectrum) this one does
+  // not touch: it overlaps that kernel whole and waits for it only here, so that the mix, which
+  // waits for this kernel, also finds the filter spectrum complete.
+  PdlWait();
+}
+
+template <int kPin>
+__global__ void __launch_bounds__(kThreads) InverseKernel(KernelParams params,
+                                                          const Cf* __restrict__ spectrum,
+                                                          float* __restrict__ y) {
+  PdlWait();  // the output spectrum comes from the mix (the last kernel: no early trigger)
+  const KernelParams k = Pinned<kPin, true>(params);
+  DeviceCtx ctx = MakeCtx(k);
+  InverseCta(ctx, k, spectrum, y, static_cast<int>(blockIdx.x));
+}
+
+using ForwardKernelFn = void (*)(KernelParams, const float*, Cf*);
+using InverseKernelFn = void (*)(KernelParams, const Cf*, float*);
+static_assert(kNumPinned == 5, "list every pinned kernel below");
+// [0]: generic; [1 + i]: kPinnedTiles[i].
+constexpr ForwardKernelFn kFilterKernels[] = {FilterKernel<-1>, FilterKernel<0>, FilterKernel<1>,
+                                              FilterKernel<2>, FilterKernel<3>, FilterKernel<4>};
+constexpr ForwardKernelFn kInputKernels[] = {InputKernel<-1>, InputKernel<0>, InputKernel<1>,
+                                             InputKernel<2>, InputKernel<3>, InputKernel<4>};
+constexpr InverseKernelFn kInverseKernels[] = {InverseKernel<-1>, InverseKernel<0>,
+                                               InverseKernel<1>, InverseKernel<2>,
+                                               InverseKernel<3>, InverseKernel<4>};
+
+// Lets a kernel use the device's whole opt-in shared memory (not just this plan's need, so that
+// plans of different shapes never lower the limit under each other), with the carveout at its
+// maximum so that several CTAs fit per SM.
+absl::Status AllowSmem(const void* kernel, int optin) {
+  RETURN_IF_ERROR(CudaStatus(
+      cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, optin),
+      "fft_fused: cudaFuncSetAttribute(MaxDynamicSharedMemorySize)"));
+  return CudaStatus(cudaFuncSetAttribute(kernel, cudaFuncAttributePreferredSharedMemoryCarveout,
+                                         cudaSharedmemCarveoutMaxShared),
+                    "fft_fused: cudaFuncSetAttribute(PreferredSharedMemoryCarveout)");
+}
+
+class FftFusedRunner : public Runner {
+ public:
+  FftFusedRunner(const Shape& shape, const Options& options, const Config& config)
+      : shape_(shape),
+        options_(options),
+        config_(config),
+        fwd_(MakeKernelParams(shape, config, /*inverse=*/false)),
+        inv_(MakeKernelParams(shape, config, /*inverse=*/true)),
+        filter_kernel_(kFilterKernels[1 + PinnedIndex(fwd_, /*inverse=*/false)]),
+        input_kernel_(kInputKernels[1 + PinnedIndex(fwd_, /*inverse=*/false)]),
+        inverse_kernel_(kInverseKernels[1 + PinnedIndex(inv_, /*inverse=*/true)]) {}
+  FftFusedRunner(const FftFusedRunner&) = delete;
+  FftFusedRunner& operator=(const FftFusedRunner&) = delete;
+
+  absl::Status Init() {
+    int device = 0, optin = 0;
+    RETURN_IF_ERROR(CudaStatus(cudaGetDevice(&device), "fft_fused: cudaGetDevice"));
+    RETURN_IF_ERROR(CudaStatus(
+        cudaDeviceGetAttribute(&optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, device),
+        "fft_fused: cudaDeviceGetAttribute"));
+    const size_t need = std::max(config_.smem.bytes_fwd, config_.smem.bytes_inv);
+    if (need > static_cast<size_t>(optin)) {
+      // A limit of this GPU, not of the shape (the plan assumes sm_90's 227 KB): "auto" then
+      // moves on to its next choice.
+      return absl::FailedPreconditionError(absl::StrCat("fft_fused: needs ", need,
+                                                        " bytes of shared memory per block, the "
+                                                        "device allows ",
+                                                        optin));
+    }
+    RETURN_IF_ERROR(AllowSmem(reinterpret_cast<const void*>(filter_kernel_), optin));
+    RETURN_IF_ERROR(AllowSmem(reinterpret_cast<const void*>(input_kernel_), optin));
+    RETURN_IF_ERROR(AllowSmem(reinterpret_cast<const void*>(inverse_kernel_), optin));
+    if (options_.gemm_3xtf32) return absl::OkStatus();  // the channel mix needs no cuBLAS
+    // Pedantic: fp32 FMA on the CUDA cores only; TF32 would miss the accuracy bar by 60-470x.
+    // (cublasCgemm3mStridedBatched was tried here as a 25%-fewer-products mix: on the H200 it ran
+    // the same kernel as CGEMM for these sizes, in pedantic and default mode alike, with identical
+    // times and results (PERF.md, rounds 4-5), so it was removed.)
+    return blas_.Init(CUBLAS_PEDANTIC_MATH);
+  }
+
+  size_t workspace_bytes() const override { return config_.workspace.total_bytes; }
+
+  absl::Status Run(const RunArgs& a) const override {
+    for (int stage = 0; stage < kNumStages; ++stage) {
+      RETURN_IF_ERROR(RunStage(static_cast<Stage>(stage), a, /*in_run=*/true));
+    }
+    return absl::OkStatus();
+  }
+
+  // One step of Run; Run is the four in order. in_run: launched right after the stage before it
+  // (the filter kernel first), so the input and inverse kernels may overlap their predecessor
+  // (pdl.cuh); a stage on its own is launched plainly.
+  absl::Status RunStage(Stage stage, const RunArgs& a, bool in_run) const {
+    const WorkspaceLayout& l = config_.workspace;
+    if (a.workspace == nullptr || a.workspace_bytes < l.total_bytes) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          "fft_fused: workspace of ", a.workspace_bytes, " bytes given, ", l.total_bytes,
+          " needed"));
+    }
+    const uintptr_t p = reinterpret_cast<uintptr_t>(a.workspace);
+    char* base = reinterpret_cast<char*>((p + fft_tiled::kAlignment - 1) /
+                                         fft_tiled::kAlignment * fft_tiled::kAlignment);
+    auto at = [&](Buffer b) { return static_cast<void*>(base + l.offset[b]); };
+    auto* filter_spectrum = static_cast<Cf*>(at(kFilterSpectrum));
+    auto* input_spectrum = static_cast<Cf*>(at(kInputSpectrum));
+    auto* output_spectrum = static_cast<Cf*>(at(kOutputSpectrum));
+    const cudaStream_t stream = a.stream;
+
+    switch (stage) {
+      case kFilterStage:
+        filter_kernel_<<<FilterCtas(fwd_), kThreads, config_.smem.bytes_fwd, stream>>>(
+            fwd_, a.w, filter_spectrum);
+        return LaunchStatus("fft_fused filter kernel");
+      case kInputStage:
+        return CudaStatus(LaunchPdl(in_run, input_kernel_, InputCtas(fwd_), kThreads,
+                                    config_.smem.bytes_fwd, stream, fwd_, a.x, input_spectrum),
+                          "fft_fused input kernel");
+      case kMixStage: {
+        // Y_f = X_f * W_f^H for every frequency f, exactly as fft_tiled.
+        const fft_tiled::GemmLayout g = fft_tiled::ChannelMixLayout(shape_, config_.geometry);
+        if (options_.gemm_3xtf32) {
+          return CgemmConjBatched3xTf32(g, input_spectrum, filter_spectrum, output_spectrum,
+                                        stream, options_.mix_kernel);
+        }
+        RETURN_IF_ERROR(blas_.Bind(stream, at(kBlasWork), l.bytes[kBlasWork]));
+        const cuComplex one = make_cuComplex(1.0f, 0.0f), zero = make_cuComplex(0.0f, 0.0f);
+        return blas_.Check(
+            cublasCgemmStridedBatched(
+                blas_.get(), CUBLAS_OP_N, CUBLAS_OP_C, g.m, g.n, g.k, &one,
+                reinterpret_cast<const cuComplex*>(input_spectrum), g.lda, g.stride_a,
+                reinterpret_cast<const cuComplex*>(filter_spectrum), g.ldb, g.stride_b, &zero,
+                reinterpret_cast<cuComplex*>(output_spectrum), g.ldc, g.stride_c, g.batch),
+            "cublasCgemmStridedBatched");
+      }
+      case kInverseStage:
+        return CudaStatus(LaunchPdl(in_run, inverse_kernel_, InverseCtas(inv_), kThreads,
+                                    config_.smem.bytes_inv, stream, inv_,
+                                    static_cast<const Cf*>(output_spectrum), a.y),
+                          "fft_fused inverse kernel");
+      case kNumStages: break;
+    }
+    return absl::InternalError("fft_fused: bad stage");
+  }
+
+ private:
+  Shape shape_;
+  Options options_;
+  Config config_;
+  KernelParams fwd_, inv_;
+  ForwardKernelFn filter_kernel_, input_kernel_;
+  InverseKernelFn inverse_kernel_;
+  CublasHandle blas_{"fft_fused"};
+};
+
+class FftFused : public Algorithm {
+ public:
+  FftFused(std::string name, const Options& options)
+      : name_(std::move(name)), options_(options) {}
+  std::string name() const override { return name_; }
+  absl::Status CanImplement(const Shape& shape) const override {
+    return ChooseConfig(shape, options_).status();
+  }
+  absl::StatusOr<std::unique_ptr<Runner>> Initialize(const Shape& shape) const override {
+    return CreateRunner(shape, options_);
+  }
+  double EstimateSeconds(const Shape& shape) const override {
+    absl::StatusOr<Config> c = ChooseConfig(shape, options_);
+    return c.ok() ? c->cost.seconds : std::numeric_limits<double>::infinity();
+  }
+
+ private:
+  std::string name_;
+  Options options_;
+};
+
+struct DeviceMemory {
+  void* p = nullptr;
+  ~DeviceMemory() { cudaFree(p); }
+};
+
+}  // namespace
+
+absl::StatusOr<StageTimes> TimeStages(const Shape& shape, const Options& options,
+                                      int iterations) {
+  ASSIGN_OR_RETURN(Config config, ChooseConfig(shape, options));
+  auto runner = std::make_unique<FftFusedRunner>(shape, options, config);
+  RETURN_IF_ERROR(runner->Init());
+  DeviceMemory x, w, y, ws;
+  RETURN_IF_ERROR(CudaStatus(cudaMalloc(&x.p, 4 * shape.input_elements()), "cudaMalloc x"));
+  RETURN_IF_ERROR(CudaStatus(cudaMalloc(&w.p, 4 * shape.filter_elements()), "cudaMalloc w"));
+  RETURN_IF_ERROR(CudaStatus(cudaMalloc(&y.p, 4 * shape.output_elements()), "cudaMalloc y"));
+  RETURN_IF_ERROR(CudaStatus(cudaMalloc(&ws.p, runner->workspace_bytes()), "cudaMalloc ws"));
+  // 0x3c3c3c3c = 0.0115 in every element: finite, non-zero.
+  RETURN_IF_ERROR(CudaStatus(cudaMemset(x.p, 0x3c, 4 * shape.input_elements()), "memset"));
+  RETURN_IF_ERROR(CudaStatus(cudaMemset(w.p, 0x3c, 4 * shape.filter_elements()), "memset"));
+  RunArgs a;
+  a.x = static_cast<const float*>(x.p);
+  a.w = static_cast<const float*>(w.p);
+  a.y = static_cast<float*>(y.p);
+  a.workspace = ws.p;
+  a.workspace_bytes = runner->workspace_bytes();
+  cudaEvent_t start = nullptr, stop = nullptr;
+  RETURN_IF_ERROR(CudaStatus(cudaEventCreate(&start), "cudaEventCreate"));
+  RETURN_IF_ERROR(CudaStatus(cudaEventCreate(&stop), "cudaEventCreate"));
+  auto time = [&](int stage) -> absl::StatusOr<double> {
+    for (int i = 0; i < iterations + 2; ++i) {
+      if (i == 2) RETURN_IF_ERROR(CudaStatus(cudaEventRecord(start, a.stream), "record"));
+      if (stage < kNumStages) {
+        RETURN_IF_ERROR(runner->RunStage(static_cast<Stage>(stage), a, /*in_run=*/false));
+      } else {
+        RETURN_IF_ERROR(runner->Run(a));
+      }
+    }
+    RETURN_IF_ERROR(CudaStatus(cudaEventRecord(stop, a.stream), "record"));
+    RETURN_IF_ERROR(CudaStatus(cudaEventSynchronize(stop), "cudaEventSynchronize"));
+    float ms = 0;
+    RETURN_IF_ERROR(CudaStatus(cudaEventElapsedTime(&ms, start, stop), "elapsed"));
+    return 1e-3 * ms / iterations;
+  };
+  StageTimes t;
+  absl::Status status = absl::OkStatus();
+  for (int stage = 0; stage <= kNumStages && status.ok(); ++stage) {
+    absl::StatusOr<double> s = time(stage);
+    if (!s.ok()) {
+      status = s.status();
+    } else if (stage < kNumStages) {
+      t.seconds[stage] = *s;
+    } else {
+      t.total_seconds = *s;
+    }
+  }
+  cudaEventDestroy(start);
+  cudaEventDestroy(stop);
+  RETURN_IF_ERROR(status);
+  t.config = config;
+  return t;
+}
+
+absl::StatusOr<std::unique_ptr<Runner>> CreateRunner(const Shape& shape, const Options& options) {
+  ASSIGN_OR_RETURN(Config config, ChooseConfig(shape, options));
+  auto runner = std::make_unique<FftFusedRunner>(shape, options, config);
+  RETURN_IF_ERROR(runner->Init());
+  return std::unique_ptr<Runner>(std::move(runner));
+}
+
+}  // namespace fft_fused
+
+void RegisterFftFused(Registry& registry) {
+  (void)registry.Add(std::make_unique<fft_fused::FftFused>("fft_fused", fft_fused::Options{}));
+  fft_fused::Options tensor_cores;
+  tensor_cores.gemm_3xtf32 = true;
+  (void)registry.Add(
+      std::make_unique<fft_fused::FftFused>("fft_fused_3xtf32", tensor_cores));
+}
+
+}  // namespace conv2d

@@ -1,0 +1,915 @@
+// fft_fused internals: the planning (tile choice, shared-memory and workspace layouts, cost
+// model) and the bodies of the three fused kernels, written once as host+device templates over
+// an execution context so that the CPU tests run the very code the GPU runs.
+//
+// The algorithm is fft_tiled's (overlap-save, see fft_tiled_internal.h): the same tile geometry,
+// the same frequency-major spectra (element f = k0*(Tw/2+1) + k1 of transform n at f*N + n;
+// filter n = c*Cout + o, input n = c*M + m, output n = o*M + m) and the same per-frequency
+// channel mix (fft_tiled::ChannelMixLayout). What changes is that the transforms are our own
+// shared-memory FFTs, fused with what surrounds them:
+//   filter kernel  : read w, zero-pad implicitly, 2D FFT, write the filter spectrum
+//   input kernel   : read the tile windows from x (zero past the image), 2D FFT, write spectrum
+//   inverse kernel : read the output spectrum, inverse 2D FFT, scale, write the valid part to y
+// Tiles are powers of two from 8 to 128 in each dimension.
+//
+// One CTA transforms G = 2P consecutive transforms n0 .. n0+G-1 as P complex 2D FFTs of size
+// Th x Tw: pair p carries transform n0+2p in the real part and n0+2p+1 in the imaginary part
+// (two real FFTs for the price of one complex FFT). Forward, the two spectra are separated on
+// the way out: A[k] = (Z[k] + conj Z[-k]) / 2, B[k] = (Z[k] - conj Z[-k]) / 2i, both exactly
+// Hermitian. Inverse, the two Hermitian half spectra are combined into Z = A + iB over the full
+// Th x Tw (the k1 = 0 and k1 = Tw/2 columns projected onto Hermitian symmetry), transformed back,
+// and the real and imaginary parts are the two outputs. The inverse is computed as
+// conj(DFT(conj Z)), so only the forward transform exists.
+//
+// The 1D FFTs are radix-2 decimation in frequency (Gentleman-Sande), in place, natural order in,
+// bit-reversed order out; R consecutive radix-2 stages run in registers on groups of 2^R
+// elements (one pass = one round trip through shared memory). Within a pass the twiddles are
+// compile-time constants; between passes each element is multiplied once by an entry of a
+// 128-entry table of exp(-2 pi i k / 128), computed in double and rounded once to float (see
+// DifGroup). A 2D FFT runs the rows (along the width) and then the
+// columns. Pruning: the filter's row pass skips the all-zero rows past the kernel, and the first
+// stage of its row and column passes skips a zero second half (kernel <= tile/2); the inverse's
+// column pass computes only the columns that hold valid outputs.
+//
+// Every phase of a kernel is a ForEach over independent items (one item = one thread's work,
+// item i on thread i % kThreads) followed by a barrier; no two items of a phase touch the same
+// shared element unless both only read it. The CPU test runs the phases item by item and checks
+// exactly that, plus bounds, reads of unwritten elements and a bank-conflict model.
+//
+// Shared-memory layout of one CTA: meta[G] (per-transform base offsets and extents), tw[64]
+// (twiddles), data[P * pair_stride] (complex). Element (u, v) of pair p is at
+//   p * pair_stride + u * row_pitch + v + (v >> 4)
+// row_pitch odd (the row passes give each lane its own row) and one pad element every 16
+// columns, so that bit-reversed column indices spread over the banks; pair_stride's residue is
+// chosen per kernel (see SmemLayout).
+#ifndef CONV2D_CONV_FFT_FUSED_INTERNAL_H_
+#define CONV2D_CONV_FFT_FUSED_INTERNAL_H_
+
+#include <cmath>
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <vector>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "conv/core/algorithm.h"
+#include "conv/algorithms/fft/cgemm_3xtf32_internal.h"  // CgemmKernel
+#include "conv/algorithms/fft/fft_tiled_internal.h"
+#include "conv/shape.h"
+
+namespace conv2d {
+namespace fft_fused {
+
+using fft_tiled::Dims;
+using fft_tiled::Geometry;
+
+// Choices the registered variants leave at their defaults ("fft_fused": all defaults;
+// "fft_fused_3xtf32": gemm_3xtf32); tests and tuning set them.
+struct Options {
+  // Tile height and width: 0 lets the cost model choose; else a power of two in [8, 128] that
+  // is >= the kernel size in its dimension.
+  int64_t tile_h = 0;
+  int64_t tile_w = 0;
+  // Complex 2D FFTs (two transforms each) per CTA: 0 for the default (as many as fit in
+  // kSmemTargetBytes, at most 16); else a power of two in [1, 16].
+  int pairs_per_cta = 0;
+  // Channel mix on the tensor cores in split precision (CgemmConjBatched3xTf32, fp32-level
+  // error) instead of cuBLAS's fp32 SIMT CGEMM; then no cuBLAS handle and no cuBLAS workspace.
+  bool gemm_3xtf32 = false;
+  // With gemm_3xtf32: cgemm_3xtf32's kernel (kAuto: its own choice; the others to measure it).
+  CgemmKernel mix_kernel = CgemmKernel::kAuto;
+};
+
+
+constexpr int kThreads = 256;               // per CTA, every kernel
+constexpr int kMinLog2Tile = 3;             // tiles 8 ..
+constexpr int kMaxLog2Tile = 7;             // .. 128
+constexpr int kTwiddles = 128;              // exp(-2 pi i k / 128), k < 128
+constexpr int kMaxPairs = 16;               // G <= 32: a 256-byte run per frequency
+constexpr int kDefaultMaxPairs = 4;         // the default's cap (fft_fused_plan.cc says why)
+constexpr size_t kSmemTargetBytes = 72 * 1024;   // three CTAs per SM on an H100/H200
+constexpr size_t kMaxSmemBytes = 227 * 1024;     // sm_90's opt-in limit per CTA
+
+// Per transform, in shared memory: the offset of its top-left element in x, w or y, and how
+// many of its rows and columns are inside the tensor (0 for a transform past the end).
+struct TransformMeta {
+  int base;
+  int rows;
+  int cols;
+  int pitch;  // row pitch in the tensor (elements)
+};
+
+struct SmemLayout {
+  int pairs = 0;            // P
+  int row_pitch = 0;        // in complex elements, odd
+  int pair_stride_fwd = 0;  // filter and input kernels
+  int pair_stride_inv = 0;  // inverse kernel
+  size_t bytes_fwd = 0;     // dynamic shared memory per CTA
+  size_t bytes_inv = 0;
+};
+// P = options' or the default; the strides' residues mod 16 spread what one half-warp touches
+// over the banks in the spectrum store (forward) and load (inverse) phases.
+SmemLayout MakeSmemLayout(const Geometry& g, int pairs_per_cta);
+
+// The row pitch for tiles 2^log2_tw wide: odd, with one pad element every 16 columns.
+CONV2D_HOST_DEVICE constexpr int RowPitch(int log2_tw) {
+  return ((1 << log2_tw) + (1 << log2_tw) / 16) | 1;
+}
+
+// The residue mod 16 (in complex elements; 16 of them per 128-byte row of banks) of the
+// distance between pairs. In the spectrum store (forward) and load (inverse) phases a
+// half-warp touches P pairs x 16/P consecutive k1 (and their mirrors -k1), at bit-reversed
+// columns forward, natural ones inverse; the residue is the one whose modelled wavefronts over
+// all those half-warps are fewest (the smallest such). constexpr: the pinned kernels (Pin) take
+// it as a compile-time constant.
+CONV2D_HOST_DEVICE constexpr int PairStrideResidue(int log2_tw, int pairs, bool inverse) {
+  if (pairs <= 1) return 0;
+  const int tw = 1 << log2_tw;
+  const int np = pairs < 16 ? pairs : 16, run = pairs < 16 ? 16 / pairs : 1;
+  int best = 0, best_cost = -1;
+  for (int delta = 0; delta < 16; ++delta) {
+    int cost = 0;
+    for (int start = 0; start < tw / 2; start += run) {
+      for (int mirror = 0; mirror < 2; ++mirror) {
+        int count[16] = {};
+        for (int p = 0; p < np; ++p) {
+          for (int k1 = start; k1 < start + run && k1 < tw / 2; ++k1) {
+            const int c = mirror ? (tw - k1) & (tw - 1) : k1;
+            int v = c;
+            if (!inverse) {  // bit-reversed column
+              v = 0;
+              for (int i = 0; i < log2_tw; ++i) v |= ((c >> i) & 1) << (log2_tw - 1 - i);
+            }
+            ++count[(p * delta + v + (v >> 4)) % 16];
+          }
+        }
+        int worst = 0;
+        for (int i = 0; i < 16; ++i) worst = count[i] > worst ? count[i] : worst;
+        cost += worst;
+      }
+    }
+    if (best_cost < 0 || cost < best_cost) {
+      best_cost = cost;
+      best = delta;
+    }
+  }
+  return best;
+}
+
+// The distance between pairs (complex elements): the least >= 2^log2_th rows of RowPitch with
+// PairStrideResidue's residue mod 16.
+CONV2D_HOST_DEVICE constexpr int PairStride(int log2_th, int log2_tw, int pairs, bool inverse) {
+  const int base = (1 << log2_th) * RowPitch(log2_tw);
+  return base + ((PairStrideResidue(log2_tw, pairs, inverse) - base) % 16 + 16) % 16;
+}
+
+enum Buffer {
+  kFilterSpectrum,  // [F][Cin*Cout] complex, written by the filter kernel
+  kInputSpectrum,   // [F][Cin*M]
+  kOutputSpectrum,  // [F][Cout*M], written by the channel mix
+  kBlasWork,        // cuBLAS's workspace (none with gemm_3xtf32)
+  kNumBuffers,
+};
+const char* BufferName(Buffer buffer);
+
+struct WorkspaceLayout {
+  size_t offset[kNumBuffers] = {};  // from the workspace base rounded up to kAlignment
+  size_t bytes[kNumBuffers] = {};
+  size_t used_bytes = 0;
+  size_t total_bytes = 0;  // used_bytes + kAlignment: what Run needs from an unaligned pointer
+};
+// All live together (the mix reads two and writes the third), so one after the other.
+WorkspaceLayout MakeWorkspaceLayout(const Shape& shape, const Geometry& g, const Options& options);
+
+// The cost model (see fft_fused_plan.cc). Uncalibrated: constants are first guesses.
+struct Cost {
+  double filter_seconds = 0, input_seconds = 0, gemm_seconds = 0, inverse_seconds = 0;
+  double fft_flops = 0;
+  double gemm_flops = 0;
+  double bytes = 0;  // DRAM traffic of all passes
+  int kernels = 0;
+  double seconds = 0;
+};
+Cost EstimateCost(const Shape& shape, const Geometry& g, const SmemLayout& smem,
+                  const Options& options);
+
+struct Config {
+  Geometry geometry;
+  SmemLayout smem;
+  WorkspaceLayout workspace;
+  Cost cost;
+};
+
+// Powers of two from max(8, kernel) to the first >= extent, capped at 128. Empty if kernel > 128.
+std::vector<int64_t> TileSizeCandidates(int64_t kernel, int64_t extent);
+
+// The tile (forced by options, or the cheapest by the model among those whose workspace is <=
+// fft_tiled::kTargetWorkspaceBytes, else the one with the smallest workspace). Unimplemented for
+// kernels larger than 128; InvalidArgument for bad options; OutOfRange past 2 GiB of workspace
+// or int32 indexing. Never touches the GPU.
+absl::StatusOr<Config> ChooseConfig(const Shape& shape, const Options& options);
+
+// Division of 0 <= x < 2^31 by a run-time constant 1 <= d < 2^31 without a division
+// instruction: q = (umulhi(x, mul) + x) >> shift with shift = ceil(log2 d) and
+// mul = floor(2^32 (2^shift - d) / d) + 1 (Granlund and Montgomery; (umulhi + x) < 2^32 for
+// x < 2^31). Made on the host (Make), used per item by the kernels.
+struct FastDiv {
+  int d = 1;
+  unsigned mul = 0;
+  int shift = 0;
+  static FastDiv Make(int divisor) {
+    FastDiv f;
+    f.d = divisor;
+    while ((int64_t{1} << f.shift) < divisor) ++f.shift;
+    f.mul = static_cast<unsigned>(((uint64_t{1} << 32) * ((uint64_t{1} << f.shift) - divisor)) /
+                                      static_cast<uint64_t>(divisor) +
+                                  1);
+    return f;
+  }
+  // x = q * d + r.
+  CONV2D_HOST_DEVICE void DivMod(int x, int* q, int* r) const {
+    const unsigned ux = static_cast<unsigned>(x);
+#if defined(__CUDA_ARCH__)
+    const unsigned hi = __umulhi(ux, mul);
+#else
+    const unsigned hi = static_cast<unsigned>((static_cast<uint64_t>(ux) * mul) >> 32);
+#endif
+    *q = static_cast<int>((hi + ux) >> shift);
+    *r = x - *q * d;
+  }
+};
+
+// Everything the kernels need, by value.
+struct KernelParams {
+  Dims d;
+  int log2_th = 0, log2_tw = 0;
+  int pairs = 0;              // a power of two
+  int log2_pairs = 0;
+  int row_pitch = 0;
+  int pair_stride = 0;       // of the kernel it is passed to
+  int filter_row_log2 = 0;   // the filter's row pass covers rows [0, 2^this) >= kernel_h
+  int n_filter = 0;          // Cin * Cout
+  int n_input = 0;           // Cin * M
+  int n_output = 0;          // Cout * M
+  float scale = 0;           // 1 / (Th * Tw), exact
+  // The inverse's output phase: by step_w, and by its chunks of four rows, ceil(step_h / 4).
+  FastDiv div_step_w, div_out_chunks;
+};
+KernelParams MakeKernelParams(const Shape& shape, const Config& config, bool inverse);
+
+// Pinned tiles. The kernels' bodies take the tile size, the pair count and the shared-memory
+// strides from KernelParams at run time, so every shift, mask, trip count and address offset
+// derived from them is computed per item. For the configurations the benchmark runs, the GPU
+// launches copies of the kernels whose KernelParams has those fields replaced by compile-time
+// constants of the same values (Pin): the same code and the same results, but the index
+// arithmetic folds into immediates and the ForEach rounds unroll. A configuration is pinned only
+// if Pin changes none of its values (PinnedIndex checks), so the generic path and the CPU tests
+// cover the pinned kernels too.
+struct PinnedTile {
+  int log2_th, log2_tw, pairs;
+};
+// 64x64 x2: KernelBot (256, K, 128, B); 32x32 x4: (128, 8, 64, 4); 32x128 x2 and 32x64 x4:
+// (128, 16, 64, 4) (fft_fused and fft_fused_3xtf32 pick different tiles there); 16x64 x4: the
+// cnn suite's (16,64,64,64,5) and (8,64,64,64,7), where auto takes fft_fused_3xtf32.
+constexpr PinnedTile kPinnedTiles[] = {{6, 6, 2}, {5, 5, 4}, {5, 7, 2}, {5, 6, 4}, {4, 6, 4}};
+constexpr int kNumPinned = sizeof(kPinnedTiles) / sizeof(kPinnedTiles[0]);
+
+template <int kPin, bool kInverse>
+CONV2D_HOST_DEVICE inline KernelParams Pin(KernelParams k) {
+  constexpr PinnedTile t = kPinnedTiles[kPin];
+  constexpr int log2_pairs = t.pairs == 1 ? 0 : t.pairs == 2 ? 1 : t.pairs == 4 ? 2 : 3;
+  static_assert((1 << log2_pairs) == t.pairs, "pinned pair counts are 1, 2, 4 or 8");
+  k.log2_th = t.log2_th;
+  k.log2_tw = t.log2_tw;
+  k.pairs = t.pairs;
+  k.log2_pairs = log2_pairs;
+  k.row_pitch = RowPitch(t.log2_tw);
+  k.pair_stride = PairStride(t.log2_th, t.log2_tw, t.pairs, kInverse);
+  return k;
+}
+
+// The index into kPinnedTiles of the pinned kernel that computes exactly what the generic one
+// does with `k` (of the forward kernels, or of the inverse), or -1.
+inline int PinnedIndex(const KernelParams& k, bool inverse) {
+  for (int i = 0; i < kNumPinned; ++i) {
+    const PinnedTile& t = kPinnedTiles[i];
+    if (k.log2_th == t.log2_th && k.log2_tw == t.log2_tw && k.pairs == t.pairs &&
+        (1 << k.log2_pairs) == k.pairs && k.row_pitch == RowPitch(t.log2_tw) &&
+        k.pair_stride == PairStride(t.log2_th, t.log2_tw, t.pairs, inverse)) {
+      return i;
+    }
+  }
+  return -1;
+}
+// CTAs per kernel: ceil(N / 2P).
+int FilterCtas(const KernelParams& k);
+int InputCtas(const KernelParams& k);
+int InverseCtas(const KernelParams& k);
+
+// A runner with explicit options (the registered algorithm uses Options{}). Needs a GPU.
+absl::StatusOr<std::unique_ptr<Runner>> CreateRunner(const Shape& shape, const Options& options);
+
+// The steps of Run, in stream order.
+enum Stage { kFilterStage, kInputStage, kMixStage, kInverseStage, kNumStages };
+// Mean seconds per call of each step run alone back to back, and of the whole Run, over
+// `iterations` calls after two warm-up calls, on the default stream, L2 not flushed (so the
+// small cases read inputs from L2): calibration data for EstimateCost. Needs a GPU.
+struct StageTimes {
+  Config config;
+  double seconds[kNumStages] = {};
+  double total_seconds = 0;
+};
+absl::StatusOr<StageTimes> TimeStages(const Shape& shape, const Options& options,
+                                      int iterations);
+
+// ---- Host and device code ----------------------------------------------------------------------
+
+#if defined(__CUDACC__)
+#define FFT_FUSED_UNROLL _Pragma("unroll")
+#else
+#define FFT_FUSED_UNROLL
+#endif
+
+#if defined(__CUDACC__)
+using Cf = float2;
+CONV2D_HOST_DEVICE inline Cf MakeCf(float x, float y) { return make_float2(x, y); }
+#else
+struct alignas(8) Cf {
+  float x, y;
+};
+inline Cf MakeCf(float x, float y) { return Cf{x, y}; }
+#endif
+
+CONV2D_HOST_DEVICE inline Cf CAdd(Cf a, Cf b) { return MakeCf(a.x + b.x, a.y + b.y); }
+CONV2D_HOST_DEVICE inline Cf CSub(Cf a, Cf b) { return MakeCf(a.x - b.x, a.y - b.y); }
+CONV2D_HOST_DEVICE inline Cf CMul(Cf a, Cf b) {
+  return MakeCf(a.x * b.x - a.y * b.y, a.x * b.y + a.y * b.x);
+}
+
+// Reverses the low `bits` bits of x.
+CONV2D_HOST_DEVICE inline int BitReverse(int x, int bits) {
+#if defined(__CUDA_ARCH__)
+  return static_cast<int>(__brev(static_cast<unsigned>(x)) >> (32 - bits));
+#else
+  int r = 0;
+  for (int i = 0; i < bits; ++i) r |= ((x >> i) & 1) << (bits - 1 - i);
+  return r;
+#endif
+}
+
+// exp(-2 pi i k / 128) for 0 <= k < 128, from double, rounded once. Computed from the first
+// octant only, so that the table's symmetries hold exactly (W^64 = -1, W^32 = -i, |re| and |im|
+// of W^j and W^(32-j) swapped).
+CONV2D_HOST_DEVICE inline Cf Twiddle128(int k) {
+  const bool negate = k >= 64;  // W^k = -W^(k-64)
+  int j = negate ? k - 64 : k;
+  const bool upper = j >= 32;  // W^k = -i W^(k-32)
+  if (upper) j -= 32;
+  const bool swap = j > 16;  // cos and sin of pi/2 - x
+  if (swap) j = 32 - j;
+  double s, c;
+#if defined(__CUDA_ARCH__)
+  sincospi(j / 64.0, &s, &c);
+#else
+  const double a = 3.14159265358979323846 * (j / 64.0);
+  s = std::sin(a);
+  c = std::cos(a);
+#endif
+  // First quadrant angle theta = pi k' / 64: (cos theta, sin theta).
+  const double ct = swap ? s : c, st = swap ? c : s;
+  // W = (cos, -sin); -i W = (-sin, -cos).
+  const Cf w = upper ? MakeCf(static_cast<float>(-st), static_cast<float>(-ct))
+                     : MakeCf(static_cast<float>(ct), static_cast<float>(-st));
+  return negate ? MakeCf(-w.x, -w.y) : w;
+}
+
+// d * exp(-2 pi i k / n) for n in {2, 4, 8, 16}, k < n/2, with constant k and n after unrolling:
+// the trivial ones cost no multiplies.
+CONV2D_HOST_DEVICE inline Cf MulConstTwiddle(Cf d, int k, int n) {
+  constexpr float kS = 0.707106781186547524401f;   // cos(pi/4)
+  constexpr float kC8 = 0.923879532511286756128f;  // cos(pi/8)
+  constexpr float kS8 = 0.382683432365089771728f;  // sin(pi/8)
+  if (k == 0) return d;
+  if (4 * k == n) return MakeCf(d.y, -d.x);                                      // -i
+  if (8 * k == n) return MakeCf((d.x + d.y) * kS, (d.y - d.x) * kS);            // (1-i)/sqrt2
+  if (8 * k == 3 * n) return MakeCf((d.y - d.x) * kS, -(d.x + d.y) * kS);       // (-1-i)/sqrt2
+  // n == 16, k odd.
+  Cf w = MakeCf(kC8, -kS8);
+  if (k == 3) w = MakeCf(kS8, -kC8);
+  if (k == 5) w = MakeCf(-kS8, -kC8);
+  if (k == 7) w = MakeCf(-kC8, -kS8);
+  return CMul(d, w);
+}
+
+// Shared-memory index of element (u, v) of pair p.
+CONV2D_HOST_DEVICE inline int Addr(int pair_stride, int row_pitch, int p, int u, int v) {
+  return p * pair_stride + u * row_pitch + v + (v >> 4);
+}
+
+// Reverses the low `bits` <= 4 bits of x (< 16) by a lookup in a 64-bit constant (nibble i holds
+// the 4-bit reversal of i): for compile-time x and bits (unrolled loops) it folds to a constant,
+// which neither __brev nor a loop over the bits reliably does.
+CONV2D_HOST_DEVICE constexpr int BitReverseConst(int x, int bits) {
+  return static_cast<int>((0xF7B3D591E6A2C480ull >> (4 * x)) & 0xF) >> (4 - bits);
+}
+
+// Radix-2 DIF stages [stage, stage + R) of one line of length 2^m, on the group `grp` of 2^R
+// elements that those stages combine. Line element i is at base + i + (i >> 4) for a row
+// (kRow), base + i * row_pitch for a column. kLast: stage + R == m. kZeroUpper (first pass only,
+// stage 0): the line's second half is known to be zero, so it is neither read nor added.
+//
+// The group is the 2^R elements lo + t H (t < 2^R, H = 2^(m - stage - R)) of a block of
+// L = 2^R H elements that the earlier passes left as an independent L-point DFT. Splitting that
+// DFT as 2^R x H (four-step), the R stages are a 2^R-point DFT of the group whose twiddles are
+// all constants, followed by one multiplication of output k by W_L^(lo k); in the bit-reversed
+// order of radix-2 DIF, output k sits in slot t = bitrev_R(k). So each element takes at most one
+// table twiddle per pass (none in the last pass, where H = 1 and lo = 0), instead of one per
+// stage: fewer multiplies, loads and index computations than R stages of table twiddles.
+template <int R, bool kRow, bool kLast, bool kZeroUpper, class Ctx>
+CONV2D_HOST_DEVICE inline void DifGroup(Ctx& ctx, int base, int row_pitch, int m, int stage,
+                                        int grp) {
+  constexpr int kN = 1 << R;
+  const int lg_hl = kLast ? 0 : m - stage - R;  // log2 H, the distance of the group's elements
+  const int lo = kLast ? 0 : grp & ((1 << lg_hl) - 1);
+  const int start = ((grp >> lg_hl) << (m - stage)) | lo;
+  int at[kN];
+  Cf v[kN];
+FFT_FUSED_UNROLL
+  for (int t = 0; t < kN; ++t) {
+    const int i = start + (t << lg_hl);
+    at[t] = base + (kRow ? i + (i >> 4) : i * row_pitch);
+    v[t] = kZeroUpper && t >= kN / 2 ? MakeCf(0.0f, 0.0f) : ctx.Ld(at[t]);
+  }
+FFT_FUSED_UNROLL
+  for (int q = 0; q < R; ++q) {
+    const int hr = kN >> (q + 1);  // the stage's half distance, in group elements
+FFT_FUSED_UNROLL
+    for (int t = 0; t < kN; ++t) {
+      if (t & hr) continue;
+      const Cf a = v[t], b = v[t + hr];
+      const bool b_zero = kZeroUpper && q == 0;  // then v[t] stays a and d = a
+      if (!b_zero) v[t] = CAdd(a, b);
+      const Cf d = b_zero ? a : CSub(a, b);
+      v[t + hr] = MulConstTwiddle(d, t & (hr - 1), 2 * hr);
+    }
+  }
+  if (!kLast) {
+    // W_L^(lo k) = W_128^((lo k) << (7 - log2 L)); lo k < L, so the index is < 128.
+    const int shift = kMaxLog2Tile - (m - stage);
+FFT_FUSED_UNROLL
+    for (int t = 1; t < kN; ++t) v[t] = CMul(v[t], ctx.Tw((lo * BitReverseConst(t, R)) << shift));
+  }
+FFT_FUSED_UNROLL
+  for (int t = 0; t < kN; ++t) ctx.St(at[t], v[t]);
+}
+
+// log2 of a power of two.
+CONV2D_HOST_DEVICE inline int Log2Pow2(int x) {
+#if defined(__CUDA_ARCH__)
+  return __ffs(x) - 1;
+#else
+  return __builtin_ctz(static_cast<unsigned>(x));
+#endif
+}
+
+// it = rest * count + r, without a division when count is a power of two (the usual case).
+CONV2D_HOST_DEVICE inline void SplitIndex(int it, int count, int* r, int* rest) {
+  if ((count & (count - 1)) == 0) {
+    *r = it & (count - 1);
+    *rest = it >> Log2Pow2(count);
+  } else {
+    *rest = it / count;
+    *r = it - *rest * count;
+  }
+}
+
+// One pass over rows: lines are (p, u) with u = row(r) for r < rows; lanes take consecutive r.
+// kBitrev: row(r) = bitreverse(r) (the inverse's pruned passes), else row(r) = r.
+template <int R, bool kLast, bool kZeroUpper, class Ctx>
+CONV2D_HOST_DEVICE void RowPass(Ctx& ctx, const KernelParams& k, int pair_stride, int rows,
+                                int stage) {
+  const int m = k.log2_tw;
+  const int lg_groups = m - R;
+  const int items = k.pairs * rows << lg_groups;
+  ctx.ForEach(items, [&](int it) {
+    int r, rest;
+    SplitIndex(it, rows, &r, &rest);
+    const int grp = rest & ((1 << lg_groups) - 1);
+    const int p = rest >> lg_groups;
+    DifGroup<R, true, kLast, kZeroUpper>(ctx, Addr(pair_stride, k.row_pitch, p, r, 0),
+                                         k.row_pitch, m, stage, grp);
+  });
+  ctx.Sync(kLast ? "row pass (last)" : "row pass");
+}
+
+// One pass over columns: lines are (p, v) with v = col(c) for c < cols; lanes take consecutive c.
+// kBitrev: col(c) = bitreverse(c) (the inverse's pruned pass), else col(c) = c. The first
+// cols & ~15 columns are dealt out in runs of 16 aligned to the half-warps (the row layout's
+// padding makes each such run of bit-reversed columns hit 16 different banks); the remainder is
+// a separate tail.
+template <int R, bool kLast, bool kBitrev, bool kZeroUpper, class Ctx>
+CONV2D_HOST_DEVICE void ColumnPass(Ctx& ctx, const KernelParams& k, int pair_stride, int cols,
+                                   int stage) {
+  const int m = k.log2_th;
+  const int lg_groups = m - R;
+  const int lines = k.pairs << lg_groups;  // (p, grp) per column
+  const int aligned = cols & ~15, tail = cols - aligned;
+  ctx.ForEach(lines * cols, [&](int it) {
+    int c, rest;
+    if (it < lines * aligned) {
+      SplitIndex(it, aligned, &c, &rest);
+    } else {
+      SplitIndex(it - lines * aligned, tail, &c, &rest);
+      c += aligned;
+    }
+    const int grp = rest & ((1 << lg_groups) - 1);
+    const int p = rest >> lg_groups;
+    const int v = kBitrev ? BitReverse(c, k.log2_tw) : c;
+    DifGroup<R, false, kLast, kZeroUpper>(ctx, Addr(pair_stride, k.row_pitch, p, 0, v),
+                                          k.row_pitch, m, stage, grp);
+  });
+  ctx.Sync(kLast ? "column pass (last)" : "column pass");
+}
+
+// The Tw-point FFTs of rows [0, rows) of every pair; output columns in bit-reversed order.
+// kZeroUpper: columns >= Tw/2 of those rows are zero and need not be in shared memory.
+template <bool kZeroUpper, class Ctx>
+CONV2D_HOST_DEVICE void RowFft(Ctx& ctx, const KernelParams& k, int pair_stride, int rows) {
+  switch (k.log2_tw) {
+    case 3: RowPass<3, true, kZeroUpper>(ctx, k, pair_stride, rows, 0); break;
+    case 4: RowPass<4, true, kZeroUpper>(ctx, k, pair_stride, rows, 0); break;
+    case 5:
+      RowPass<2, false, kZeroUpper>(ctx, k, pair_stride, rows, 0);
+      RowPass<3, true, false>(ctx, k, pair_stride, rows, 2);
+      break;
+    case 6:
+      RowPass<3, false, kZeroUpper>(ctx, k, pair_stride, rows, 0);
+      RowPass<3, true, false>(ctx, k, pair_stride, rows, 3);
+      break;
+    case 7:
+      RowPass<3, false, kZeroUpper>(ctx, k, pair_stride, rows, 0);
+      RowPass<4, true, false>(ctx, k, pair_stride, rows, 3);
+      break;
+    default: break;
+  }
+}
+
+// The Th-point FFTs of columns col(c), c < cols, of every pair; output rows bit-reversed.
+// kZeroUpper: rows >= Th/2 are zero and need not be in shared memory.
+template <bool kBitrev, bool kZeroUpper, class Ctx>
+CONV2D_HOST_DEVICE void ColumnFft(Ctx& ctx, const KernelParams& k, int pair_stride, int cols) {
+  switch (k.log2_th) {
+    case 3: ColumnPass<3, true, kBitrev, kZeroUpper>(ctx, k, pair_stride, cols, 0); break;
+    case 4: ColumnPass<4, true, kBitrev, kZeroUpper>(ctx, k, pair_stride, cols, 0); break;
+    case 5:
+      ColumnPass<2, false, kBitrev, kZeroUpper>(ctx, k, pair_stride, cols, 0);
+      ColumnPass<3, true, kBitrev, false>(ctx, k, pair_stride, cols, 2);
+      break;
+    case 6:
+      ColumnPass<3, false, kBitrev, kZeroUpper>(ctx, k, pair_stride, cols, 0);
+      ColumnPass<3, true, kBitrev, false>(ctx, k, pair_stride, cols, 3);
+      break;
+    case 7:
+      ColumnPass<3, false, kBitrev, kZeroUpper>(ctx, k, pair_stride, cols, 0);
+      ColumnPass<4, true, kBitrev, false>(ctx, k, pair_stride, cols, 3);
+      break;
+    default: break;
+  }
+}
+
+// Global loads and stores (read-only cache and 16-byte vectors on the device).
+// Two consecutive complex values at a 16-byte aligned address.
+// The load asks L2 to fetch the 256 bytes around it (two lines) on a miss: the CTAs that read
+// the other sectors (the next transforms at the same frequency) run at the same time. 256 bytes
+// measured ~1% faster than 128 on this kernel, and 128 ~10% faster than no hint (PERF.md, 36-37).
+CONV2D_HOST_DEVICE inline void LoadGlobalPair(const Cf* p, Cf* a, Cf* b) {
+#if defined(__CUDA_ARCH__)
+  float4 v;
+  asm("ld.global.nc.L2::256B.v4.f32 {%0, %1, %2, %3}, [%4];\n"
+      : "=f"(v.x), "=f"(v.y), "=f"(v.z), "=f"(v.w)
+      : "l"(p));
+  *a = make_float2(v.x, v.y);
+  *b = make_float2(v.z, v.w);
+#else
+  *a = p[0];
+  *b = p[1];
+#endif
+}
+CONV2D_HOST_DEVICE inline Cf LoadGlobalCf(const Cf* p) {
+#if defined(__CUDA_ARCH__)
+  return __ldg(p);
+#else
+  return *p;
+#endif
+}
+CONV2D_HOST_DEVICE inline void StoreGlobalPair(Cf* p, Cf a, Cf b) {
+#if defined(__CUDA_ARCH__)
+  *reinterpret_cast<float4*>(p) = make_float4(a.x, a.y, b.x, b.y);
+#else
+  p[0] = a;
+  p[1] = b;
+#endif
+}
+
+// Phase 0 of every kernel: the twiddle table and each transform's metadata (meta_of(g) for
+// g < G).
+template <class Ctx, class MetaFn>
+CONV2D_HOST_DEVICE void Setup(Ctx& ctx, const KernelParams& k, MetaFn meta_of) {
+  ctx.ForEach(kTwiddles + 2 * k.pairs, [&](int i) {
+    if (i < kTwiddles) {
+      ctx.SetTw(i, Twiddle128(i));
+    } else {
+      ctx.meta()[i - kTwiddles] = meta_of(i - kTwiddles);
+    }
+  });
+  ctx.Sync("setup");
+}
+
+// Loads rows [row0, row0 + rows) x columns [0, cols) of every pair from `src`: transform 2p's
+// (u, v) in the real part, 2p+1's in the imaginary part, zero outside its meta extents. One item
+// takes rows uq, uq + q, uq + 2q, uq + 3q (q = rows / 4, rows a power of two; fewer rows if
+// rows < 4) of one column; the count is LoadItems(k, rows, cols). Lanes take consecutive
+// columns. The copies go straight to shared memory (ctx.CopyIn, cp.async on the device), so
+// every copy of the thread's items is in flight at once: with loads through registers each item
+// waited for its own round trip before its stores (ncu, (256,32,128,1): 37% of the filter
+// kernel's stall samples on those stores). The phase ends with ctx.WaitCopies() before its
+// barrier.
+CONV2D_HOST_DEVICE inline int LoadItems(const KernelParams& k, int rows, int cols) {
+  return k.pairs * (rows >= 4 ? rows / 4 : 1) * cols;
+}
+template <class Ctx>
+CONV2D_HOST_DEVICE void LoadRowsItem(Ctx& ctx, const KernelParams& k, const float* src, int row0,
+                                     int rows, int cols, int it) {
+  const int per = rows >= 4 ? 4 : rows;
+  const int q = rows / per;
+  int v, rest, uq, p;
+  SplitIndex(it, cols, &v, &rest);
+  SplitIndex(rest, q, &uq, &p);
+  const TransformMeta a = ctx.meta()[2 * p], b = ctx.meta()[2 * p + 1];
+  // One address per transform and column, then a 32-bit byte offset per load (u * pitch * 4,
+  // unsigned: u, pitch >= 0), added as an integer so that the compiler keeps it to one wide
+  // multiply-add per load instead of re-deriving a 64-bit sum of three terms.
+  const uintptr_t pa = reinterpret_cast<uintptr_t>(src + a.base + v);
+  const uintptr_t pb = reinterpret_cast<uintptr_t>(src + b.base + v);
+  const unsigned pitch_a = 4u * static_cast<unsigned>(a.pitch);
+  const unsigned pitch_b = 4u * static_cast<unsigned>(b.pitch);
+  const bool in_a = v < a.cols, in_b = v < b.cols;
+  FFT_FUSED_UNROLL
+  for (int j = 0; j < 4; ++j) {
+    if (j >= per) continue;
+    const int u = row0 + uq + j * q;
+    const bool ok_a = in_a && u < a.rows, ok_b = in_b && u < b.rows;
+    // A masked copy reads nothing; it is still given an address inside the tensor.
+    const float* re = ok_a ? reinterpret_cast<const float*>(pa + static_cast<unsigned>(u) * pitch_a)
+                           : src;
+    const float* im = ok_b ? reinterpret_cast<const float*>(pb + static_cast<unsigned>(u) * pitch_b)
+                           : src;
+    ctx.CopyIn(Addr(k.pair_stride, k.row_pitch, p, u, v), re, ok_a, im, ok_b);
+  }
+}
+
+// Item `it` of a phase over (pair, frequency) with k0 < 2^log2_rows: lanes take consecutive
+// pairs, then consecutive k1 < Tw/2 (runs aligned to the half-warps), then k0; the Nyquist
+// column k1 = Tw/2 comes last.
+struct FreqItem {
+  int p, k0, k1;
+};
+CONV2D_HOST_DEVICE inline FreqItem FreqOf(const KernelParams& k, int log2_rows, int it) {
+  const int body = k.pairs << (log2_rows + k.log2_tw - 1);
+  FreqItem r;
+  if (it < body) {
+    r.p = it & (k.pairs - 1);
+    const int rest = it >> k.log2_pairs;
+    r.k1 = rest & ((1 << (k.log2_tw - 1)) - 1);
+    r.k0 = rest >> (k.log2_tw - 1);
+  } else {
+    const int t = it - body;
+    r.p = t & (k.pairs - 1);
+    r.k0 = t >> k.log2_pairs;
+    r.k1 = 1 << (k.log2_tw - 1);
+  }
+  return r;
+}
+CONV2D_HOST_DEVICE inline int FreqItems(const KernelParams& k, int log2_rows) {
+  return k.pairs * (1 << log2_rows) * ((1 << (k.log2_tw - 1)) + 1);
+}
+
+// Separates each pair's spectrum Z into the two transforms' Hermitian halves and writes them
+// frequency-major: out[f * n_total + n0 + g]. One item takes rows k0 = 4c + j (j < 4) of one
+// column k1 of one pair (items ordered as FreqOf's over the chunks c, so the lanes of a half-warp
+// read one row and write 16 consecutive runs of 2P transforms in every step j). Z[k0, k1] sits at
+// bit-reversed row and column; bitrev(4c + j) = bitrev(4c) + (bitrev_2(j) << (log2 Th - 2)), and
+// the mirror row -(4c + j) is 4(-c) for j = 0 and 4(-c - 1) + (4 - j) otherwise, so each item
+// computes three bit reversals of rows instead of eight and steps its global address by a
+// constant row of frequencies.
+template <class Ctx>
+CONV2D_HOST_DEVICE void StoreSpectrum(Ctx& ctx, const KernelParams& k, Cf* out, int n_total,
+                                      int n0) {
+  const int lth = k.log2_th, th = 1 << lth, tw = 1 << k.log2_tw;
+  const int half = tw / 2 + 1;
+  const bool paired = n_total % 2 == 0;  // then n0 + 2p is even: 16-byte stores
+  const int64_t row_step = static_cast<int64_t>(half) * n_total;  // from k0 to k0 + 1
+  ctx.ForEach(FreqItems(k, lth - 2), [&](int it) {
+    const FreqItem q = FreqOf(k, lth - 2, it);
+    const int p = q.p, k1 = q.k1, k0 = 4 * q.k0;
+    const int col = BitReverse(k1, k.log2_tw), mcol = BitReverse(-k1 & (tw - 1), k.log2_tw);
+    const int row0 = BitReverse(k0, lth);
+    const int mrow0 = BitReverse(-k0 & (th - 1), lth);
+    const int mrow1 = BitReverse((-k0 - 4) & (th - 1), lth);
+    const int n = n0 + 2 * p;
+    Cf* dst = out + (static_cast<int64_t>(k0) * half + k1) * n_total + n;
+FFT_FUSED_UNROLL
+    for (int j = 0; j < 4; ++j) {
+      const int row = row0 + (BitReverseConst(j, 2) << (lth - 2));
+      const int mrow = j == 0 ? mrow0 : mrow1 + (BitReverseConst(4 - j, 2) << (lth - 2));
+      const Cf z = ctx.Ld(Addr(k.pair_stride, k.row_pitch, p, row, col));
+      const Cf zm = ctx.Ld(Addr(k.pair_stride, k.row_pitch, p, mrow, mcol));
+      const Cf a = MakeCf(0.5f * (z.x + zm.x), 0.5f * (z.y - zm.y));
+      const Cf b = MakeCf(0.5f * (z.y + zm.y), 0.5f * (zm.x - z.x));
+      Cf* d = dst + j * row_step;
+      if (paired && n < n_total) {
+        StoreGlobalPair(d, a, b);
+      } else {
+        if (n < n_total) d[0] = a;
+        if (n + 1 < n_total) d[1] = b;
+      }
+    }
+  });
+}
+
+// The filter kernel's CTA `cta`: transforms n = c*Cout + o in [n0, n0 + G).
+template <class Ctx>
+CONV2D_HOST_DEVICE void FilterCta(Ctx& ctx, const KernelParams& k, const float* w, Cf* spectrum,
+                                  int cta) {
+  const int n0 = cta * 2 * k.pairs;
+  const Dims& d = k.d;
+  Setup(ctx, k, [&](int g) {
+    const int n = n0 + g;
+    TransformMeta t{0, 0, 0, d.kernel_w};
+    if (n < k.n_filter) {
+      const int c = n / d.out_channels, o = n - c * d.out_channels;
+      t.base = (o * d.in_channels + c) * d.kernel_h * d.kernel_w;
+      t.rows = d.kernel_h;
+      t.cols = d.kernel_w;
+    }
+    return t;
+  });
+  // The padded filter is zero in rows >= kernel_h and columns >= kernel_w. The row pass covers
+  // rows < r2 = 2^ceil(log2 kernel_h) only (more zero rows stay zero). If kernel_w <= Tw/2 its
+  // first stage never reads columns >= Tw/2; if r2 <= Th/2 the column pass's first stage never
+  // reads rows >= Th/2. Everything else it reads is loaded here: rows < r2 up to column zw, the
+  // zero rows [r2, zh) in full.
+  const int th = 1 << k.log2_th, tw = 1 << k.log2_tw, r2 = 1 << k.filter_row_log2;
+  const bool zero_right = 2 * d.kernel_w <= tw, zero_bottom = 2 * r2 <= th;
+  const int zw = zero_right ? tw / 2 : tw, zh = zero_bottom ? th / 2 : th;
+  const int top = LoadItems(k, r2, zw);
+  ctx.ForEach(top + k.pairs * (zh - r2) * tw, [&](int it) {
+    if (it < top) {
+      LoadRowsItem(ctx, k, w, 0, r2, zw, it);
+    } else {
+      int u, p;
+      const int v = (it - top) & (tw - 1);
+      SplitIndex((it - top) >> k.log2_tw, zh - r2, &u, &p);
+      ctx.St(Addr(k.pair_stride, k.row_pitch, p, r2 + u, v), MakeCf(0.0f, 0.0f));
+    }
+  });
+  ctx.WaitCopies();
+  ctx.Sync("load");
+  if (zero_right) {
+    RowFft<true>(ctx, k, k.pair_stride, r2);
+  } else {
+    RowFft<false>(ctx, k, k.pair_stride, r2);
+  }
+  if (zero_bottom) {
+    ColumnFft<false, true>(ctx, k, k.pair_stride, tw);
+  } else {
+    ColumnFft<false, false>(ctx, k, k.pair_stride, tw);
+  }
+  StoreSpectrum(ctx, k, spectrum, k.n_filter, n0);
+}
+
+// The input kernel's CTA `cta`: transforms n = c*M + m in [n0, n0 + G).
+template <class Ctx>
+CONV2D_HOST_DEVICE void InputCta(Ctx& ctx, const KernelParams& k, const float* x, Cf* spectrum,
+                                 int cta) {
+  const int n0 = cta * 2 * k.pairs;
+  const Dims& d = k.d;
+  Setup(ctx, k, [&](int g) {
+    const int n = n0 + g;
+    TransformMeta t{0, 0, 0, d.width};
+    if (n < k.n_input) {
+      const int c = n / d.tiles, m = n - c * d.tiles;
+      const fft_tiled::TileOrigin o = fft_tiled::OriginOf(d, m);
+      t.base = ((o.b * d.in_channels + c) * d.height + o.row) * d.width + o.col;
+      t.rows = d.height - o.row;  // >= 1; more than Th is harmless (u < Th)
+      t.cols = d.width - o.col;
+    }
+    return t;
+  });
+  const int th = 1 << k.log2_th, tw = 1 << k.log2_tw;
+  ctx.ForEach(LoadItems(k, th, tw), [&](int it) { LoadRowsItem(ctx, k, x, 0, th, tw, it); });
+  ctx.WaitCopies();
+  ctx.Sync("load");
+  RowFft<false>(ctx, k, k.pair_stride, 1 << k.log2_th);
+  ColumnFft<false, false>(ctx, k, k.pair_stride, 1 << k.log2_tw);
+  StoreSpectrum(ctx, k, spectrum, k.n_input, n0);
+}
+
+// The inverse kernel's CTA `cta`: transforms n = o*M + m in [n0, n0 + G).
+template <class Ctx>
+CONV2D_HOST_DEVICE void InverseCta(Ctx& ctx, const KernelParams& k, const Cf* spectrum, float* y,
+                                   int cta) {
+  const int n0 = cta * 2 * k.pairs;
+  const Dims& d = k.d;
+  const int th = 1 << k.log2_th, tw = 1 << k.log2_tw;
+  const int half = tw / 2 + 1;
+  const int n_total = k.n_output;
+  Setup(ctx, k, [&](int g) {
+    const int n = n0 + g;
+    TransformMeta t{0, 0, 0, d.out_w};
+    if (n < n_total) {
+      const int o = n / d.tiles, m = n - o * d.tiles;
+      const fft_tiled::TileOrigin to = fft_tiled::OriginOf(d, m);
+      t.base = ((to.b * d.out_channels + o) * d.out_h + to.row) * d.out_w + to.col;
+      t.rows = d.out_h - to.row < d.step_h ? d.out_h - to.row : d.step_h;
+      t.cols = d.out_w - to.col < d.step_w ? d.out_w - to.col : d.step_w;
+    }
+    return t;
+  });
+
+  // Z = conj(A + iB) in natural order over the full Th x Tw, from the Hermitian halves.
+  const bool paired = n_total % 2 == 0;
+  auto read = [&](int f, int n, Cf* a, Cf* b) {
+    const Cf* src = spectrum + static_cast<int64_t>(f) * n_total + n;
+    if (paired && n < n_total) {
+      LoadGlobalPair(src, a, b);
+    } else {
+      *a = n < n_total ? LoadGlobalCf(src) : MakeCf(0.0f, 0.0f);
+      *b = n + 1 < n_total ? LoadGlobalCf(src + 1) : MakeCf(0.0f, 0.0f);
+    }
+  };
+  // One item takes rows k0 and k0 + Th/2 of one column k1: its loads are in flight together.
+  ctx.ForEach(FreqItems(k, k.log2_th - 1), [&](int it) {
+    const FreqItem q = FreqOf(k, k.log2_th - 1, it);
+    const int p = q.p, k1 = q.k1;
+    const int n = n0 + 2 * p;
+    const bool own_mirror = k1 == 0 || k1 == tw / 2;
+    Cf a[2], b[2], am[2], bm[2];
+    FFT_FUSED_UNROLL
+    for (int h = 0; h < 2; ++h) {
+      const int k0 = q.k0 + h * th / 2;
+      read(k0 * half + k1, n, &a[h], &b[h]);
+      if (own_mirror) read((-k0 & (th - 1)) * half + k1, n, &am[h], &bm[h]);
+    }
+    FFT_FUSED_UNROLL
+    for (int h = 0; h < 2; ++h) {
+      const int k0 = q.k0 + h * th / 2;
+      Cf ah = a[h], bh = b[h];
+      if (own_mirror) {
+        // Columns that are their own mirror: keep the Hermitian part, (A[k] + conj A[-k]) / 2.
+        ah = MakeCf(0.5f * (a[h].x + am[h].x), 0.5f * (a[h].y - am[h].y));
+        bh = MakeCf(0.5f * (b[h].x + bm[h].x), 0.5f * (b[h].y - bm[h].y));
+      }
+      ctx.St(Addr(k.pair_stride, k.row_pitch, p, k0, k1), MakeCf(ah.x - bh.y, -(ah.y + bh.x)));
+      if (!own_mirror) {
+        // Z[-k0, Tw-k1] = conj A + i conj B; stored conjugated.
+        ctx.St(Addr(k.pair_stride, k.row_pitch, p, -k0 & (th - 1), tw - k1),
+               MakeCf(ah.x + bh.y, ah.y - bh.x));
+      }
+    }
+  });
+  ctx.Sync("load spectrum");
+
+  RowFft<false>(ctx, k, k.pair_stride, th);
+  // Only the columns holding outputs j < step_w; they sit at bit-reversed positions.
+  ColumnFft<true, false>(ctx, k, k.pair_stride, d.step_w);
+
+  // D = DFT(conj Z); the outputs are conj(D) / (Th Tw): transform 2p's is Re D, 2p+1's -Im D.
+  // One item takes rows i = 4c + r (r < 4) of one column j of one transform g; lanes take
+  // consecutive j, then c, then g (two multiplicative divisions per item, none per element).
+  // bitrev(4c + r) = bitrev(4c) + (bitrev_2(r) << (log2 Th - 2)); 4 ceil(step_h / 4) <= Th.
+  const int chunks = (d.step_h + 3) / 4;
+  ctx.ForEach(2 * k.pairs * chunks * d.step_w, [&](int it) {
+    int j, rest, g, c;
+    k.div_step_w.DivMod(it, &rest, &j);
+    k.div_out_chunks.DivMod(rest, &g, &c);
+    const TransformMeta t = ctx.meta()[g];
+    const int col = BitReverse(j, k.log2_tw);
+    const int row0 = BitReverse(4 * c, k.log2_th);
+FFT_FUSED_UNROLL
+    for (int r = 0; r < 4; ++r) {
+      const int i = 4 * c + r;
+      if (i < t.rows && j < t.cols) {
+        const Cf z = ctx.Ld(Addr(k.pair_stride, k.row_pitch, g >> 1,
+                                 row0 + (BitReverseConst(r, 2) << (k.log2_th - 2)), col));
+        y[t.base + i * t.pitch + j] = (g & 1 ? -z.y : z.x) * k.scale;
+      }
+    }
+  });
+}
+
+}  // namespace fft_fused
+}  // namespace conv2d
+
+#endif  // CONV2D_CONV_FFT_FUSED_INTERNAL_H_

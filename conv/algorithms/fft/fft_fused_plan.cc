@@ -1,0 +1,311 @@
+// fft_fused's host-side planning: tile choice, shared-memory and workspace layouts, cost model,
+// kernel parameters. No CUDA: CanImplement and EstimateSeconds run on machines without a GPU.
+#include <algorithm>
+#include <cmath>
+#include <limits>
+
+#include "absl/strings/str_cat.h"
+#include "conv/algorithms/fft/cgemm_3xtf32_internal.h"
+#include "conv/algorithms/fft/cgemm_3xtf32_sm90_internal.h"
+#include "conv/algorithms/fft/fft_fused_internal.h"
+#include "conv/core/status_macros.h"
+
+namespace conv2d {
+namespace fft_fused {
+
+namespace {
+
+using fft_tiled::kAlignment;
+using fft_tiled::kBlasWorkspaceBytes;
+using fft_tiled::kMaxWorkspaceBytes;
+using fft_tiled::kTargetWorkspaceBytes;
+
+constexpr uint64_t kSaturated = uint64_t{1} << 62;
+
+uint64_t Mul(std::initializer_list<int64_t> factors) {
+  uint64_t p = 1;
+  for (int64_t f : factors) {
+    const uint64_t u = static_cast<uint64_t>(f);
+    if (u != 0 && p > kSaturated / u) return kSaturated;
+    p *= u;
+  }
+  return p;
+}
+
+uint64_t Align(uint64_t bytes) {
+  if (bytes >= kSaturated) return kSaturated;
+  return (bytes + kAlignment - 1) / kAlignment * kAlignment;
+}
+
+bool IsPow2(int64_t n) { return n > 0 && (n & (n - 1)) == 0; }
+
+int Log2(int64_t n) {
+  int l = 0;
+  while ((int64_t{1} << l) < n) ++l;
+  return l;
+}
+
+int64_t CeilDiv(int64_t a, int64_t b) { return (a + b - 1) / b; }
+
+size_t SmemBytes(int pairs, int pair_stride) {
+  return sizeof(TransformMeta) * 2 * pairs + 8 * kTwiddles + size_t{8} * pairs * pair_stride;
+}
+
+}  // namespace
+
+std::vector<int64_t> TileSizeCandidates(int64_t kernel, int64_t extent) {
+  std::vector<int64_t> out;
+  for (int l = kMinLog2Tile; l <= kMaxLog2Tile; ++l) {
+    const int64_t n = int64_t{1} << l;
+    if (n < kernel) continue;
+    out.push_back(n);
+    if (n >= extent) break;  // the first size that covers the whole image is the last useful one
+  }
+  return out;
+}
+
+SmemLayout MakeSmemLayout(const Geometry& g, int pairs_per_cta) {
+  SmemLayout s;
+  s.row_pitch = RowPitch(Log2(g.tile_w));
+  const int64_t pair_elements = g.tile_h * s.row_pitch;
+  int pairs = pairs_per_cta;
+  if (pairs <= 0) {
+    pairs = 1;
+    // At most 4 pairs by default: measured on the H200 (round 3), 32x32 tiles ran 0.147 ms at
+    // P = 4 against 0.166 at P = 8 on (128,8,64,4); 64x64 and 32x128 tiles fit only P = 2.
+    while (pairs * 2 <= kDefaultMaxPairs &&
+           SmemBytes(pairs * 2, static_cast<int>(pair_elements) + 15) <= kSmemTargetBytes) {
+      pairs *= 2;
+    }
+  }
+  s.pairs = pairs;
+  s.pair_stride_fwd = PairStride(Log2(g.tile_h), Log2(g.tile_w), pairs, /*inverse=*/false);
+  s.pair_stride_inv = PairStride(Log2(g.tile_h), Log2(g.tile_w), pairs, /*inverse=*/true);
+  s.bytes_fwd = SmemBytes(pairs, s.pair_stride_fwd);
+  s.bytes_inv = SmemBytes(pairs, s.pair_stride_inv);
+  return s;
+}
+
+const char* BufferName(Buffer buffer) {
+  switch (buffer) {
+    case kFilterSpectrum: return "filter spectrum";
+    case kInputSpectrum: return "input spectrum";
+    case kOutputSpectrum: return "output spectrum";
+    case kBlasWork: return "cuBLAS workspace";
+    case kNumBuffers: break;
+  }
+  return "?";
+}
+
+WorkspaceLayout MakeWorkspaceLayout(const Shape& s, const Geometry& g, const Options& o) {
+  WorkspaceLayout w;
+  w.bytes[kFilterSpectrum] = Mul({g.freqs, s.in_channels, s.out_channels, 8});
+  w.bytes[kInputSpectrum] = Mul({g.freqs, s.in_channels, g.tiles, 8});
+  w.bytes[kOutputSpectrum] = Mul({g.freqs, s.out_channels, g.tiles, 8});
+  w.bytes[kBlasWork] = o.gemm_3xtf32 ? 0 : kBlasWorkspaceBytes;
+  uint64_t at = 0;
+  for (int b = 0; b < kNumBuffers; ++b) {
+    w.offset[b] = at;
+    at = std::min(at + Align(w.bytes[b]), kSaturated);
+  }
+  w.used_bytes = at;
+  w.total_bytes = std::min(at + kAlignment, kSaturated);
+  return w;
+}
+
+// The cost model. Each kernel costs the largest of its DRAM time, its L2-to-SM time, its
+// shared-memory time and its arithmetic time (assumed to overlap), plus kLaunchSeconds:
+//   filter   DRAM: read w, write the filter spectrum
+//   input    DRAM: read x once, write the input spectrum; L2: every tile window (tiles overlap)
+//   inverse  DRAM: read the output spectrum, write y
+// Arithmetic: 10 flops per radix-2 butterfly (one complex multiply, two complex adds) over the
+// rows and columns each kernel transforms (the filter only its first 2^ceil(log2 Kh) rows, the
+// inverse only its first Sw columns), two transforms per complex FFT. Shared memory: every
+// pass reads and writes each element it touches once, plus the load and store phases; bank
+// conflicts are not modelled (fft_fused_cpu_test measures them: <= 1.6x in any phase on the
+// benchmark shapes, 1.0x in the FFT passes of the large ones).
+// The channel mix is fft_tiled's model of cuBLAS CGEMM, or for gemm_3xtf32 the same bytes
+// against 100 TFLOP/s of complex-GEMM work on the tensor cores (3xTF32 on mma.sync: a third of
+// a TF32 rate of ~300 TFLOP/s). Constants are first guesses for an H200 (3.5 TB/s DRAM, 10 TB/s
+// L2, 25 TB/s shared memory, 40 TFLOP/s fp32 SIMT), not fitted to any measurement of this
+// variant.
+Cost EstimateCost(const Shape& s, const Geometry& g, const SmemLayout& smem, const Options& o) {
+  constexpr double kBandwidth = 3.5e12;
+  constexpr double kL2Bandwidth = 10e12;
+  constexpr double kSmemBandwidth = 25e12;
+  constexpr double kFlopRate = 40e12;
+  constexpr double kLaunchSeconds = 3e-6;
+  constexpr double kGemmTile = 32;
+  // The 3xTF32 mix kernels' rates in complex-GEMM flops over their padded tiles, measured on the
+  // H200 (ncu, KernelBot mixes, PERF.md round 25): mma.sync 46-51 TFLOP/s, wgmma 53-55. Round 30's
+  // warp-specialised wgmma kernel runs at 74-77, but with that rate here no single calibration
+  // factor kept auto right on both KernelBot cases 1-2 and (1,128,128,256,3) (this model
+  // underestimates the latter more); at this rate the factor absorbs the difference (round 30).
+  constexpr double kMmaSyncRate = 48e12;
+  constexpr double kWgmmaRate = 54e12;
+  const double ci = s.in_channels, co = s.out_channels, m = g.tiles, f = g.freqs;
+  const double th = g.tile_h, tw = g.tile_w;
+  const int mh = Log2(g.tile_h), mw = Log2(g.tile_w);
+  const double passes_h = mh <= 4 ? 1 : 2, passes_w = mw <= 4 ? 1 : 2;
+  const double group = 2.0 * smem.pairs;
+  auto pairs_for = [&](double n) { return std::ceil(n / group) * smem.pairs; };
+  const double filter_rows = std::min<double>(g.tile_h, double(int64_t{1} << Log2(s.kernel_h)));
+
+  Cost c;
+  // One kernel over `pairs` complex 2D FFTs, each transforming `rows` rows and `cols` columns;
+  // `smem_elements` is its shared-memory traffic per FFT in complex elements.
+  auto kernel = [&](double pairs, double rows, double cols, double smem_elements, double dram,
+                    double l2) {
+    const double butterflies = rows * tw / 2 * mw + cols * th / 2 * mh;
+    const double flops = 10 * butterflies * pairs;
+    c.fft_flops += flops;
+    c.bytes += dram;
+    ++c.kernels;
+    return std::max({dram / kBandwidth, l2 / kL2Bandwidth,
+                     8 * smem_elements * pairs / kSmemBandwidth, flops / kFlopRate}) +
+           kLaunchSeconds;
+  };
+  // Every pass reads and writes what it transforms; the filter's first row and column stages
+  // skip the zero halves (see FilterCta).
+  const bool zero_right = 2 * s.kernel_w <= g.tile_w, zero_bottom = 2 * filter_rows <= th;
+  const double zw = zero_right ? tw / 2 : tw, zh = zero_bottom ? th / 2 : th;
+  const double filter_smem = filter_rows * zw + (zh - filter_rows) * tw +          // load
+                             2 * passes_w * filter_rows * tw - filter_rows * (tw - zw) +
+                             2 * passes_h * th * tw - (th - zh) * tw +            // passes
+                             2 * f;                                               // store
+  const double input_smem = th * tw + 2 * passes_w * th * tw + 2 * passes_h * th * tw + 2 * f;
+  const double inverse_smem =
+      2 * f + 2 * passes_w * th * tw + 2 * passes_h * th * g.step_w + g.step_h * g.step_w;
+  c.filter_seconds = kernel(pairs_for(ci * co), filter_rows, tw, filter_smem,
+                            4.0 * s.filter_elements() + 8 * f * ci * co, 0);
+  c.input_seconds = kernel(pairs_for(ci * m), th, tw, input_smem,
+                           4.0 * s.input_elements() + 8 * f * ci * m, 4 * ci * m * th * tw);
+  c.inverse_seconds = kernel(pairs_for(co * m), th, g.step_w, inverse_smem,
+                             8 * f * co * m + 4.0 * s.output_elements(), 0);
+  auto quantised = [&](double x) { return x / (kGemmTile * std::ceil(x / kGemmTile)); };
+  c.gemm_flops = 8.0 * m * ci * co * f;
+  const double gemm_bytes = 8 * f * (ci * m + ci * co + co * m);
+  c.bytes += gemm_bytes;
+  ++c.kernels;
+  if (o.gemm_3xtf32) {
+    // The CTA tile that cgemm_3xtf32 will launch (its kAuto choice as on an H200) pads m and n: with 64-tile CTAs, 84 tiles compute as 128 (a 32 x 64 FFT tile on
+    // KernelBot case 2 measured 87 us; the 32 x 128 tile gives 28 tiles, 47 us in round 14).
+    const fft_tiled::GemmLayout l = fft_tiled::ChannelMixLayout(s, g);
+    const bool wgmma = o.mix_kernel == CgemmKernel::kWgmma ||
+                       (o.mix_kernel == CgemmKernel::kAuto && cgemm_3xtf32_sm90::AutoTakesWgmma(l));
+    int bm, bn;
+    if (wgmma) {
+      const cgemm_3xtf32_sm90::Tile t = cgemm_3xtf32_sm90::ChooseTile(l);
+      bm = t.n_cols;
+      bn = t.rows;
+    } else {
+      const cgemm_3xtf32::Tile t = cgemm_3xtf32::ChooseTile(l);
+      bm = t.bm;
+      bn = t.bn;
+    }
+    auto padded = [](double x, double q) { return x / (q * std::ceil(x / q)); };
+    c.gemm_seconds =
+        std::max(gemm_bytes / kBandwidth, c.gemm_flops / ((wgmma ? kWgmmaRate : kMmaSyncRate) *
+                                                          padded(m, bm) * padded(co, bn)));
+  } else {
+    c.gemm_seconds = std::max(gemm_bytes / kBandwidth,
+                              c.gemm_flops / (kFlopRate * quantised(m) * quantised(co)));
+  }
+  c.gemm_seconds += kLaunchSeconds;
+  c.seconds = c.filter_seconds + c.input_seconds + c.gemm_seconds + c.inverse_seconds;
+  return c;
+}
+
+absl::StatusOr<Config> ChooseConfig(const Shape& s, const Options& o) {
+  RETURN_IF_ERROR(ValidateShape(s));
+  RETURN_IF_ERROR(CheckFitsInt32(s, "fft_fused"));
+  const int64_t max_tile = int64_t{1} << kMaxLog2Tile;
+  if (s.kernel_h > max_tile || s.kernel_w > max_tile) {
+    return absl::UnimplementedError(absl::StrCat("fft_fused: kernel ", s.kernel_h, "x",
+                                                 s.kernel_w, " exceeds the largest tile ",
+                                                 max_tile));
+  }
+  for (int64_t t : {o.tile_h, o.tile_w}) {
+    if (t != 0 && (!IsPow2(t) || t < (int64_t{1} << kMinLog2Tile) || t > max_tile)) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("fft_fused: tile size ", t, " is not a power of two in [8, 128]"));
+    }
+  }
+  if ((o.tile_h != 0 && o.tile_h < s.kernel_h) || (o.tile_w != 0 && o.tile_w < s.kernel_w)) {
+    return absl::InvalidArgumentError(absl::StrCat("fft_fused: tile ", o.tile_h, "x", o.tile_w,
+                                                   " is smaller than the kernel ", s.kernel_h,
+                                                   "x", s.kernel_w));
+  }
+  if (o.pairs_per_cta != 0 && (!IsPow2(o.pairs_per_cta) || o.pairs_per_cta > kMaxPairs)) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "fft_fused: pairs_per_cta ", o.pairs_per_cta, " is not a power of two in [1, 16]"));
+  }
+  const std::vector<int64_t> hs =
+      o.tile_h > 0 ? std::vector<int64_t>{o.tile_h} : TileSizeCandidates(s.kernel_h, s.height);
+  const std::vector<int64_t> ws =
+      o.tile_w > 0 ? std::vector<int64_t>{o.tile_w} : TileSizeCandidates(s.kernel_w, s.width);
+  bool have_fit = false, have_any = false;
+  Config best_fit, smallest;
+  for (int64_t th : hs) {
+    for (int64_t tw : ws) {
+      ASSIGN_OR_RETURN(Geometry g, fft_tiled::MakeGeometry(s, th, tw));
+      Config c;
+      c.geometry = g;
+      c.smem = MakeSmemLayout(g, o.pairs_per_cta);
+      if (std::max(c.smem.bytes_fwd, c.smem.bytes_inv) > kMaxSmemBytes) continue;
+      c.workspace = MakeWorkspaceLayout(s, g, o);
+      c.cost = EstimateCost(s, g, c.smem, o);
+      if (c.workspace.total_bytes <= kTargetWorkspaceBytes &&
+          (!have_fit || c.cost.seconds < best_fit.cost.seconds)) {
+        best_fit = c;
+        have_fit = true;
+      }
+      if (!have_any || c.workspace.total_bytes < smallest.workspace.total_bytes) {
+        smallest = c;
+        have_any = true;
+      }
+    }
+  }
+  if (!have_any) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "fft_fused: ", o.pairs_per_cta, " pairs per CTA need more than ", kMaxSmemBytes,
+        " bytes of shared memory"));
+  }
+  if (have_fit) return best_fit;
+  if (smallest.workspace.total_bytes > kMaxWorkspaceBytes) {
+    return absl::OutOfRangeError(absl::StrCat(
+        "fft_fused: shape ", s.ToString(), " needs at least ", smallest.workspace.total_bytes,
+        " bytes of workspace (tile ", smallest.geometry.tile_h, "x", smallest.geometry.tile_w,
+        "); the limit is ", kMaxWorkspaceBytes, " (all indices are 32-bit)"));
+  }
+  return smallest;
+}
+
+KernelParams MakeKernelParams(const Shape& s, const Config& c, bool inverse) {
+  const Geometry& g = c.geometry;
+  KernelParams k;
+  k.d = fft_tiled::MakeDims(s, g);
+  k.log2_th = Log2(g.tile_h);
+  k.log2_tw = Log2(g.tile_w);
+  k.pairs = c.smem.pairs;
+  k.log2_pairs = Log2(c.smem.pairs);
+  k.row_pitch = c.smem.row_pitch;
+  k.pair_stride = inverse ? c.smem.pair_stride_inv : c.smem.pair_stride_fwd;
+  k.filter_row_log2 = std::min(Log2(s.kernel_h), k.log2_th);
+  k.n_filter = static_cast<int>(s.in_channels * s.out_channels);
+  k.n_input = static_cast<int>(s.in_channels * g.tiles);
+  k.n_output = static_cast<int>(s.out_channels * g.tiles);
+  k.scale = static_cast<float>(1.0 / static_cast<double>(g.tile_h * g.tile_w));
+  k.div_step_w = FastDiv::Make(k.d.step_w);
+  k.div_out_chunks = FastDiv::Make((k.d.step_h + 3) / 4);
+  return k;
+}
+
+int FilterCtas(const KernelParams& k) { return static_cast<int>(CeilDiv(k.n_filter, 2 * k.pairs)); }
+int InputCtas(const KernelParams& k) { return static_cast<int>(CeilDiv(k.n_input, 2 * k.pairs)); }
+int InverseCtas(const KernelParams& k) {
+  return static_cast<int>(CeilDiv(k.n_output, 2 * k.pairs));
+}
+
+}  // namespace fft_fused
+}  // namespace conv2d

@@ -1,0 +1,693 @@
+// "implicit_gemm_wgmma": implicit-GEMM convolution with wgmma (sm_90a), 3xTF32. The tiling, the
+// operand layouts and why they are what they are: implicit_gemm_wgmma_internal.h.
+//
+// Accuracy. The arithmetic is implicit_gemm_3xtf32's, whose error argument (top of
+// implicit_gemm_3xtf32.cu, model replayed in its CPU test) carries over unchanged:
+//  - v = hi + lo, hi = rna_tf32(v), lo = rna_tf32(v - hi); a*b ~ a_lo*b_hi + a_hi*b_lo + a_hi*b_hi,
+//    each product off by ~3*2^-22|ab| at most. (The input's lo is truncated to TF32 by the tensor
+//    core instead of rounded, see SplitA: still ~2^-22|ab| per product, negligible.)
+//  - Per k8 step the three products go into one fp32 accumulator in that order (small terms
+//    first); the accumulator holds kFoldTiles*kBK = 128 terms, then is added with IEEE fp32
+//    round-to-nearest into a second register set, and the next chunk's first wgmma overwrites
+//    it (scale-d = 0). This bounds the partial sums that the
+//    tensor core's (possibly truncating) accumulation sees, exactly as the verified model does.
+//  - Reductions beyond kMaxReduction (2^18 terms) are declined, as there.
+//
+// Pipeline, per CTA (384 threads: consumer warpgroups 0 and 1, copy warpgroup 2). The CTAs are
+// persistent: at most SMs x CTAs per SM of them, each walking its work units (a unit: one kBM x
+// BN tile over some of its k-tiles; UnitWalk and ChooseSchedule in the internal header). The
+// CTA's k-tiles over all its units, in order, are its stages 0, 1, ...: stage g lives in slot
+// g % kStages of a ring handed on by mbarriers ("The ring" in the internal header); nothing
+// waits on a CTA-wide barrier after the barriers' initialisation.
+//  - The copy warpgroup (setmaxnreg down to kCopyRegs) issues the copies of stage g (the split
+//    filter's hi/lo tile by one bulk copy, gathered x by cp.async) as soon as "empty" says the
+//    consumers are done with stage g - kStages; the copies themselves complete the stage's
+//    "full" when they land (CopyStages). Stages are thus in flight up to kStages ahead of the one
+//    being computed, across unit boundaries: the next unit's first stages land while the
+//    consumers finish the current one.
+//  - The consumers (setmaxnreg up to kConsumerRegs) wait "full" of stage g; per k8 step each
+//    thread loads its 4 A fragment values, splits them (4 x hi, 4 x lo), then wgmma.fence, three
+//    wgmma (lo*Bhi, hi*Blo, hi*Bhi) on the same accumulators, commit, and wait_group 1, so that
+//    the tensor core always has the next step queued while this thread prepares the one after
+//    (two register sets of A fragments alternate). After the first step's wait_group 1 of a
+//    unit's stage g, stage g - 1 (same unit) is complete: arrive on its "empty". Every kFoldTiles
+//    k-tiles of a unit: wait_group 0 and fold. At a unit's end: wait_group 0, arrive on the last
+//    stage's "empty", fold the partial chunk. The unit's stores (BN = 32 and 128) are deferred
+//    into the next unit's first k-tile, a quarter of the registers after each k8 step's wgmma are
+//    issued, so that the tensor core is not idle while they issue; the CTA's last unit stores
+//    at once.
+#include <cuda_runtime.h>
+
+#include <cstdint>
+#include <limits>
+#include <memory>
+#include <string>
+#include <type_traits>
+
+#include "absl/strings/str_cat.h"
+#include "conv/arch/cp_async.cuh"
+#include "conv/arch/mbarrier.cuh"
+#include "conv/core/cuda_status.h"
+#include "conv/algorithms/implicit_gemm/implicit_gemm_wgmma.h"
+#include "conv/algorithms/implicit_gemm/implicit_gemm_wgmma_internal.h"
+#include "conv/arch/pdl.cuh"
+#include "conv/core/status_macros.h"
+
+namespace conv2d {
+namespace implicit_gemm_wgmma_internal {
+
+// The largest reduction length accepted: the same bound as implicit_gemm_3xtf32 (twice the
+// longest reduction its accuracy was measured on).
+constexpr int64_t kMaxReduction = int64_t{1} << 18;
+// The split filter must be indexable with 32-bit float offsets inside one N tile's run and stay
+// a reasonable workspace: 2 GiB at most.
+constexpr int64_t kMaxSplitFilterBytes = int64_t{1} << 31;
+
+absl::Status CheckIndexing(const Shape& s) {
+  constexpr int64_t kMax = std::numeric_limits<int32_t>::max();
+  absl::Status st = CheckFitsInt32(s, "implicit_gemm_wgmma");
+  if (!st.ok()) return st;
+  const int64_t m = s.batch * s.out_h() * s.out_w();
+  const int64_t k = s.in_channels * s.kernel_h * s.kernel_w;
+  // Indices formed past the ends: pixel columns up to M + kBM, channels up to Cout + 128, k up
+  // to K + kBK, and the gathers' x offsets (pixel base + k offset, added before the k < K mask
+  // selects them) up to the input's size plus (kBK + 1)*H*W.
+  if (m + kBM > kMax || s.out_channels + 128 > kMax || k + kBK > kMax ||
+      s.input_elements() + (kBK + 1) * s.height * s.width > kMax ||
+      NumTiles(s, ChooseBN(s)) + kMaxSlots > kMax) {  // tile indices + grid (UnitWalk)
+    return absl::OutOfRangeError(absl::StrCat(
+        "implicit_gemm_wgmma indexes with 32-bit integers; shape ", s.ToString(),
+        " leaves no room for its tile overhang"));
+  }
+  return absl::OkStatus();
+}
+
+int64_t NumTiles(const Shape& s, int bn) {
+  const int64_t m = s.batch * s.out_h() * s.out_w();
+  return ((m + kBM - 1) / kBM) * ((s.out_channels + bn - 1) / bn);
+}
+
+int64_t SplitFilterBytes(const Shape& s, int bn) {
+  const int64_t k = s.in_channels * s.kernel_h * s.kernel_w;
+  const int64_t n_tiles = (s.out_channels + bn - 1) / bn;
+  const int64_t k_tiles = (k + kBK - 1) / kBK;
+  return n_tiles * k_tiles * 2 * bn * kBK * 4;
+}
+
+Params MakeParams(const Shape& s, int bn, int slots) {
+  Params p;
+  p.cin = static_cast<int>(s.in_channels);
+  p.cout = static_cast<int>(s.out_channels);
+  p.h = static_cast<int>(s.height);
+  p.w = static_cast<int>(s.width);
+  p.kh = static_cast<int>(s.kernel_h);
+  p.kw = static_cast<int>(s.kernel_w);
+  p.ow = static_cast<int>(s.out_w());
+  p.hw = p.h * p.w;
+  p.cin_hw = p.cin * p.hw;
+  p.p = static_cast<int>(s.out_h() * s.out_w());
+  p.m = static_cast<int>(s.batch) * p.p;
+  p.k = p.cin * p.kh * p.kw;
+  p.k_tiles = (p.k + kBK - 1) / kBK;
+  p.n_tiles = (p.cout + bn - 1) / bn;
+  p.m_tiles = (p.m + kBM - 1) / kBM;
+  p.tiles = p.m_tiles * p.n_tiles;
+  const Schedule sched = ChooseSchedule(p.tiles, p.k_tiles, slots, TailMargin(bn));
+  p.grid = sched.grid;
+  p.dp_tiles = sched.dp_tiles;
+  p.tail_ctas = sched.tail_ctas;
+  p.tail_k = (p.tiles - p.dp_tiles) * p.k_tiles;
+  p.div_p = FastDiv(static_cast<uint32_t>(p.p));
+  p.div_ow = FastDiv(static_cast<uint32_t>(p.ow));
+  p.div_khkw = FastDiv(static_cast<uint32_t>(p.kh * p.kw));
+  p.div_kw = FastDiv(static_cast<uint32_t>(p.kw));
+  return p;
+}
+
+namespace {
+
+// v = hi + lo in TF32, both rounded to nearest (ties away): the split of the header. Used for the
+// filter, once per call.
+__device__ __forceinline__ void Split(float v, uint32_t& hi, uint32_t& lo) {
+  asm("cvt.rna.tf32.f32 %0, %1;\n" : "=r"(hi) : "f"(v));
+  const float rest = __fsub_rn(v, __uint_as_float(hi));
+  asm("cvt.rna.tf32.f32 %0, %1;\n" : "=r"(lo) : "f"(rest));
+}
+
+// The filter split into the workspace: one block per (N tile, k-tile), see SplitFilterTarget;
+// then one block per tail tile zeroes its outputs for the main kernel's atomics
+// (ForEachTailZero), which saves a separate launch. Runs on any GPU.
+template <int BN>
+__global__ void __launch_bounds__(kSplitThreads)
+    SplitFilterKernel(const float* __restrict__ w, float* __restrict__ ws, const Params p,
+                      float* __restrict__ y) {
+  PdlLaunchDependents();
+  const int block = static_cast<int>(blockIdx.x);
+  const int split_blocks = p.n_tiles * p.k_tiles;
+  if (block >= split_blocks) {
+    ForEachTailZero(p, BN, block - split_blocks, static_cast<int>(threadIdx.x),
+                    [&](int at) { y[at] = 0.f; });
+    return;
+  }
+  // Every load of the thread first, then the splits and stores: the filter comes from DRAM, and
+  // the loop that split each value as it arrived kept four loads in flight (the compiler unrolls
+  // it by 4 only: its trip count depends on the thread), four DRAM round trips per block in
+  // series (round 68).
+  constexpr int kPerThread = BN * kBK / kSplitThreads;
+  static_assert(BN * kBK % kSplitThreads == 0, "whole elements per thread");
+  struct Target {
+    int n, k;
+    int64_t hi_at;
+  };
+  auto target = [&](int j) {
+    Target t;
+    SplitFilterTarget(p, BN, block, static_cast<int>(threadIdx.x) + j * kSplitThreads, &t.n,
+                      &t.k, &t.hi_at);
+    return t;
+  };
+  float v[kPerThread];
+#pragma unroll
+  for (int j = 0; j < kPerThread; ++j) {
+    const Target t = target(j);
+    v[j] = 0.f;
+    if (t.n < p.cout && t.k < p.k) {
+      // A coherent load: ptxas moves stores in between non-coherent (ld.global.nc) loads, and
+      // each such store waits for a load's value.
+      asm volatile("ld.global.f32 %0, [%1];\n" : "=f"(v[j]) : "l"(w + int64_t{t.n} * p.k + t.k));
+    }
+  }
+#pragma unroll
+  for (int j = 0; j < kPerThread; ++j) {
+    const Target t = target(j);
+    uint32_t hi, lo;
+    Split(v[j], hi, lo);
+    ws[t.hi_at] = __uint_as_float(hi);
+    ws[t.hi_at + BN * kBK] = __uint_as_float(lo);
+  }
+}
+
+// The wgmma path exists only in the sm_90a pass; the compute_80 PTX gets a kernel that traps
+// (Initialize refuses other devices, so it is never launched).
+#if defined(__CUDA_ARCH__) && defined(__CUDA_ARCH_FEAT_SM90_ALL)
+#define CONV2D_IGW_HAVE_WGMMA 1
+#else
+#define CONV2D_IGW_HAVE_WGMMA 0
+#endif
+
+#if CONV2D_IGW_HAVE_WGMMA
+
+__device__ __forceinline__ uint32_t SharedAddress(const void* p) {
+  return static_cast<uint32_t>(__cvta_generic_to_shared(p));
+}
+
+// The input's split, in the main loop: hi rounded as above, lo = v - hi (exact) handed to wgmma
+// as it is. The tensor core reads a .tf32 operand's top 19 bits only, so lo is truncated to TF32
+// instead of rounded: at most 2^-11|lo| <= 2^-22|v| off instead of 2^-23|v|, the size of the
+// a_lo*b_lo term already dropped, and it saves a rounding on every element. hi is rounded by
+// adding half a TF32 ulp to the bits and truncating: cvt.rna.tf32.f32 for every finite v (ties
+// away; a carry into the exponent is the correct rounding, up to inf), in two instructions
+// where the cvt takes four (sm_90 has no native one; the other two only keep inf and NaN
+// intact). For a non-finite v hi is garbage (inf becomes NaN, a NaN may wrap to 0 or inf), but
+// lo = v - hi is NaN either way, as it is with the cvt (inf - inf), and NaN reaches y.
+__device__ __forceinline__ void SplitA(float v, uint32_t& hi, uint32_t& lo) {
+  hi = (__float_as_uint(v) + 0x1000u) & 0xFFFFE000u;
+  lo = __float_as_uint(__fsub_rn(v, __uint_as_float(hi)));
+}
+
+__device__ __forceinline__ void WgmmaFence() { asm volatile("wgmma.fence.sync.aligned;\n" ::: "memory"); }
+__device__ __forceinline__ void WgmmaCommit() {
+  asm volatile("wgmma.commit_group.sync.aligned;\n" ::: "memory");
+}
+template <int kPending>
+__device__ __forceinline__ void WgmmaWait() {
+  asm volatile("wgmma.wait_group.sync.aligned %0;\n" ::"n"(kPending) : "memory");
+}
+// Keeps the compiler from moving an accumulator across the asynchronous region (it cannot see
+// that wgmma reads and writes it after the issuing instruction).
+template <int kN>
+__device__ __forceinline__ void FenceRegisters(float (&r)[kN]) {
+#pragma unroll
+  for (int i = 0; i < kN; ++i) asm volatile("" : "+f"(r[i])::"memory");
+}
+
+// d[0..31] += A (4 registers, tf32) * B (descriptor), m64n64k8, fp32 accumulation;
+// with scale_d = 0 the old d is ignored (d = A*B), which starts a fold chunk without writing
+// the accumulators outside wgmma (ptxas serializes wgmma when other instructions define them).
+__device__ __forceinline__ void WgmmaM64N64K8(float (&d)[32], const uint32_t (&a)[4], uint64_t desc, int scale_d) {
+  asm volatile(
+      "{\n.reg .pred p;\nsetp.ne.b32 p, %37, 0;\n"
+      "wgmma.mma_async.sync.aligned.m64n64k8.f32.tf32.tf32 "
+      "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, "
+      "%16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31}, "
+      "{%32, %33, %34, %35}, %36, p, 1, 1;\n}\n"
+      : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]),
+        "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]),
+        "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]),
+        "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31])
+      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(desc), "r"(scale_d));
+}
+
+// d[0..63] += A (4 registers, tf32) * B (descriptor), m64n128k8, fp32 accumulation;
+// with scale_d = 0 the old d is ignored (d = A*B), which starts a fold chunk without writing
+// the accumulators outside wgmma (ptxas serializes wgmma when other instructions define them).
+__device__ __forceinline__ void WgmmaM64N128K8(float (&d)[64], const uint32_t (&a)[4], uint64_t desc, int scale_d) {
+  asm volatile(
+      "{\n.reg .pred p;\nsetp.ne.b32 p, %69, 0;\n"
+      "wgmma.mma_async.sync.aligned.m64n128k8.f32.tf32.tf32 "
+      "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, "
+      "%16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31, "
+      "%32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, %43, %44, %45, %46, %47, "
+      "%48, %49, %50, %51, %52, %53, %54, %55, %56, %57, %58, %59, %60, %61, %62, %63}, "
+      "{%64, %65, %66, %67}, %68, p, 1, 1;\n}\n"
+      : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]),
+        "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]),
+        "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]),
+        "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31]),
+        "+f"(d[32]), "+f"(d[33]), "+f"(d[34]), "+f"(d[35]), "+f"(d[36]), "+f"(d[37]), "+f"(d[38]), "+f"(d[39]),
+        "+f"(d[40]), "+f"(d[41]), "+f"(d[42]), "+f"(d[43]), "+f"(d[44]), "+f"(d[45]), "+f"(d[46]), "+f"(d[47]),
+        "+f"(d[48]), "+f"(d[49]), "+f"(d[50]), "+f"(d[51]), "+f"(d[52]), "+f"(d[53]), "+f"(d[54]), "+f"(d[55]),
+        "+f"(d[56]), "+f"(d[57]), "+f"(d[58]), "+f"(d[59]), "+f"(d[60]), "+f"(d[61]), "+f"(d[62]), "+f"(d[63])
+      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(desc), "r"(scale_d));
+}
+
+// d[0..15] += A (4 registers, tf32) * B (descriptor), m64n32k8, as above.
+__device__ __forceinline__ void WgmmaM64N32K8(float (&d)[16], const uint32_t (&a)[4], uint64_t desc, int scale_d) {
+  asm volatile(
+      "{\n.reg .pred p;\nsetp.ne.b32 p, %21, 0;\n"
+      "wgmma.mma_async.sync.aligned.m64n32k8.f32.tf32.tf32 "
+      "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15}, "
+      "{%16, %17, %18, %19}, %20, p, 1, 1;\n}\n"
+      : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]),
+        "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15])
+      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(desc), "r"(scale_d));
+}
+
+template <int BN>
+__device__ __forceinline__ void Wgmma(float (&d)[BN / 2], const uint32_t (&a)[4], uint64_t desc,
+                                      int scale_d) {
+  if constexpr (BN == 128) {
+    WgmmaM64N128K8(d, a, desc, scale_d);
+  } else if constexpr (BN == 64) {
+    WgmmaM64N64K8(d, a, desc, scale_d);
+  } else {
+    WgmmaM64N32K8(d, a, desc, scale_d);
+  }
+}
+
+#endif  // CONV2D_IGW_HAVE_WGMMA
+
+#if CONV2D_IGW_HAVE_WGMMA
+
+
+// The copy warpgroup: the CTA's stages in order, over all its work units (stage g: the g-th
+// k-tile of the walk), into slot g % kStages as soon as the slot is empty. Nothing here waits for
+// a copy to land: the stage's "full" completes by itself once both halves have landed, the
+// split filter's (hi, lo) tile by one bulk copy whose bytes the barrier counts (issued by thread
+// 0 of the group), and the gathered x by each thread's cp.async arrival. So the group runs ahead
+// of the consumers by up to kStages stages, limited only by "empty". The bulk copy writes through
+// the async proxy, which is the one wgmma reads through (no proxy fence); the consumers read x
+// with ordinary loads. The stream does not stop at a unit's end: the next unit's first stages
+// are fetched while the consumers finish the current one. t: the thread's index in the group.
+template <int BN, bool kVecA, bool kTail>
+__device__ __forceinline__ void CopyStages(const float* __restrict__ x, const float* __restrict__ ws,
+                                           const Params& p, uint32_t smem_base, uint32_t full,
+                                           uint32_t empty, int t) {
+  using C = Config<BN>;
+  AGather<kVecA, C::kUnmaskedGather> a_gather;
+  int g = 0;  // stages issued so far
+  RingCursor<C::kStages> ring;  // stage g's slot and phase
+  std::conditional_t<kTail, UnitWalk, WholeTileWalk> walk(p, static_cast<int>(blockIdx.x));
+  WorkUnit wu;
+  while (walk.Next(p, &wu)) {
+    a_gather.Init(p, wu.m_tile * kBM, t);
+    const float* b_src = ws + WorkspaceTile(BN, p.k_tiles, wu.n_tile, 0, 0);
+    for (int i = 0; i < wu.stages; ++i, ++g, ring.Next()) {
+      const int slot = ring.slot;
+      if (g >= C::kStages) MbarWait(empty + 8 * slot, ring.parity ^ 1);
+      // Stage layout: [B hi | B lo | A].
+      const int kt = wu.kt_begin + i;
+      const uint32_t sb = smem_base + slot * C::kStageBytes;
+      const uint32_t bar = full + 8 * slot;
+      if (t == 0) {
+        MbarArriveExpectTx(bar, 2 * C::kBTileBytes);
+        BulkCopyToShared(sb, b_src + int64_t{kt} * 2 * C::kBTileFloats, 2 * C::kBTileBytes, bar);
+      }
+      const uint32_t sa = sb + 2 * C::kBTileBytes;
+      a_gather.ForEach(p, kt, [&](int s, int gx, bool valid) {
+        // gx >= 0 (CheckIndexing): unsigned, its widening to 64 bits is free.
+        CpAsync<kVecA ? 16 : 4>(sa + 4 * s, x + static_cast<uint32_t>(gx), valid);
+      });
+      CpAsyncArriveOnMbar(bar);
+    }
+  }
+  // The group may exit with copies in flight: the consumers wait for every stage's "full",
+  // which completes only once all of that stage's copies have landed, so the CTA outlives them.
+}
+
+// The epilogue of one work unit, a quarter q (0..3) of the accumulator registers at a time:
+// sum[r] to y (a store, or for a tail piece an atomic add of its part), then sum[r] = 0
+// for the next unit. y_row: the y offsets of the thread's two rows (-1 past M); n0: the unit's
+// first channel. For one register index a warp stores 8 consecutive pixels x 4 channels, four
+// 32-byte segments.
+template <int BN>
+__device__ __forceinline__ void StoreQuarter(int q, float (&sum)[BN / 2], const int (&y_row)[2],
+                                             int n0, bool atomic, int wg, int warp, int lane,
+                                             float* __restrict__ y, const Params& p) {
+  constexpr int kPerQuarter = BN / 2 / 4;
+  // p.p through an opaque move: otherwise the compiler hoists every register's channel offset
+  // (n * p.p) out of the unit loop, and those 32-64 live values spill.
+  int plane;
+  asm volatile("mov.b32 %0, %1;\n" : "=r"(plane) : "r"(p.p));
+#pragma unroll
+  for (int rr = 0; rr < kPerQuarter; ++rr) {
+    const int r = q * kPerQuarter + rr;
+    int ml, nl;
+    AccCoord(wg, warp, lane, r, &ml, &nl);
+    const int row = y_row[(r >> 1) & 1];
+    const int n = n0 + nl;
+    if (row >= 0 && n < p.cout) {
+      if (!atomic) {
+        y[row + n * plane] = sum[r];
+      } else {
+        atomicAdd(y + row + n * plane, sum[r]);  // a RED: the pieces' partial sums, any order
+      }
+    }
+    sum[r] = 0.f;
+  }
+}
+
+#endif  // CONV2D_IGW_HAVE_WGMMA
+
+// One persistent CTA: its work units (UnitWalk), each a kBM x BN tile of the GEMM over its
+// k-tiles (all of K, or a tail piece). ws: the split filter of this call.
+template <int BN, bool kVecA, bool kTail>
+__global__ void __launch_bounds__(kThreads, Config<BN>::kMinBlocks)
+    ImplicitGemmWgmmaKernel(const float* __restrict__ x, const float* __restrict__ ws,
+                            float* __restrict__ y, const Params p) {
+#if CONV2D_IGW_HAVE_WGMMA
+  using C = Config<BN>;
+  extern __shared__ unsigned char smem_raw[];
+  // Stages start 1024-byte aligned (the swizzle is a function of address bits 4-9).
+  const uint32_t smem_base = AlignSmemBase(SharedAddress(smem_raw));
+  const float* smem_f =
+      reinterpret_cast<const float*>(smem_raw + (smem_base - SharedAddress(smem_raw)));
+  const uint32_t full = smem_base + C::kStages * C::kStageBytes;  // full[s] at full + 8s
+  const uint32_t empty = full + 8 * C::kStages;
+
+  const int tid = static_cast<int>(threadIdx.x);
+  if (tid == 0) {
+#pragma unroll
+    for (int s = 0; s < C::kStages; ++s) {
+      MbarInit(full + 8 * s, kFullArrivals);
+      MbarInit(empty + 8 * s, kConsumerThreads);
+    }
+    FenceMbarInit();  // the bulk copies complete "full" through the async proxy
+  }
+  __syncthreads();  // the barriers are initialised before anyone uses them
+  PdlWait();  // the split filter and the zeroed y come from SplitFilterKernel
+
+  if (tid >= kConsumerThreads) {
+    GiveRegisters<C::kCopyRegs>();
+    CopyStages<BN, kVecA, kTail>(x, ws, p, smem_base, full, empty, tid - kConsumerThreads);
+    return;
+  }
+  TakeRegisters<C::kConsumerRegs>();
+
+  const int lane = tid & 31;
+  const int warp = (tid >> 5) & 3;  // warp within the warpgroup
+  const int wg = tid >> 7;          // consumer warpgroup: rows 64*wg .. +63 of the tile
+
+  // acc: the current chunk of <= 128 terms, written only by wgmma: the first wgmma of every
+  // chunk (k-tile 0 of a unit included) has scale-d = 0 and ignores the old value, so acc is
+  // deliberately not zeroed (a zeroing MOV makes ptxas serialize the wgmma pipeline, warning
+  // C7515). sum: the chunks folded so far; at a unit's end also its last partial chunk, and then
+  // it holds the unit's result until the deferred epilogue has stored it (and zeroed it).
+  float acc[C::kAccRegs];
+  float sum[C::kAccRegs];
+#pragma unroll
+  for (int i = 0; i < C::kAccRegs; ++i) sum[i] = 0.f;
+  uint32_t a_hi[2][4], a_lo[2][4];  // A fragments of the even and odd k8 steps
+
+  // The previous unit's epilogue, deferred into the first k-tile of the next one (one quarter of
+  // the registers after each k8 step's wgmma are issued), so that its stores run while the tensor
+  // core works (BN = 32 and 128; at BN = 64 the registers are short, and the SM's other CTA
+  // keeps the tensor core busy while this one stores).
+  bool store_pending = false;
+  int store_row[2] = {-1, -1};
+  int store_n0 = 0;
+  bool store_atomic = false;
+
+  RingCursor<C::kStages> ring;  // the slot and phase of the stage consumed next, over all units
+  std::conditional_t<kTail, UnitWalk, WholeTileWalk> walk(p, static_cast<int>(blockIdx.x));
+  WorkUnit wu;
+  while (walk.Next(p, &wu)) {
+    int fold_count = 0;  // k-tiles in acc
+    for (int i = 0; i < wu.stages; ++i, ring.Next()) {
+      const int slot = ring.slot;
+      MbarWait(full + 8 * slot, ring.parity);  // the stage has landed
+
+      const uint32_t sb = smem_base + slot * C::kStageBytes;
+      const uint64_t desc_hi = MakeDescriptor(sb);
+      const uint64_t desc_lo = MakeDescriptor(sb + C::kBTileBytes);
+      const float* sa = smem_f + (slot * C::kStageBytes + 2 * C::kBTileBytes) / 4;
+      const int keep = fold_count == 0 ? 0 : 1;  // scale-d of the tile's first wgmma
+#pragma unroll
+      for (int j = 0; j < kK8Steps; ++j) {
+        uint32_t(&hi)[4] = a_hi[j & 1];
+        uint32_t(&lo)[4] = a_lo[j & 1];
+#pragma unroll
+        for (int r = 0; r < 4; ++r) SplitA(sa[AFragIndex(wg, warp, j, lane, r)], hi[r], lo[r]);
+        WgmmaFence();
+        Wgmma<BN>(acc, lo, DescriptorAtStep(desc_hi, j), j == 0 ? keep : 1);
+        Wgmma<BN>(acc, hi, DescriptorAtStep(desc_lo, j), 1);
+        Wgmma<BN>(acc, hi, DescriptorAtStep(desc_hi, j), 1);
+        WgmmaCommit();
+        // The previous unit's stores, a quarter per step, while this step's wgmma run (they
+        // touch sum only, never acc or the A fragments in flight).
+        if (C::kDeferStores && store_pending) {
+          StoreQuarter<BN>(j, sum, store_row, store_n0, store_atomic, wg, warp, lane, y, p);
+        }
+        // Step j - 1 is complete: the tensor core always has step j queued while this thread
+        // prepares step j + 1 (two register sets of A fragments alternate).
+        WgmmaWait<1>();
+        if (j == 0 && i > 0) {
+          // The last step of stage g - 1 (same unit) is complete: its slot may be refilled.
+          MbarArrive(empty + 8 * ring.prev);
+        }
+      }
+      store_pending = false;
+
+      if (++fold_count == kFoldTiles) {
+        fold_count = 0;
+        WgmmaWait<0>();
+        FenceRegisters(acc);
+#pragma unroll
+        for (int r = 0; r < C::kAccRegs; ++r) sum[r] = __fadd_rn(sum[r], acc[r]);
+      }
+    }
+    WgmmaWait<0>();
+    FenceRegisters(acc);
+    // The unit's last stage is complete: free its slot now (not at the next unit's first step),
+    // so that the copy warpgroup can fill every slot with the next unit's stages meanwhile.
+    MbarArrive(empty + 8 * ring.prev);
+    // acc holds an unfolded partial chunk unless the last tile completed a chunk (then it holds
+    // the chunk already in sum): fold it, the same IEEE add the epilogue did on its own.
+    if (fold_count != 0) {
+#pragma unroll
+      for (int r = 0; r < C::kAccRegs; ++r) sum[r] = __fadd_rn(sum[r], acc[r]);
+    }
+#pragma unroll
+    for (int h = 0; h < 2; ++h) {
+      int ml, nl;
+      AccCoord(wg, warp, lane, 2 * h, &ml, &nl);
+      const int m = wu.m_tile * kBM + ml;
+      store_row[h] = m < p.m ? YRowBase(p, m) : -1;
+    }
+    store_n0 = wu.n_tile * BN;
+    store_atomic = wu.atomic;
+    store_pending = true;
+    if (!C::kDeferStores) {
+#pragma unroll
+      for (int q = 0; q < 4; ++q) {
+        StoreQuarter<BN>(q, sum, store_row, store_n0, store_atomic, wg, warp, lane, y, p);
+      }
+      store_pending = false;
+    }
+  }
+  // The last unit's epilogue: nothing left to overlap it with.
+  if (store_pending) {
+#pragma unroll
+    for (int q = 0; q < 4; ++q) StoreQuarter<BN>(q, sum, store_row, store_n0, store_atomic, wg, warp, lane, y, p);
+  }
+#else
+  __trap();  // not an sm_90a build: never launched (Initialize checks the device)
+#endif
+}
+
+// Workspace: the split filter, at a 256-byte aligned offset of the caller's buffer (which may be
+// unaligned).
+constexpr size_t kWorkspaceAlign = 256;
+
+// Lets the kernel have its dynamic shared memory, and asks for the whole shared/L1 split as
+// shared memory so that BN = 32 and 64 get their two CTAs per SM.
+template <int BN, bool kVecA, bool kTail>
+absl::Status EnableSmem() {
+  RETURN_IF_ERROR(CudaStatus(cudaFuncSetAttribute(ImplicitGemmWgmmaKernel<BN, kVecA, kTail>,
+                                                  cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                                  Config<BN>::kSmemBytes),
+                             "implicit_gemm_wgmma: cudaFuncSetAttribute (shared memory size)"));
+  return CudaStatus(cudaFuncSetAttribute(ImplicitGemmWgmmaKernel<BN, kVecA, kTail>,
+                                         cudaFuncAttributePreferredSharedMemoryCarveout,
+                                         cudaSharedmemCarveoutMaxShared),
+                    "implicit_gemm_wgmma: cudaFuncSetAttribute (carveout)");
+}
+
+template <int BN>
+absl::Status EnableSmemAll() {
+  RETURN_IF_ERROR((EnableSmem<BN, true, false>()));
+  RETURN_IF_ERROR((EnableSmem<BN, false, false>()));
+  RETURN_IF_ERROR((EnableSmem<BN, true, true>()));
+  return EnableSmem<BN, false, true>();
+}
+
+// The schedule of a shape on a device with `sms` multiprocessors.
+Params ParamsFor(const Shape& s, int bn, int sms) { return MakeParams(s, bn, sms * CtasPerSm(bn)); }
+
+class ImplicitGemmWgmmaRunner : public Runner {
+ public:
+  ImplicitGemmWgmmaRunner(const Shape& s, int bn, int sms)
+      : bn_(bn), p_(ParamsFor(s, bn, sms)), split_bytes_(SplitFilterBytes(s, bn)) {}
+  size_t workspace_bytes() const override {
+    return static_cast<size_t>(split_bytes_) + kWorkspaceAlign;
+  }
+
+  absl::Status Run(const RunArgs& a) const override {
+    const uintptr_t base = reinterpret_cast<uintptr_t>(a.workspace);
+    float* ws = reinterpret_cast<float*>((base + kWorkspaceAlign - 1) & ~(kWorkspaceAlign - 1));
+    const unsigned split_blocks =
+        static_cast<unsigned>(p_.n_tiles * p_.k_tiles + TailZeroBlocks(p_));
+    const bool vec_a = CanVectorizeA(p_, reinterpret_cast<uintptr_t>(a.x));
+    // Persistent CTAs, at most as many as fit on the GPU at once (UnitWalk).
+    const dim3 grid(static_cast<unsigned>(p_.grid));
+    switch (bn_) {
+      case 128: return Launch<128>(split_blocks, vec_a, grid, a, ws);
+      case 64: return Launch<64>(split_blocks, vec_a, grid, a, ws);
+      case 32: return Launch<32>(split_blocks, vec_a, grid, a, ws);
+    }
+    return absl::InternalError(absl::StrCat("implicit_gemm_wgmma: no kernel for BN = ", bn_));
+  }
+
+ private:
+  template <int BN>
+  absl::Status Launch(unsigned split_blocks, bool vec_a, dim3 grid, const RunArgs& a,
+                      float* ws) const {
+    SplitFilterKernel<BN><<<split_blocks, kSplitThreads, 0, a.stream>>>(a.w, ws, p_, a.y);
+    RETURN_IF_ERROR(LaunchStatus("implicit_gemm_wgmma filter split"));
+    return Gemm<BN>(vec_a, grid, a, ws);
+  }
+
+  // The main kernel, started while the split kernel's last blocks still run (pdl.cuh).
+  template <int BN>
+  absl::Status Gemm(bool vec_a, dim3 grid, const RunArgs& a, const float* ws) const {
+    // The tail's walk only in the kernels that have a tail to walk: its state costs registers
+    // (round 45: the 1x1 shape 12% slower with it compiled in).
+    auto* kernel = p_.tail_ctas > 0 ? (vec_a ? &ImplicitGemmWgmmaKernel<BN, true, true>
+                                             : &ImplicitGemmWgmmaKernel<BN, false, true>)
+                                    : (vec_a ? &ImplicitGemmWgmmaKernel<BN, true, false>
+                                             : &ImplicitGemmWgmmaKernel<BN, false, false>);
+    return CudaStatus(LaunchPdl(/*pdl=*/true, kernel, grid, kThreads, Config<BN>::kSmemBytes,
+                                a.stream, a.x, ws, a.y, p_),
+                      "implicit_gemm_wgmma kernel launch");
+  }
+
+  int bn_;
+  Params p_;
+  int64_t split_bytes_;
+};
+
+class ImplicitGemmWgmma : public Algorithm {
+ public:
+  std::string name() const override { return "implicit_gemm_wgmma"; }
+
+  absl::Status CanImplement(const Shape& s) const override {
+    absl::Status st = CheckIndexing(s);
+    if (!st.ok()) return st;
+    const int64_t k = s.in_channels * s.kernel_h * s.kernel_w;
+    if (k > kMaxReduction) {
+      return absl::UnimplementedError(absl::StrCat(
+          "implicit_gemm_wgmma: reduction length Cin*Kh*Kw = ", k, " exceeds ", kMaxReduction,
+          ", beyond which its blocked fp32 accumulation is not verified to meet the accuracy bar"));
+    }
+    const int64_t bytes = SplitFilterBytes(s, ChooseBN(s));
+    if (bytes > kMaxSplitFilterBytes) {
+      return absl::ResourceExhaustedError(absl::StrCat(
+          "implicit_gemm_wgmma: the split filter would take ", bytes,
+          " bytes of workspace; the limit is ", kMaxSplitFilterBytes));
+    }
+    return absl::OkStatus();
+  }
+
+  absl::StatusOr<std::unique_ptr<Runner>> Initialize(const Shape& s) const override {
+    absl::Status st = CanImplement(s);
+    if (!st.ok()) return st;
+    int device = 0;
+    RETURN_IF_ERROR(CudaStatus(cudaGetDevice(&device), "implicit_gemm_wgmma: cudaGetDevice"));
+    cudaDeviceProp prop;
+    RETURN_IF_ERROR(CudaStatus(cudaGetDeviceProperties(&prop, device),
+                               "implicit_gemm_wgmma: cudaGetDeviceProperties"));
+    if (prop.major != 9 || prop.minor != 0) {
+      return absl::FailedPreconditionError(absl::StrCat(
+          "implicit_gemm_wgmma needs an sm_90 (Hopper) device for wgmma; device ", device, " (",
+          prop.name, ") is sm_", prop.major, prop.minor));
+    }
+    const int bn = ChooseBN(s);
+    if (prop.multiProcessorCount * CtasPerSm(bn) > kMaxSlots) {
+      return absl::FailedPreconditionError(absl::StrCat(
+          "implicit_gemm_wgmma schedules at most ", kMaxSlots, " CTAs at once; device ", device,
+          " has ", prop.multiProcessorCount, " SMs"));
+    }
+    const int smem = bn == 128  ? Config<128>::kSmemBytes
+                     : bn == 64 ? Config<64>::kSmemBytes
+                                : Config<32>::kSmemBytes;
+    if (static_cast<size_t>(smem) > prop.sharedMemPerBlockOptin) {
+      return absl::FailedPreconditionError(absl::StrCat(
+          "implicit_gemm_wgmma needs ", smem, " bytes of shared memory per block; the device "
+          "allows ", prop.sharedMemPerBlockOptin));
+    }
+    switch (bn) {
+      case 128: RETURN_IF_ERROR(EnableSmemAll<128>()); break;
+      case 64: RETURN_IF_ERROR(EnableSmemAll<64>()); break;
+      case 32: RETURN_IF_ERROR(EnableSmemAll<32>()); break;
+      default: return absl::InternalError(absl::StrCat("implicit_gemm_wgmma: no kernel for BN = ", bn));
+    }
+    return std::unique_ptr<Runner>(new ImplicitGemmWgmmaRunner(s, bn, prop.multiProcessorCount));
+  }
+
+  // Uncalibrated model on the H200's 132 SMs: the schedule's cost (ChooseSchedule: the longest
+  // CTA's k-tiles plus a prologue and epilogue per unit) at three TF32 products per term and
+  // ~300 TFLOP/s per GPU (three fifths of the dense TF32 peak; an SM shared by its CTAs; the cnn
+  // suite measured ~1.08x the model's times at 330), plus the minimal bytes, the split filter's
+  // writes and reads and the tail's zeroing at 3 TB/s, plus 8 us for the two launches.
+  double EstimateSeconds(const Shape& s) const override {
+    constexpr int kSms = 132;
+    const int bn = ChooseBN(s);
+    const int64_t tiles = NumTiles(s, bn);
+    const int k_tiles = static_cast<int>((s.in_channels * s.kernel_h * s.kernel_w + kBK - 1) / kBK);
+    const Schedule sched = ChooseSchedule(tiles, k_tiles, kSms * CtasPerSm(bn), TailMargin(bn));
+    const double ktile_seconds =
+        3.0 * 2.0 * kBM * bn * kBK / (300e12 / kSms / CtasPerSm(bn));
+    const double tail_outputs = static_cast<double>(tiles - sched.dp_tiles) * kBM * bn;
+    const double bytes = s.min_bytes() + 1.5 * static_cast<double>(SplitFilterBytes(s, bn)) +
+                         4.0 * tail_outputs;
+    return sched.cost * ktile_seconds + bytes / 3e12 + 8e-6;
+  }
+};
+
+}  // namespace
+}  // namespace implicit_gemm_wgmma_internal
+
+void RegisterImplicitGemmWgmma(Registry& registry) {
+  (void)registry.Add(std::make_unique<implicit_gemm_wgmma_internal::ImplicitGemmWgmma>());
+}
+
+}  // namespace conv2d

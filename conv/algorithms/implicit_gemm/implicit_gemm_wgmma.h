@@ -1,0 +1,17 @@
+// "implicit_gemm_wgmma": implicit-GEMM convolution on Hopper's warpgroup tensor-core instructions
+// (wgmma, sm_90a) in split precision (3xTF32), the same arithmetic and accuracy argument as
+// implicit_gemm_3xtf32 with the operand splitting done once per element instead of once per warp
+// per fragment. Needs an sm_90 device: Initialize says so elsewhere. The tiling and the index
+// algebra are in implicit_gemm_wgmma_internal.h.
+#ifndef CONV2D_CONV_IMPLICIT_GEMM_WGMMA_H_
+#define CONV2D_CONV_IMPLICIT_GEMM_WGMMA_H_
+
+#include "conv/core/registry.h"
+
+namespace conv2d {
+
+void RegisterImplicitGemmWgmma(Registry& registry);
+
+}  // namespace conv2d
+
+#endif  // CONV2D_CONV_IMPLICIT_GEMM_WGMMA_H_

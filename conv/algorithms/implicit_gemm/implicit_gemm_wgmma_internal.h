@@ -1,0 +1,514 @@
+// implicit_gemm_wgmma's index algebra, in plain C++ that compiles for the device and the host, so
+// that implicit_gemm_wgmma_cpu_test replays the kernel's data movement (gathers, the filter's
+// split-and-swizzle into the workspace, the stage copies, the wgmma operand maps, the epilogue)
+// against the fp64 reference without a GPU. Not part of the library's API.
+//
+// The GEMM view is implicit_gemm_3xtf32's (see its header): M = output pixels, N = output
+// channels, K = Cin*Kh*Kw, A[m][k] = x gathered, B[k][n] = w[n][k].
+//
+// A CTA computes kBM x BN tiles (persistent: it walks a static list of work units, UnitWalk) with
+// three warpgroups: two consumer warpgroups (0 and 1), each owning 64 rows (one wgmma M extent)
+// and all BN columns, and one copy warpgroup (2) that only issues the stage copies,
+// handing stages to the consumers round a ring of kStages through "full" and "empty" mbarriers
+// (The ring, below).
+//  - A (pixels x k) is gathered into shared memory as [kBK][kAStride] (k rows of pixels, the
+//    layout implicit_gemm_3xtf32 uses), and fed to wgmma from registers: each consumer thread
+//    loads its four fragment values per k8 step, splits them into TF32 hi/lo once, and both
+//    halves go to wgmma as register operands. Each A element is loaded and split once per CTA
+//    (not once per warp of an N split, as with mma.sync).
+//  - B (the filter) is split once per call by a small kernel into hi and lo TF32 planes in the
+//    workspace, already in the shared-memory image wgmma reads: per (N tile, k-tile) a BN x kBK
+//    K-major tile with the 128-byte swizzle, hi then lo. The stage copy is one bulk copy of
+//    those contiguous bytes (the copy engine; x's gather is per-thread cp.async).
+//  - The tiles that would leave SMs idle in a last round are split along K evenly over all CTAs
+//    (ChooseSchedule); the pieces add into a y zeroed by the filter split kernel, with fp32
+//    atomics (any order: not bit-reproducible).
+#ifndef CONV2D_CONV_IMPLICIT_GEMM_WGMMA_INTERNAL_H_
+#define CONV2D_CONV_IMPLICIT_GEMM_WGMMA_INTERNAL_H_
+
+#include <cstdint>
+
+#include "absl/status/status.h"
+#include "conv/algorithms/implicit_gemm/implicit_gemm_3xtf32.h"  // FastDiv
+#include "conv/shape.h"
+
+#if defined(__CUDACC__)
+#define CONV2D_IGW_HD __host__ __device__ __forceinline__
+#define CONV2D_IGW_UNROLL _Pragma("unroll")
+#else
+#define CONV2D_IGW_HD inline
+#define CONV2D_IGW_UNROLL
+#endif
+
+namespace conv2d {
+namespace implicit_gemm_wgmma_internal {
+
+using implicit_gemm_3xtf32_internal::FastDiv;
+
+constexpr int kBM = 128;             // output pixels per CTA: two warpgroups of 64 rows
+constexpr int kBK = 32;              // reduction terms per stage: one 128-byte swizzle row of fp32
+constexpr int kConsumerThreads = 256;  // warpgroups 0 and 1: A split, wgmma, fold, epilogue
+constexpr int kCopyThreads = 128;      // warpgroup 2: the stage copies
+constexpr int kThreads = kConsumerThreads + kCopyThreads;
+constexpr int kWarpgroupRows = 64;   // the wgmma M extent
+constexpr int kK8Steps = kBK / 8;    // wgmma .tf32 instructions have K = 8
+// The accumulators are folded every kFoldTiles k-tiles (128 terms), as in implicit_gemm_3xtf32:
+// the same error model applies (three TF32 products per 8 terms into an fp32 accumulator that
+// may round toward zero, then an IEEE fp32 fold).
+constexpr int kFoldTiles = 4;
+static_assert(kFoldTiles * kBK == 128, "fold length of the verified accuracy model");
+
+// A stage: [kBK][kAStride] floats. A fragment register is read at (k0+tig)*kAStride + m0+gid over
+// the lanes (gid = lane/4, tig = lane%4): kAStride = 8 (mod 32) puts the 32 lanes in 32 banks.
+constexpr int kAStride = kBM + 8;  // 136
+constexpr int kAStageFloats = kBK * kAStride;
+static_assert(kAStride % 32 == 8, "bank-conflict-free A fragment loads");
+static_assert(kAStageFloats * 4 % 1024 == 0, "stages stay 1024-byte aligned");
+
+// The tile configuration for a BN (32, 64 or 128): BN = 128 holds 64 accumulators + 64 fold sums
+// per consumer thread and 4 stages (196 KiB, one CTA per SM); BN = 64 fits two CTAs per SM with 3
+// stages, BN = 32 (Cout <= 32, where a 64 tile would be half padding) two with 4.
+template <int BN>
+struct Config {
+  static_assert(BN == 32 || BN == 64 || BN == 128, "BN is 32, 64 or 128");
+  static constexpr int kBN = BN;
+  static constexpr int kStages = BN == 64 ? 3 : 4;
+  static constexpr int kMinBlocks = BN == 128 ? 1 : 2;
+  // Registers per thread (setmaxnreg): the launch gives each of the 384 threads 65536 /
+  // (384 * kMinBlocks) rounded down to 8 (168, 80, 80); the copy warpgroup gives back down to
+  // kCopyRegs and the consumers take up to kConsumerRegs, within the CTA's allocation.
+  static constexpr int kLaunchRegs = 65536 / (kThreads * kMinBlocks) / 8 * 8;
+  static constexpr int kCopyRegs = BN == 128 ? 56 : 40;
+  static constexpr int kConsumerRegs = BN == 128 ? 224 : 96;
+  static_assert(kCopyThreads * kCopyRegs + kConsumerThreads * kConsumerRegs <=
+                    kThreads * kLaunchRegs, "setmaxnreg within the CTA's registers");
+  static constexpr int kBTileFloats = BN * kBK;  // one plane (hi or lo) of one k-tile
+  static constexpr int kBTileBytes = kBTileFloats * 4;
+  static constexpr int kStageBytes = 2 * kBTileBytes + kAStageFloats * 4;  // B hi, B lo, A
+  // The ring's mbarriers, after the stages: full[kStages], then empty[kStages].
+  static constexpr int kBarrierBytes = 2 * kStages * 8;
+  // Dynamic shared memory: the stages, the barriers, plus slack to align the base to 1024 bytes
+  // (the 128-byte swizzle pattern repeats every 8 rows = 1024 bytes and is computed from address
+  // bits).
+  static constexpr int kSmemBytes = kStages * kStageBytes + kBarrierBytes + 1024;
+  static constexpr int kAccRegs = BN / 2;  // m64nBN f32 accumulators per consumer thread
+  // Whether a unit's epilogue is deferred into the next unit's first k-tile, overlapping the
+  // tensor core's work (it keeps acc, sum and the store addresses live together: 96 registers
+  // are too few for that at BN = 64).
+  static constexpr bool kDeferStores = BN != 64;
+  // Whether the scalar x gather has its unmasked path for interior stages (AGather). At BN = 32
+  // and 64 the consumers wait for the copy warpgroup, whose issue rate sets the pace (round 63:
+  // 21% of the warps' stall samples on "full", the copy warps busy issuing); at BN = 128 the
+  // consumers set it, and the longer code measured ~8% slower.
+  static constexpr bool kUnmaskedGather = BN != 128;
+  static_assert(kBTileBytes % 1024 == 0 && kStageBytes % 1024 == 0, "1024-byte aligned tiles");
+};
+static_assert(Config<128>::kSmemBytes <= 227 * 1024, "one CTA per SM");
+static_assert(2 * (Config<64>::kSmemBytes + 1024) <= 228 * 1024, "two CTAs per SM");
+static_assert(2 * (Config<32>::kSmemBytes + 1024) <= 228 * 1024, "two CTAs per SM");
+
+// CTAs that fit on one SM at once for a BN (32, 64 or 128).
+inline int CtasPerSm(int bn) {
+  return bn == 128 ? Config<128>::kMinBlocks
+                   : bn == 64 ? Config<64>::kMinBlocks : Config<32>::kMinBlocks;
+}
+
+// ---- The ring (one pass over all the k-tiles of all the CTA's work units, in order: stage i is
+// the CTA's i-th k-tile overall, across unit boundaries): stage i lives in slot i % kStages.
+// full[slot] completes one phase per use of the slot (kFullArrivals: every copy thread's cp.async
+// arrival, which happens once its gathers of the stage have landed, plus copy thread 0's
+// arrival that announces the bulk copy's bytes; the phase also waits for those bytes),
+// empty[slot] likewise (count kConsumerThreads: every consumer thread arrives once its wgmma
+// reading the stage are complete). No proxy fence is needed: B travels through the async proxy
+// from the bulk copy to wgmma, and A is read by the consumers' ordinary loads, not by wgmma.
+// RingSlot, FullParity and EmptyParity define the positions; the kernel steps them with
+// RingCursor (checked against them in the CPU test). Use u = i / kStages of a slot waits for phase u of
+// full (parity u & 1); the copies of use u >= 1 wait for phase u - 1 of empty.
+constexpr int kFullArrivals = kCopyThreads + 1;
+template <int kStages>
+CONV2D_IGW_HD int RingSlot(int i) { return i % kStages; }
+template <int kStages>
+CONV2D_IGW_HD int FullParity(int i) { return (i / kStages) & 1; }
+template <int kStages>
+CONV2D_IGW_HD int EmptyParity(int i) { return (i / kStages - 1) & 1; }  // i >= kStages
+
+// The ring position of stage g, stepped from one stage to the next (the kernel's loops carry it
+// instead of dividing g by kStages every k-tile, which cost ~10 instructions per k-tile).
+template <int kStages>
+struct RingCursor {
+  int slot = 0;            // RingSlot(g)
+  int parity = 0;          // FullParity(g); EmptyParity(g) = parity ^ 1 for g >= kStages
+  int prev = kStages - 1;  // RingSlot(g - 1)
+  CONV2D_IGW_HD void Next() {
+    prev = slot;
+    if (++slot == kStages) {
+      slot = 0;
+      parity ^= 1;
+    }
+  }
+};
+
+// ---- Shape parameters (32-bit: CheckIndexing bounds every index the kernel forms).
+struct Params {
+  int cin = 0, cout = 0, h = 0, w = 0, kh = 0, kw = 0;
+  int ow = 0;       // out_w
+  int hw = 0;       // h*w
+  int cin_hw = 0;   // cin*h*w
+  int p = 0;        // out_h*out_w
+  int m = 0;        // batch*p
+  int k = 0;        // cin*kh*kw
+  int k_tiles = 0;  // ceil(k / kBK)
+  int n_tiles = 0;  // ceil(cout / BN)
+  int m_tiles = 0;  // ceil(m / kBM)
+  int tiles = 0;    // m_tiles * n_tiles, numbered m_tile * n_tiles + n_tile
+  // The schedule (ChooseSchedule, UnitWalk): grid persistent CTAs; tiles [0, dp_tiles) whole,
+  // tile c, c + grid, ... by CTA c with plain stores; the k-tiles of the other tiles ("the
+  // tail", tail_k of them, tile by tile) cut into tail_ctas equal runs, one per CTA 0..tail_ctas-1,
+  // whose pieces add into y (zeroed there by the split kernel) with fp32 atomics.
+  int grid = 0;
+  int dp_tiles = 0;
+  int tail_ctas = 0;
+  int tail_k = 0;  // (tiles - dp_tiles) * k_tiles
+  FastDiv div_p, div_ow, div_khkw, div_kw;
+};
+
+// BN for a shape: the smallest of 32, 64, 128 that holds Cout, else 128 (a larger tile would be
+// half padding).
+inline int ChooseBN(const Shape& s) {
+  return s.out_channels <= 32 ? 32 : s.out_channels <= 64 ? 64 : 128;
+}
+absl::Status CheckIndexing(const Shape& s);
+// The schedule for `slots` CTAs at once (SMs x CTAs per SM, at most kMaxSlots); see Params.
+// Its 32-bit indices: tiles + slots (CheckIndexing) and the tail's k-tiles, fewer than slots x
+// k_tiles (k_tiles <= 2^13 by the reduction limit).
+constexpr int kMaxSlots = 1 << 12;
+Params MakeParams(const Shape& s, int bn, int slots);
+// How much cheaper the tail must model to be taken: 5% at BN = 128; 15% at BN = 64, whose tail
+// kernels spill a few registers of their 96 (28 bytes) and measured ~8% short of the model's
+// gain (round 45). BN = 32 keeps BN = 64's margin: its tail kernels do not spill, but their gain
+// against the model is unmeasured.
+inline double TailMargin(int bn) { return bn == 128 ? 0.95 : 0.85; }
+int64_t NumTiles(const Shape& s, int bn);
+
+// ---- The schedule of the persistent CTAs. Whole tiles only (CTA c takes tiles c, c + slots, ...)
+// leaves SMs idle in the last round when tiles % slots is small (169 tiles on 132 SMs: the
+// second round has 37). So only whole rounds of tiles are handed out whole; the tail's k-tiles
+// are spread evenly over the CTAs ("stream-K": each CTA a run of about tail_k / tail_ctas
+// k-tiles, in pieces cut at tile boundaries, their partial sums added into a zeroed y). The cost
+// model counts k-tile times of one CTA: the longest CTA's k-tiles plus kUnitOverhead per unit or
+// piece (its fill, drain and epilogue). Runs are at least kMinPiece k-tiles.
+constexpr int kUnitOverhead = 2;
+constexpr int kMinPiece = 4;
+struct Schedule {
+  int grid = 0, dp_tiles = 0, tail_ctas = 0;
+  double cost = 0;  // in k-tile times of one CTA
+};
+// margin: the tail's modelled cost must be below margin x whole tiles' (the tail's atomics and
+// y's zeroing are not in the model; see TailMargin).
+inline Schedule ChooseSchedule(int64_t tiles, int k_tiles, int slots, double margin = 0.95) {
+  Schedule whole;
+  whole.dp_tiles = static_cast<int>(tiles);
+  whole.grid = static_cast<int>(tiles < slots ? tiles : slots);
+  const int64_t rounds = (tiles + slots - 1) / slots;
+  whole.cost = static_cast<double>(rounds) * (k_tiles + kUnitOverhead);
+  const int64_t full = tiles / slots;
+  const int64_t tail_tiles = tiles - full * slots;
+  const int64_t tail_k = tail_tiles * k_tiles;
+  int64_t tail_ctas = tail_k / kMinPiece;
+  if (tail_ctas > slots) tail_ctas = slots;
+  // Runs no shorter than a tile gain nothing over whole tiles.
+  if (tail_k == 0 || tail_ctas <= tail_tiles) return whole;
+  Schedule sk;
+  sk.dp_tiles = static_cast<int>(full * slots);
+  sk.tail_ctas = static_cast<int>(tail_ctas);
+  sk.grid = full > 0 ? slots : sk.tail_ctas;
+  const int64_t run = (tail_k + tail_ctas - 1) / tail_ctas;
+  // A run of `run` k-tiles meets at most ceil(run / k_tiles) + 1 tiles: one piece each.
+  const int64_t pieces = (run + k_tiles - 1) / k_tiles + 1;
+  sk.cost = static_cast<double>(full) * (k_tiles + kUnitOverhead) + static_cast<double>(run) +
+            static_cast<double>(pieces) * kUnitOverhead;
+  return sk.cost < margin * whole.cost ? sk : whole;
+}
+
+// ---- A CTA's walk over its work units (a unit: one tile over k-tiles [kt_begin, + stages)),
+// the same sequence for its copy warpgroup and its consumers: first its whole tiles, then the
+// pieces of its tail run. Each unit is computed on its own (its own fold chunks from its first
+// k-tile), so the results do not depend on which CTA runs it.
+struct WorkUnit {
+  int m_tile = 0, n_tile = 0;
+  int kt_begin = 0;     // first k-tile
+  int stages = 0;       // k-tiles: >= 1
+  bool atomic = false;  // a tail piece: added into y with atomics (else stored)
+};
+// Whole tiles only (no tail): the walk of the kernels compiled without the tail's state.
+struct WholeTileWalk {
+  int next_tile = 0;
+  CONV2D_IGW_HD WholeTileWalk(const Params&, int cta) : next_tile(cta) {}
+  CONV2D_IGW_HD bool Next(const Params& p, WorkUnit* w) {
+    if (next_tile >= p.tiles) return false;
+    w->m_tile = next_tile / p.n_tiles;
+    w->n_tile = next_tile - w->m_tile * p.n_tiles;
+    w->kt_begin = 0;
+    w->stages = p.k_tiles;
+    w->atomic = false;
+    next_tile += p.grid;
+    return true;
+  }
+};
+struct UnitWalk {
+  int next_tile = 0;     // the CTA's next whole tile, while < dp_tiles
+  int r = 0, r_end = 0;  // the tail k-tiles [r, r_end) still to do (tail numbering)
+  CONV2D_IGW_HD UnitWalk(const Params& p, int cta) : next_tile(cta) {
+    if (cta < p.tail_ctas) {
+      r = static_cast<int>(int64_t{cta} * p.tail_k / p.tail_ctas);
+      r_end = static_cast<int>(int64_t{cta + 1} * p.tail_k / p.tail_ctas);
+    }
+  }
+  CONV2D_IGW_HD bool Next(const Params& p, WorkUnit* w) {
+    int tile;
+    if (next_tile < p.dp_tiles) {
+      tile = next_tile;
+      next_tile += p.grid;
+      w->kt_begin = 0;
+      w->stages = p.k_tiles;
+      w->atomic = false;
+    } else if (r < r_end) {
+      const int t = r / p.k_tiles;
+      w->kt_begin = r - t * p.k_tiles;
+      const int left = p.k_tiles - w->kt_begin;
+      w->stages = r_end - r < left ? r_end - r : left;
+      w->atomic = true;
+      r += w->stages;
+      tile = p.dp_tiles + t;
+    } else {
+      return false;
+    }
+    w->m_tile = tile / p.n_tiles;
+    w->n_tile = tile - w->m_tile * p.n_tiles;
+    return true;
+  }
+};
+
+// Bytes of the split filter (hi and lo planes, every (N tile, k-tile)), without alignment slack.
+int64_t SplitFilterBytes(const Shape& s, int bn);
+
+// ---- The split filter's tile: a BN x kBK plane, K-major, 128-byte swizzle.
+// Element (n, k) lives in row n (128 bytes = kBK floats); rows are grouped by 8 into 1024-byte
+// atoms; inside a row the 16-byte chunk k/4 is stored at chunk position (k/4) XOR (n%8). This is
+// the layout wgmma's 128-byte swizzle mode expects of a 1024-byte aligned K-major operand.
+CONV2D_IGW_HD int BTileOffset(int n, int k) {
+  return (n >> 3) * 256 + (n & 7) * 32 + (((k >> 2) ^ (n & 7)) << 2) + (k & 3);
+}
+// The inverse: which (n, k) a float offset of the tile holds.
+CONV2D_IGW_HD void BTileCoord(int off, int* n, int* k) {
+  const int row = off >> 5;  // 32 floats per row
+  const int chunk = (off >> 2) & 7;
+  *n = row;
+  *k = ((chunk ^ (row & 7)) << 2) + (off & 3);
+}
+// Float offset in the workspace of plane `plane` (0 hi, 1 lo) of k-tile kt of N tile nt.
+CONV2D_IGW_HD int64_t WorkspaceTile(int bn, int k_tiles, int nt, int kt, int plane) {
+  return ((int64_t{nt} * k_tiles + kt) * 2 + plane) * int64_t{bn} * kBK;
+}
+// The split kernel runs one block of kSplitThreads per (N tile, k-tile), blockIdx.x = nt*k_tiles
+// + kt, then the tail's zeroing blocks (TailZeroBlocks) (no 64-bit division per element: an earlier one-thread-per-float form was ALU bound, 20 us
+// for a 512x4608 filter). Element e of the block (e < bn*kBK, stepping by kSplitThreads) is
+// w[*n][*k], read along k (a warp reads whole 128-byte filter rows), and its hi half goes to
+// float *hi_at of the workspace, its lo half bn*kBK floats further (the lo plane). *n >= Cout or
+// *k >= K: zero.
+constexpr int kSplitThreads = 256;
+CONV2D_IGW_HD void SplitFilterTarget(const Params& p, int bn, int block, int e, int* n, int* k,
+                                     int64_t* hi_at) {
+  const int nt = block / p.k_tiles;
+  const int kt = block - nt * p.k_tiles;
+  const int nl = e / kBK, kl = e % kBK;
+  *n = nt * bn + nl;
+  *k = kt * kBK + kl;
+  *hi_at = WorkspaceTile(bn, p.k_tiles, nt, kt, 0) + BTileOffset(nl, kl);
+}
+
+// The dynamic shared memory's first 1024-byte aligned address (the kernel asks for 1024 bytes of
+// slack), and where stage s begins.
+CONV2D_IGW_HD uint32_t AlignSmemBase(uint32_t raw) { return (raw + 1023u) & ~1023u; }
+
+// ---- wgmma shared-memory matrix descriptor (sm_90): bits 0-13 start address >> 4, 16-29 leading
+// byte offset >> 4, 32-45 stride byte offset >> 4, 49-51 base offset, 62-63 swizzle mode
+// (1 = 128-byte). For a K-major operand with the 128-byte swizzle the stride byte offset is the
+// distance between 8-row atoms (1024 bytes); the leading byte offset is not used when the
+// instruction's K extent (32 bytes here) lies within the swizzle row, and is set to 1 by
+// convention. Base offset 0: every tile starts 1024-byte aligned.
+constexpr uint64_t kDescSwizzle128 = uint64_t{1} << 62;
+CONV2D_IGW_HD uint64_t MakeDescriptor(uint32_t smem_addr) {
+  return static_cast<uint64_t>((smem_addr & 0x3FFFF) >> 4) | (uint64_t{1} << 16) |
+         (uint64_t{1024 >> 4} << 32) | kDescSwizzle128;
+}
+// The descriptor of k8 step j (0..3) of a tile: 8 tf32 = 32 bytes further along the swizzle row.
+// The hardware applies the swizzle to the computed address, so advancing the start address by
+// the unswizzled byte offset is how one steps along K inside the 128-byte row.
+CONV2D_IGW_HD uint64_t DescriptorAtStep(uint64_t desc, int j) { return desc + uint64_t(2 * j); }
+
+// ---- A fragment (register operand) map, PTX ISA "wgmma .tf32 register fragment A" (m64 x k8):
+// warp w of the warpgroup holds rows 16w..16w+15; lane = 4*gid + tig; reg 0 (gid, tig),
+// 1 (gid+8, tig), 2 (gid, tig+4), 3 (gid+8, tig+4). wg: the warpgroup (its 64-row half of the
+// tile); j: the k8 step in the stage. Returns the float index in the A stage.
+CONV2D_IGW_HD int AFragIndex(int wg, int warp, int j, int lane, int reg) {
+  const int gid = lane >> 2, tig = lane & 3;
+  const int m = wg * kWarpgroupRows + warp * 16 + gid + ((reg & 1) ? 8 : 0);
+  const int k = j * 8 + tig + ((reg & 2) ? 4 : 0);
+  return k * kAStride + m;
+}
+// The accumulator map (m64 x nBN, f32): register r = 4*i + 2*h + c holds row 16w + gid + 8h,
+// column 8i + 2*tig + c. Tile coordinates (m in 0..kBM-1, n in 0..BN-1).
+CONV2D_IGW_HD void AccCoord(int wg, int warp, int lane, int reg, int* m, int* n) {
+  const int gid = lane >> 2, tig = lane & 3;
+  *m = wg * kWarpgroupRows + warp * 16 + gid + ((reg & 2) ? 8 : 0);
+  *n = (reg >> 2) * 8 + 2 * tig + (reg & 1);
+}
+
+// The y offset of GEMM row m for output channel 0 (y is NCHW; channel n adds n*p).
+CONV2D_IGW_HD int YRowBase(const Params& p, int m) {
+  const int b = p.div_p.Div(m);
+  return m + b * (p.cout - 1) * p.p;
+}
+
+// The tail tiles' outputs, which the split kernel zeroes for the pieces' atomics: one block of
+// kSplitThreads per tail tile, after the split's own blocks. (An element-wise grid-stride loop
+// over all tail outputs, two 64-bit divisions per element, ran by the split's few blocks, took
+// 10-12 us on the cnn suite's BN = 128 shapes, more than the split itself; round 52.)
+CONV2D_IGW_HD int TailZeroBlocks(const Params& p) { return p.tiles - p.dp_tiles; }
+// Calls f(y offset) for each output that thread t of zero block z zeroes: pixel row t % kBM of
+// tail tile dp_tiles + z, every (kSplitThreads / kBM)-th of its channels from t / kBM. The
+// threads of a warp write consecutive pixels of one channel (coalesced); rows past M and
+// channels past Cout are skipped.
+static_assert(kSplitThreads % kBM == 0, "whole pixel rows per zero block");
+template <typename F>
+CONV2D_IGW_HD void ForEachTailZero(const Params& p, int bn, int z, int t, F&& f) {
+  const int tile = p.dp_tiles + z;
+  const int m_tile = tile / p.n_tiles;
+  const int nt = tile - m_tile * p.n_tiles;
+  const int m = m_tile * kBM + t % kBM;
+  if (m >= p.m) return;
+  const int base = YRowBase(p, m);
+  const int n_end = (nt + 1) * bn < p.cout ? (nt + 1) * bn : p.cout;
+  for (int n = nt * bn + t / kBM; n < n_end; n += kSplitThreads / kBM) f(base + n * p.p);
+}
+
+// Whether the 16-byte input gather applies: Kw = 1 and W % 4 = 0 (four consecutive output
+// pixels are four consecutive, 16-byte aligned input floats; M % 4 = 0), x 16-byte aligned.
+CONV2D_IGW_HD bool CanVectorizeA(const Params& p, uintptr_t x) {
+  return p.kw == 1 && p.w % 4 == 0 && x % 16 == 0;
+}
+
+// ---- The im2col gather of one copy thread (x offset of A[m][k] = mbase(m) + kofs(k)); t is the
+// thread's index in the copy warpgroup (0..kCopyThreads-1).
+// Scalar: thread t owns pixel columns t%16 + 16i, i < 8, and four k rows of the stage,
+// 8w + 2h + {0, 1, 4, 5} (w = t/32 its warp, h = (t/16)%2 its half-warp). Per k-tile it decodes
+// its rows' (c, p, q) once (two divisions each), and each copy is then one add of offsets it keeps
+// from Init. A warp's copy covers 16 consecutive pixels of two rows 2*kAStride = 16 (mod 32)
+// words apart: 32 distinct banks.
+// Vector: thread t owns pixels 4*(t % 32) .. +3 and k rows t/32 + 4i, i < 8.
+// kUnmasked: interior stages take a path without masks (Config::kUnmaskedGather).
+template <bool kVec, bool kUnmasked = false>
+struct AGather {
+  static constexpr int kRows = kVec ? kBK * kBM / 4 / kCopyThreads : 4;  // k rows per thread
+  static constexpr int kCols = kVec ? 1 : kBK * kBM / kCopyThreads / 4;  // pixel columns: 8
+  static constexpr int kColStep = 16;
+  static_assert(kVec || kCols * kColStep == kBM, "the scalar columns cover the tile");
+  static_assert(kVec || kRows * 8 == kBK, "the scalar rows: four per thread, 8 per warp");
+  int col = 0;   // first pixel column
+  int row0 = 0;  // first k row
+  uint32_t m_valid = 0;  // bit i: column col + i*kColStep is a pixel (< M)
+  int mbase[kCols] = {};
+
+  // The stage row of this thread's j-th k row.
+  CONV2D_IGW_HD int Row(int j) const {
+    return kVec ? row0 + j * (kCopyThreads / 32) : row0 + (j & 1) + 4 * (j >> 1);
+  }
+
+  CONV2D_IGW_HD static int PixelBase(const Params& p, int m) {
+    const int b = p.div_p.Div(m);
+    const int pix = m - b * p.p;
+    const int oh = p.div_ow.Div(pix);
+    const int ow = pix - oh * p.ow;
+    return b * p.cin_hw + oh * p.w + ow;
+  }
+
+  CONV2D_IGW_HD void Init(const Params& p, int m0, int t) {
+    m_valid = 0;  // Init runs once per work unit
+    if (kVec) {
+      col = 4 * (t % 32);
+      row0 = t / 32;
+    } else {
+      col = t % kColStep;
+      row0 = 8 * (t / 32) + 2 * ((t / 16) % 2);
+    }
+CONV2D_IGW_UNROLL
+    for (int i = 0; i < kCols; ++i) {
+      // Vector form: M % 4 = 0 and m % 4 = 0, so m < M covers all four pixels.
+      const int m = m0 + col + i * kColStep;
+      mbase[i] = 0;
+      if (m < p.m) {
+        m_valid |= 1u << i;
+        mbase[i] = PixelBase(p, m);
+      }
+    }
+  }
+
+  // f(float index in the A stage, x offset, valid) for this thread's copies of k-tile kt; invalid
+  // copies (pixel past M or k past K) zero-fill and carry offset 0.
+  template <class F>
+  CONV2D_IGW_HD void ForEach(const Params& p, int kt, F&& f) const {
+    if (kVec) {
+CONV2D_IGW_UNROLL
+      for (int i = 0; i < kRows; ++i) {
+        const int row = Row(i);
+        const int kg = kt * kBK + row;
+        const int c = p.div_khkw.Div(kg);
+        const int r = kg - c * (p.kh * p.kw);  // kw = 1: r is the kernel row
+        const bool valid = (m_valid & 1u) && kg < p.k;
+        f(row * kAStride + col, valid ? mbase[0] + c * p.hw + r * p.w : 0, valid);
+      }
+    } else if (kUnmasked && m_valid == (1u << kCols) - 1 && (kt + 1) * kBK <= p.k) {
+      // An interior stage (every stage of a tile but the last m-tile's and the last k-tile):
+      // no masks, so each copy costs an add and the address, not a mask test and a select too.
+CONV2D_IGW_UNROLL
+      for (int j = 0; j < kRows; ++j) {
+        int kofs = KOffset(p, kt * kBK + Row(j));
+#if defined(__CUDA_ARCH__)
+        asm("" : "+r"(kofs));  // one add per copy: keeps the compiler from re-associating
+#endif
+CONV2D_IGW_UNROLL
+        for (int i = 0; i < kCols; ++i) {
+          f(Row(j) * kAStride + col + i * kColStep, mbase[i] + kofs, true);
+        }
+      }
+    } else {
+CONV2D_IGW_UNROLL
+      for (int j = 0; j < kRows; ++j) {
+        const int row = Row(j);
+        const int kg = kt * kBK + row;
+        const int kofs = KOffset(p, kg);
+        const bool k_valid = kg < p.k;
+CONV2D_IGW_UNROLL
+        for (int i = 0; i < kCols; ++i) {
+          const bool valid = k_valid && ((m_valid >> i) & 1u);
+          f(row * kAStride + col + i * kColStep, valid ? mbase[i] + kofs : 0, valid);
+        }
+      }
+    }
+  }
+
+  // The x offset of reduction term kg (c, kp, kq) from a pixel's base.
+  CONV2D_IGW_HD static int KOffset(const Params& p, int kg) {
+    const int c = p.div_khkw.Div(kg);
+    const int r = kg - c * (p.kh * p.kw);
+    const int kp = p.div_kw.Div(r);
+    const int kq = r - kp * p.kw;
+    return c * p.hw + kp * p.w + kq;
+  }
+};
+
+}  // namespace implicit_gemm_wgmma_internal
+}  // namespace conv2d
+
+#endif  // CONV2D_CONV_IMPLICIT_GEMM_WGMMA_INTERNAL_H_

@@ -1,0 +1,185 @@
+// Plan creation and dispatch. Knows no algorithm by name: it loops over the registry.
+#include <cuda_runtime_api.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <mutex>
+#include <utility>
+
+#include "absl/strings/str_cat.h"
+#include "absl/strings/str_join.h"
+#include "conv/core/algorithm.h"
+#include "conv/core/autotune.h"
+#include "conv/core/calibration.h"
+#include "conv/conv.h"
+#include "conv/core/registry.h"
+#include "conv/core/status_macros.h"
+
+namespace conv2d {
+
+namespace {
+
+absl::Status CheckDevice() {
+  int count = 0;
+  cudaError_t err = cudaGetDeviceCount(&count);
+  if (err != cudaSuccess || count == 0) {
+    // Clear the sticky error so later calls on this thread do not see it.
+    cudaGetLastError();
+    return absl::FailedPreconditionError(absl::StrCat(
+        "no CUDA device: ",
+        err == cudaSuccess ? "cudaGetDeviceCount found 0 devices" : cudaGetErrorString(err)));
+  }
+  return absl::OkStatus();
+}
+
+// The algorithms that implement `shape` and may be chosen automatically, fastest estimate
+// first; or why there are none. Does not touch the GPU.
+absl::StatusOr<std::vector<const Algorithm*>> RankAlgorithms(const Shape& shape) {
+  RETURN_IF_ERROR(ValidateShape(shape));
+  std::vector<std::pair<double, const Algorithm*>> ranked;
+  std::vector<std::string> reasons;
+  for (const Algorithm* a : Registry::Global().All()) {
+    absl::Status can = a->CanImplement(shape);
+    if (!can.ok()) {
+      reasons.push_back(absl::StrCat(a->name(), ": ", can.message()));
+      continue;
+    }
+    double t = a->EstimateSeconds(shape) * CalibrationFactor(a->name());
+    if (!std::isfinite(t)) {
+      reasons.push_back(absl::StrCat(a->name(), ": reference only, never chosen automatically"));
+    } else {
+      ranked.emplace_back(t, a);
+    }
+  }
+  if (ranked.empty()) {
+    return absl::UnimplementedError(absl::StrCat("no algorithm implements ", shape.ToString(),
+                                                 ": ", absl::StrJoin(reasons, "; ")));
+  }
+  // Stable: equal estimates keep registration order, as the single pick always did.
+  std::stable_sort(ranked.begin(), ranked.end(),
+                   [](const auto& a, const auto& b) { return a.first < b.first; });
+  std::vector<const Algorithm*> out;
+  for (const auto& r : ranked) out.push_back(r.second);
+  return out;
+}
+
+}  // namespace
+
+std::vector<std::string> Algorithms() { return Registry::Global().Names(); }
+
+absl::StatusOr<std::string> ChooseAlgorithm(const Shape& shape) {
+  ASSIGN_OR_RETURN(std::vector<const Algorithm*> ranked, RankAlgorithms(shape));
+  return ranked.front()->name();
+}
+
+Plan::Plan(const Shape& shape, std::string algorithm, std::shared_ptr<const Runner> runner)
+    : shape_(shape),
+      algorithm_(std::move(algorithm)),
+      runner_(std::move(runner)),
+      run_mutex_(std::make_shared<std::mutex>()),
+      workspace_bytes_(runner_->workspace_bytes()) {}
+
+absl::StatusOr<Plan> Plan::Create(const Shape& shape, absl::string_view algorithm) {
+  RETURN_IF_ERROR(ValidateShape(shape));
+  std::string name(algorithm);
+  if (name == "auto") {
+    // The model ranks without asking the device. An algorithm that cannot run on this GPU
+    // (FailedPrecondition from Initialize, e.g. implicit_gemm_wgmma off sm_90) passes the
+    // choice to the next; any other error is the caller's.
+    ASSIGN_OR_RETURN(std::vector<const Algorithm*> ranked, RankAlgorithms(shape));
+    RETURN_IF_ERROR(CheckDevice());
+    std::vector<std::string> refused;
+    for (const Algorithm* a : ranked) {
+      absl::StatusOr<std::unique_ptr<Runner>> runner = a->Initialize(shape);
+      if (runner.ok()) {
+        return Plan(shape, a->name(), std::shared_ptr<const Runner>(*std::move(runner)));
+      }
+      if (runner.status().code() != absl::StatusCode::kFailedPrecondition) return runner.status();
+      refused.push_back(std::string(runner.status().message()));
+    }
+    return absl::FailedPreconditionError(
+        absl::StrCat("no algorithm for ", shape.ToString(),
+                     " runs on this device: ", absl::StrJoin(refused, "; ")));
+  } else if (name == "autotune") {
+    RETURN_IF_ERROR(CheckDevice());
+    ASSIGN_OR_RETURN(name, AutotuneAlgorithm(shape));
+  }
+  const Algorithm* a = Registry::Global().Find(name);
+  if (a == nullptr) {
+    return absl::NotFoundError(absl::StrCat("unknown algorithm '", name, "'; registered: auto, autotune, ",
+                                            absl::StrJoin(Registry::Global().Names(), ", ")));
+  }
+  RETURN_IF_ERROR(a->CanImplement(shape));
+  RETURN_IF_ERROR(CheckDevice());
+  ASSIGN_OR_RETURN(std::unique_ptr<Runner> runner, a->Initialize(shape));
+  return Plan(shape, std::move(name), std::shared_ptr<const Runner>(std::move(runner)));
+}
+
+absl::Status ValidateRunArgs(const void* x, const void* w, const void* y, const void* workspace,
+                             size_t workspace_bytes, size_t workspace_needed) {
+  if (x == nullptr) return absl::InvalidArgumentError("input pointer x is null");
+  if (w == nullptr) return absl::InvalidArgumentError("filter pointer w is null");
+  if (y == nullptr) return absl::InvalidArgumentError("output pointer y is null");
+  if (workspace_bytes < workspace_needed) {
+    return absl::InvalidArgumentError(absl::StrCat("workspace too small: ", workspace_bytes,
+                                                   " bytes given, ", workspace_needed,
+                                                   " needed"));
+  }
+  if (workspace_needed > 0 && workspace == nullptr) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("workspace pointer is null but ", workspace_needed, " bytes are needed"));
+  }
+  return absl::OkStatus();
+}
+
+absl::Status ValidateNoOverlap(const Shape& shape, const void* x, const void* w, const void* y,
+                               const void* workspace, size_t workspace_needed) {
+  struct Range {
+    const char* name;
+    uintptr_t begin, end;
+    bool written;
+  };
+  auto range = [](const char* name, const void* p, size_t bytes, bool written) {
+    const uintptr_t b = reinterpret_cast<uintptr_t>(p);
+    return Range{name, b, b + bytes, written};
+  };
+  const Range ranges[] = {
+      range("x", x, static_cast<size_t>(shape.input_elements()) * sizeof(float), false),
+      range("w", w, static_cast<size_t>(shape.filter_elements()) * sizeof(float), false),
+      range("y", y, static_cast<size_t>(shape.output_elements()) * sizeof(float), true),
+      range("the workspace", workspace, workspace == nullptr ? 0 : workspace_needed, true)};
+  for (size_t i = 0; i < 4; ++i) {
+    for (size_t j = i + 1; j < 4; ++j) {
+      const Range& a = ranges[i];
+      const Range& b = ranges[j];
+      if ((a.written || b.written) && a.begin < b.end && b.begin < a.end) {
+        return absl::InvalidArgumentError(absl::StrCat(
+            a.name, " and ", b.name, " overlap; ", a.written ? a.name : b.name,
+            " is written while the other is in use, which would give a wrong result"));
+      }
+    }
+  }
+  return absl::OkStatus();
+}
+
+absl::Status Plan::Run(const float* x, const float* w, float* y, void* workspace,
+                       size_t workspace_bytes, cudaStream_t stream) const {
+  RETURN_IF_ERROR(
+      ValidateRunArgs(x, w, y, workspace, workspace_bytes, runner_->workspace_bytes()));
+  RETURN_IF_ERROR(ValidateNoOverlap(shape_, x, w, y, workspace, runner_->workspace_bytes()));
+  RunArgs args;
+  args.x = x;
+  args.w = w;
+  args.y = y;
+  args.workspace = workspace;
+  args.workspace_bytes = workspace_bytes;
+  args.stream = stream;
+  // A runner rebinds its cuFFT/cuBLAS handles to each call's stream and workspace before it
+  // enqueues; two threads interleaving that on one plan (or its copies) could run one call's
+  // transforms on the other's stream. Enqueueing is host-side and short, so serialize it.
+  std::lock_guard<std::mutex> lock(*run_mutex_);
+  return runner_->Run(args);
+}
+
+}  // namespace conv2d
