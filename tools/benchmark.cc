@@ -48,6 +48,7 @@
 #include "reference/random.h"
 #include "reference/reference.h"
 #include "tools/cudnn_conv.h"
+#include "tools/lab/lab.h"
 
 namespace conv2d {
 namespace {
@@ -737,6 +738,11 @@ int RunCpu(int argc, char** argv) {
 }
 
 int Main(int argc, char** argv) {
+  // The lab's baselines are timed beside the library's algorithms.
+  if (absl::Status lab = RegisterLabAlgorithms(); !lab.ok()) {
+    std::fprintf(stderr, "%s\n", lab.ToString().c_str());
+    return 2;
+  }
   Flags flags;
   bool help = false;
   absl::Status st = ParseFlags(&argc, argv, &flags, &help);

@@ -17,6 +17,7 @@
 #include "conv/algorithms/fft/cgemm_3xtf32.h"
 #include "conv/algorithms/fft/cgemm_3xtf32_sm90.h"
 #include "conv/algorithms/fft/fft_fused_internal.h"
+#include "tools/lab/fft_fused_stage_times.h"
 #include "conv/core/registry.h"
 #include "conv/testing/shapes.h"
 

@@ -24,6 +24,7 @@
 #include "conv/conv.h"
 #include "conv/core/registry.h"
 #include "conv/testing/testbed.h"
+#include "tools/lab/lab.h"
 #include "reference/random.h"
 #include "reference/reference.h"
 #include "tools/golden.h"
@@ -66,6 +67,11 @@ absl::StatusOr<std::vector<float>> RunVariant(const Golden& g, const std::string
 
 int main(int argc, char** argv) {
   using namespace conv2d;
+  // The lab's baselines are checked against the golden files like the library's algorithms.
+  if (absl::Status lab = RegisterLabAlgorithms(); !lab.ok()) {
+    std::fprintf(stderr, "%s\n", lab.ToString().c_str());
+    return 2;
+  }
   std::string testdata = "testdata", variants_flag, filter;
   double skip_oracle_above = -1;
   for (int i = 1; i < argc; ++i) {

@@ -1,16 +1,28 @@
-// The one lifecycle every variant follows, Triton-loaded kernels included:
-//   CanImplement(shape) -> Initialize(shape) -> Runner{workspace_bytes(), Run(args)}.
+// The one lifecycle every variant follows, Triton-loaded kernels included, with one configuration
+// carried from the choice to the runner (as CUTLASS carries its Arguments and cuDNN its engine
+// config):
+//
+//   Plan::Create validates the shape once and reads the device's facts once (DeviceInfo);
+//   Propose(shape, device)      -> can this algorithm compute it, with which configuration, and
+//                                  how long its own cost model says it takes (no GPU work);
+//   auto ranks the proposals by estimated_seconds * calibration();
+//   Initialize(shape, proposal, device) -> a Runner built from that proposal's configuration
+//                                  (never chosen again), with workspace_bytes() and Run(args).
+//
 // The registry, the plan, the tests, the regression tool and the benchmark all loop over it.
 // Free of CUDA headers so that plain C++ can include it.
-#ifndef CONV2D_CONV_ALGORITHM_H_
-#define CONV2D_CONV_ALGORITHM_H_
+#ifndef CONV2D_CONV_CORE_ALGORITHM_H_
+#define CONV2D_CONV_CORE_ALGORITHM_H_
 
 #include <cstddef>
+#include <limits>
 #include <memory>
 #include <string>
+#include <utility>
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "conv/core/device_info.h"
 #include "conv/shape.h"
 
 typedef struct CUstream_st* cudaStream_t;  // the same declaration as cuda_runtime.h
@@ -39,22 +51,103 @@ class Runner {
   virtual absl::Status Run(const RunArgs& args) const = 0;
 };
 
+// What an algorithm proposes for one shape on one device: its own configuration (tile sizes,
+// kernel choice, workspace layout), opaque to everyone else, and its modelled time.
+struct Proposal {
+  // The algorithm's cost model on the device it was proposed for, before calibration; infinity
+  // for reference-only algorithms (oracles), which auto never picks.
+  double estimated_seconds = 0;
+  // Made by MakeProposal, read by ConfigOf: only the algorithm that made it reads it.
+  std::shared_ptr<const void> config;
+  const void* config_type = nullptr;
+};
+
+template <typename Config>
+const void* ConfigTypeTag() {
+  static const char tag = 0;
+  return &tag;
+}
+
+template <typename Config>
+Proposal MakeProposal(Config config, double estimated_seconds) {
+  Proposal p;
+  p.estimated_seconds = estimated_seconds;
+  p.config = std::make_shared<const Config>(std::move(config));
+  p.config_type = ConfigTypeTag<Config>();
+  return p;
+}
+
+// The configuration inside `p`, or nullptr when `p` carries another type (a proposal handed to
+// an algorithm that did not make it).
+template <typename Config>
+const Config* ConfigOf(const Proposal& p) {
+  if (p.config_type != ConfigTypeTag<Config>()) return nullptr;
+  return static_cast<const Config*>(p.config.get());
+}
+
 class Algorithm {
  public:
   virtual ~Algorithm() = default;
   // A stable name: lower case, [a-z0-9_], used by Plan::Create, tools and golden results.
   virtual std::string name() const = 0;
-  // OK if this algorithm computes `shape` (already validated by ValidateShape) within the accuracy
-  // contract; otherwise why not. Must not touch the GPU.
-  virtual absl::Status CanImplement(const Shape& shape) const = 0;
-  // Builds what the algorithm needs for `shape`. Called once per plan.
-  virtual absl::StatusOr<std::unique_ptr<Runner>> Initialize(const Shape& shape) const = 0;
-  // A rough time in seconds for `shape` on an H200 (a model fitted to measurements); "auto" picks
-  // the smallest among the algorithms that can implement the shape. Reference-only algorithms
-  // (oracles) return infinity so that auto never picks them.
-  virtual double EstimateSeconds(const Shape& shape) const = 0;
+  // Measured time over estimated time on the H200, the geometric mean over the benchmark suites
+  // (fitted by tools/fit_auto.py). auto ranks by estimated_seconds * calibration(). Each variant
+  // states its own, next to its cost model: a variant without one does not compile.
+  virtual double calibration() const = 0;
+  // OK with a proposal if this algorithm computes `shape` (already validated by ValidateShape)
+  // within the accuracy contract on `device`; otherwise why not (Unimplemented, OutOfRange,
+  // ResourceExhausted, or FailedPrecondition when this device cannot run it). Must not touch the
+  // GPU: auto ranks without one against DeviceInfo::ModelDevice().
+  virtual absl::StatusOr<Proposal> Propose(const Shape& shape, const DeviceInfo& device) const = 0;
+  // Builds what the algorithm needs from a proposal it made for `shape` on `device` (the current
+  // device). Called once per plan.
+  virtual absl::StatusOr<std::unique_ptr<Runner>> Initialize(const Shape& shape,
+                                                             const Proposal& proposal,
+                                                             const DeviceInfo& device) const = 0;
+
+  // Shorthands over Propose for the model device, for tests and tools.
+  absl::Status CanImplement(const Shape& shape) const {
+    return Propose(shape, DeviceInfo::ModelDevice()).status();
+  }
+  double EstimateSeconds(const Shape& shape) const {
+    absl::StatusOr<Proposal> p = Propose(shape, DeviceInfo::ModelDevice());
+    return p.ok() ? p->estimated_seconds : std::numeric_limits<double>::infinity();
+  }
+};
+
+// How the registry makes an algorithm: one factory per algorithm (conv/algorithms/builtin.cc).
+using AlgorithmFactory = std::unique_ptr<Algorithm> (*)();
+
+// For an algorithm whose proposal carries a `Config`: Propose and Initialize in its own types.
+template <typename Config>
+class AlgorithmWithConfig : public Algorithm {
+ public:
+  absl::StatusOr<Proposal> Propose(const Shape& shape, const DeviceInfo& device) const final {
+    double seconds = 0;
+    absl::StatusOr<Config> config = Choose(shape, device, &seconds);
+    if (!config.ok()) return config.status();
+    return MakeProposal(*std::move(config), seconds);
+  }
+  absl::StatusOr<std::unique_ptr<Runner>> Initialize(const Shape& shape, const Proposal& proposal,
+                                                     const DeviceInfo& device) const final {
+    const Config* config = ConfigOf<Config>(proposal);
+    if (config == nullptr) return ForeignProposal(name());
+    return Build(shape, *config, device);
+  }
+
+ protected:
+  // The configuration for `shape` on `device` and its modelled time in *seconds.
+  virtual absl::StatusOr<Config> Choose(const Shape& shape, const DeviceInfo& device,
+                                        double* seconds) const = 0;
+  virtual absl::StatusOr<std::unique_ptr<Runner>> Build(const Shape& shape, const Config& config,
+                                                        const DeviceInfo& device) const = 0;
+
+ private:
+  static absl::Status ForeignProposal(const std::string& name) {
+    return absl::InvalidArgumentError(name + ": the proposal was made by another algorithm");
+  }
 };
 
 }  // namespace conv2d
 
-#endif  // CONV2D_CONV_ALGORITHM_H_
+#endif  // CONV2D_CONV_CORE_ALGORITHM_H_

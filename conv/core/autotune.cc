@@ -2,7 +2,6 @@
 
 #include <cuda_runtime.h>
 
-#include <cmath>
 #include <limits>
 #include <map>
 #include <mutex>
@@ -11,9 +10,7 @@
 #include <vector>
 
 #include "absl/strings/str_cat.h"
-#include "conv/conv.h"
 #include "conv/core/cuda_status.h"
-#include "conv/core/registry.h"
 #include "conv/core/status_macros.h"
 #include "reference/random.h"
 
@@ -46,23 +43,23 @@ struct Buffers {
   }
 };
 
-absl::StatusOr<double> TimeOne(const Plan& plan, const float* x, const float* w, float* y,
-                               void* flush, size_t flush_bytes, cudaStream_t stream) {
-  void* ws = nullptr;
+absl::StatusOr<double> TimeOne(const Runner& runner, RunArgs args, void* flush,
+                               size_t flush_bytes) {
   Buffers local;
-  if (plan.workspace_bytes() > 0) {
-    ASSIGN_OR_RETURN(ws, local.Alloc(plan.workspace_bytes()));
+  if (runner.workspace_bytes() > 0) {
+    ASSIGN_OR_RETURN(args.workspace, local.Alloc(runner.workspace_bytes()));
   }
+  args.workspace_bytes = runner.workspace_bytes();
   cudaEvent_t start, stop;
   RETURN_IF_ERROR(CudaStatus(cudaEventCreate(&start), "cudaEventCreate"));
   RETURN_IF_ERROR(CudaStatus(cudaEventCreate(&stop), "cudaEventCreate"));
   double best = std::numeric_limits<double>::infinity();
-  absl::Status st = plan.Run(x, w, y, ws, plan.workspace_bytes(), stream);  // warm-up
+  absl::Status st = runner.Run(args);  // warm-up
   for (int i = 0; st.ok() && i < 3; ++i) {
-    st = CudaStatus(cudaMemsetAsync(flush, i, flush_bytes, stream), "autotune L2 flush");
-    if (st.ok()) st = CudaStatus(cudaEventRecord(start, stream), "cudaEventRecord");
-    if (st.ok()) st = plan.Run(x, w, y, ws, plan.workspace_bytes(), stream);
-    if (st.ok()) st = CudaStatus(cudaEventRecord(stop, stream), "cudaEventRecord");
+    st = CudaStatus(cudaMemsetAsync(flush, i, flush_bytes, args.stream), "autotune L2 flush");
+    if (st.ok()) st = CudaStatus(cudaEventRecord(start, args.stream), "cudaEventRecord");
+    if (st.ok()) st = runner.Run(args);
+    if (st.ok()) st = CudaStatus(cudaEventRecord(stop, args.stream), "cudaEventRecord");
     if (st.ok()) st = CudaStatus(cudaEventSynchronize(stop), "cudaEventSynchronize");
     float ms = 0;
     if (st.ok()) st = CudaStatus(cudaEventElapsedTime(&ms, start, stop), "cudaEventElapsedTime");
@@ -74,18 +71,8 @@ absl::StatusOr<double> TimeOne(const Plan& plan, const float* x, const float* w,
   return best;
 }
 
-absl::StatusOr<std::string> Measure(const Shape& shape) {
-  // The candidates first: a shape that nothing would time must not cost its inputs' memory.
-  std::vector<const Algorithm*> candidates;
-  for (const Algorithm* a : Registry::Global().All()) {
-    if (a->CanImplement(shape).ok() && std::isfinite(a->EstimateSeconds(shape))) {
-      candidates.push_back(a);
-    }
-  }
-  if (candidates.empty()) {
-    return absl::UnimplementedError(absl::StrCat(
-        "autotune: no algorithm that may be chosen automatically implements ", shape.ToString()));
-  }
+absl::StatusOr<Tuned> Measure(const Shape& shape, const DeviceInfo& device,
+                              const std::vector<Candidate>& candidates) {
   // The device must hold x, w, y and the flush buffer; a shape that cannot is refused before its
   // host copies are made (on an overcommitting host a huge vector is not a bad_alloc but a
   // process killed while filling it).
@@ -119,45 +106,55 @@ absl::StatusOr<std::string> Measure(const Shape& shape) {
       cudaMemcpy(w, hw.data(), hw.size() * sizeof(float), cudaMemcpyHostToDevice), "copy w"));
   cudaStream_t stream;
   RETURN_IF_ERROR(CudaStatus(cudaStreamCreate(&stream), "cudaStreamCreate"));
-  std::string best_name;
-  double best = std::numeric_limits<double>::infinity();
-  for (const Algorithm* a : candidates) {
-    absl::StatusOr<Plan> plan = Plan::Create(shape, a->name());
-    if (!plan.ok()) continue;  // e.g. a workspace the device cannot hold
-    absl::StatusOr<double> ms =
-        TimeOne(*plan, static_cast<const float*>(x), static_cast<const float*>(w),
-                static_cast<float*>(y), flush, kFlushBytes, stream);
+  RunArgs args;
+  args.x = static_cast<const float*>(x);
+  args.w = static_cast<const float*>(w);
+  args.y = static_cast<float*>(y);
+  args.stream = stream;
+  Tuned best{nullptr, nullptr};
+  double best_ms = std::numeric_limits<double>::infinity();
+  for (const Candidate& c : candidates) {
+    absl::StatusOr<std::unique_ptr<Runner>> runner =
+        c.algorithm->Initialize(shape, c.proposal, device);
+    if (!runner.ok()) continue;  // e.g. a workspace the device cannot hold, or another GPU's
+    absl::StatusOr<double> ms = TimeOne(**runner, args, flush, kFlushBytes);
     if (!ms.ok()) {
       cudaStreamDestroy(stream);
       return ms.status();
     }
-    if (*ms < best) {
-      best = *ms;
-      best_name = a->name();
+    if (*ms < best_ms) {
+      best_ms = *ms;
+      best = Tuned{c.algorithm, std::shared_ptr<const Runner>(*std::move(runner))};
     }
   }
   cudaStreamDestroy(stream);
-  if (best_name.empty()) {
+  if (best.algorithm == nullptr) {
     return absl::UnimplementedError(
         absl::StrCat("autotune: no algorithm could be timed on ", shape.ToString()));
   }
-  return best_name;
+  return best;
 }
 
 }  // namespace
 
-absl::StatusOr<std::string> AutotuneAlgorithm(const Shape& shape) {
-  int device = 0;
-  RETURN_IF_ERROR(CudaStatus(cudaGetDevice(&device), "cudaGetDevice"));
-  const Key key{device,       shape.batch, shape.in_channels, shape.out_channels,
-                shape.height, shape.width, shape.kernel_h,    shape.kernel_w};
+absl::StatusOr<Tuned> Autotune(const Shape& shape, const DeviceInfo& device,
+                               const std::vector<Candidate>& candidates) {
+  const Key key{device.ordinal, shape.batch,  shape.in_channels, shape.out_channels,
+                shape.height,   shape.width,  shape.kernel_h,    shape.kernel_w};
   // One measurement at a time: concurrent timings would disturb each other.
   std::lock_guard<std::mutex> lock(CacheMutex());
   auto it = Cache().find(key);
-  if (it != Cache().end()) return it->second;
-  ASSIGN_OR_RETURN(std::string name, Measure(shape));
-  Cache()[key] = name;
-  return name;
+  if (it != Cache().end()) {
+    for (const Candidate& c : candidates) {
+      if (c.algorithm->name() != it->second) continue;
+      ASSIGN_OR_RETURN(std::unique_ptr<Runner> runner,
+                       c.algorithm->Initialize(shape, c.proposal, device));
+      return Tuned{c.algorithm, std::shared_ptr<const Runner>(std::move(runner))};
+    }
+  }
+  ASSIGN_OR_RETURN(Tuned tuned, Measure(shape, device, candidates));
+  Cache()[key] = tuned.algorithm->name();
+  return tuned;
 }
 
 }  // namespace conv2d

@@ -1,6 +1,4 @@
 // Plan creation and dispatch. Knows no algorithm by name: it loops over the registry.
-#include <cuda_runtime_api.h>
-
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
@@ -10,8 +8,8 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "conv/core/algorithm.h"
+#include "conv/core/device_info.h"
 #include "conv/core/autotune.h"
-#include "conv/core/calibration.h"
 #include "conv/conv.h"
 #include "conv/core/registry.h"
 #include "conv/core/status_macros.h"
@@ -20,48 +18,50 @@ namespace conv2d {
 
 namespace {
 
-absl::Status CheckDevice() {
-  int count = 0;
-  cudaError_t err = cudaGetDeviceCount(&count);
-  if (err != cudaSuccess || count == 0) {
-    // Clear the sticky error so later calls on this thread do not see it.
-    cudaGetLastError();
-    return absl::FailedPreconditionError(absl::StrCat(
-        "no CUDA device: ",
-        err == cudaSuccess ? "cudaGetDeviceCount found 0 devices" : cudaGetErrorString(err)));
-  }
-  return absl::OkStatus();
-}
+struct Ranked {
+  const Algorithm* algorithm;
+  Proposal proposal;
+  double seconds;  // calibrated
+};
 
-// The algorithms that implement `shape` and may be chosen automatically, fastest estimate
-// first; or why there are none. Does not touch the GPU.
-absl::StatusOr<std::vector<const Algorithm*>> RankAlgorithms(const Shape& shape) {
-  RETURN_IF_ERROR(ValidateShape(shape));
-  std::vector<std::pair<double, const Algorithm*>> ranked;
+// The algorithms that implement `shape` (validated) on `device` and may be chosen automatically,
+// fastest calibrated estimate first, each with its proposal; or why there are none. No GPU work.
+absl::StatusOr<std::vector<Ranked>> Rank(const Shape& shape, const DeviceInfo& device) {
+  std::vector<Ranked> ranked;
   std::vector<std::string> reasons;
   for (const Algorithm* a : Registry::Global().All()) {
-    absl::Status can = a->CanImplement(shape);
-    if (!can.ok()) {
-      reasons.push_back(absl::StrCat(a->name(), ": ", can.message()));
+    absl::StatusOr<Proposal> p = a->Propose(shape, device);
+    if (!p.ok()) {
+      reasons.push_back(absl::StrCat(a->name(), ": ", p.status().message()));
       continue;
     }
-    double t = a->EstimateSeconds(shape) * CalibrationFactor(a->name());
+    const double t = p->estimated_seconds * a->calibration();
     if (!std::isfinite(t)) {
       reasons.push_back(absl::StrCat(a->name(), ": reference only, never chosen automatically"));
     } else {
-      ranked.emplace_back(t, a);
+      ranked.push_back(Ranked{a, *std::move(p), t});
     }
   }
   if (ranked.empty()) {
     return absl::UnimplementedError(absl::StrCat("no algorithm implements ", shape.ToString(),
                                                  ": ", absl::StrJoin(reasons, "; ")));
   }
-  // Stable: equal estimates keep registration order, as the single pick always did.
+  // Stable: equal estimates keep registration order.
   std::stable_sort(ranked.begin(), ranked.end(),
-                   [](const auto& a, const auto& b) { return a.first < b.first; });
-  std::vector<const Algorithm*> out;
-  for (const auto& r : ranked) out.push_back(r.second);
-  return out;
+                   [](const Ranked& a, const Ranked& b) { return a.seconds < b.seconds; });
+  return ranked;
+}
+
+// The current device's facts, or, without a GPU, the model device together with the error that
+// Create returns once the shape's own errors (which need no GPU) have been reported.
+struct Device {
+  DeviceInfo info;
+  absl::Status status;
+};
+Device CurrentDevice() {
+  absl::StatusOr<DeviceInfo> d = DeviceInfo::Current();
+  if (d.ok()) return Device{*std::move(d), absl::OkStatus()};
+  return Device{DeviceInfo::ModelDevice(), d.status()};
 }
 
 }  // namespace
@@ -69,8 +69,10 @@ absl::StatusOr<std::vector<const Algorithm*>> RankAlgorithms(const Shape& shape)
 std::vector<std::string> Algorithms() { return Registry::Global().Names(); }
 
 absl::StatusOr<std::string> ChooseAlgorithm(const Shape& shape) {
-  ASSIGN_OR_RETURN(std::vector<const Algorithm*> ranked, RankAlgorithms(shape));
-  return ranked.front()->name();
+  RETURN_IF_ERROR(ValidateShape(shape));
+  RETURN_IF_ERROR(Registry::Global().status());
+  ASSIGN_OR_RETURN(std::vector<Ranked> ranked, Rank(shape, DeviceInfo::ModelDevice()));
+  return ranked.front().algorithm->name();
 }
 
 Plan::Plan(const Shape& shape, std::string algorithm, std::shared_ptr<const Runner> runner)
@@ -82,18 +84,25 @@ Plan::Plan(const Shape& shape, std::string algorithm, std::shared_ptr<const Runn
 
 absl::StatusOr<Plan> Plan::Create(const Shape& shape, absl::string_view algorithm) {
   RETURN_IF_ERROR(ValidateShape(shape));
-  std::string name(algorithm);
-  if (name == "auto") {
-    // The model ranks without asking the device. An algorithm that cannot run on this GPU
-    // (FailedPrecondition from Initialize, e.g. implicit_gemm_wgmma off sm_90) passes the
+  RETURN_IF_ERROR(Registry::Global().status());
+  const Device device = CurrentDevice();
+  if (algorithm == "auto" || algorithm == "autotune") {
+    ASSIGN_OR_RETURN(std::vector<Ranked> ranked, Rank(shape, device.info));
+    RETURN_IF_ERROR(device.status);
+    if (algorithm == "autotune") {
+      std::vector<Candidate> candidates;
+      for (const Ranked& r : ranked) candidates.push_back(Candidate{r.algorithm, r.proposal});
+      ASSIGN_OR_RETURN(Tuned tuned, Autotune(shape, device.info, candidates));
+      return Plan(shape, tuned.algorithm->name(), std::move(tuned.runner));
+    }
+    // An algorithm that cannot run on this GPU (FailedPrecondition from Initialize) passes the
     // choice to the next; any other error is the caller's.
-    ASSIGN_OR_RETURN(std::vector<const Algorithm*> ranked, RankAlgorithms(shape));
-    RETURN_IF_ERROR(CheckDevice());
     std::vector<std::string> refused;
-    for (const Algorithm* a : ranked) {
-      absl::StatusOr<std::unique_ptr<Runner>> runner = a->Initialize(shape);
+    for (const Ranked& r : ranked) {
+      absl::StatusOr<std::unique_ptr<Runner>> runner =
+          r.algorithm->Initialize(shape, r.proposal, device.info);
       if (runner.ok()) {
-        return Plan(shape, a->name(), std::shared_ptr<const Runner>(*std::move(runner)));
+        return Plan(shape, r.algorithm->name(), std::shared_ptr<const Runner>(*std::move(runner)));
       }
       if (runner.status().code() != absl::StatusCode::kFailedPrecondition) return runner.status();
       refused.push_back(std::string(runner.status().message()));
@@ -101,19 +110,17 @@ absl::StatusOr<Plan> Plan::Create(const Shape& shape, absl::string_view algorith
     return absl::FailedPreconditionError(
         absl::StrCat("no algorithm for ", shape.ToString(),
                      " runs on this device: ", absl::StrJoin(refused, "; ")));
-  } else if (name == "autotune") {
-    RETURN_IF_ERROR(CheckDevice());
-    ASSIGN_OR_RETURN(name, AutotuneAlgorithm(shape));
   }
-  const Algorithm* a = Registry::Global().Find(name);
+  const Algorithm* a = Registry::Global().Find(algorithm);
   if (a == nullptr) {
-    return absl::NotFoundError(absl::StrCat("unknown algorithm '", name, "'; registered: auto, autotune, ",
+    return absl::NotFoundError(absl::StrCat("unknown algorithm '", algorithm,
+                                            "'; registered: auto, autotune, ",
                                             absl::StrJoin(Registry::Global().Names(), ", ")));
   }
-  RETURN_IF_ERROR(a->CanImplement(shape));
-  RETURN_IF_ERROR(CheckDevice());
-  ASSIGN_OR_RETURN(std::unique_ptr<Runner> runner, a->Initialize(shape));
-  return Plan(shape, std::move(name), std::shared_ptr<const Runner>(std::move(runner)));
+  ASSIGN_OR_RETURN(Proposal proposal, a->Propose(shape, device.info));
+  RETURN_IF_ERROR(device.status);
+  ASSIGN_OR_RETURN(std::unique_ptr<Runner> runner, a->Initialize(shape, proposal, device.info));
+  return Plan(shape, a->name(), std::shared_ptr<const Runner>(std::move(runner)));
 }
 
 absl::Status ValidateRunArgs(const void* x, const void* w, const void* y, const void* workspace,

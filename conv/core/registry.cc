@@ -1,60 +1,50 @@
 #include "conv/core/registry.h"
 
-#include <mutex>
-
 #include "absl/strings/str_cat.h"
-#include "conv/algorithms/direct/direct.h"
-#include "conv/algorithms/direct/direct_tiled.h"
-#include "conv/algorithms/fft/fft_fused.h"
-#include "tools/lab/fft_tiled.h"
-#include "conv/algorithms/implicit_gemm/implicit_gemm_3xtf32.h"
-#include "conv/algorithms/implicit_gemm/implicit_gemm_wgmma.h"
-#include "conv/algorithms/triton/triton_igemm.h"
-#include "conv/algorithms/winograd/winograd.h"
+#include "conv/algorithms/builtin.h"
 
 namespace conv2d {
-
-namespace {
-std::mutex& RegistryMutex() {
-  static std::mutex* mu = new std::mutex;
-  return *mu;
-}
-}  // namespace
-
-void RegisterAll(Registry& registry) {
-  RegisterDirect(registry);
-  RegisterTritonIgemm(registry);
-  RegisterDirectTiled(registry);
-  RegisterFftTiled(registry);
-  RegisterFftFused(registry);
-  RegisterImplicitGemm3xTf32(registry);
-  RegisterImplicitGemmWgmma(registry);
-  RegisterWinograd(registry);
-}
 
 Registry& Registry::Global() {
   static Registry* registry = [] {
     auto* r = new Registry;
-    RegisterAll(*r);
+    r->status_ = r->AddAll(BuiltinAlgorithms());
     return r;
   }();
   return *registry;
 }
 
 absl::Status Registry::Add(std::unique_ptr<Algorithm> algorithm) {
-  std::lock_guard<std::mutex> lock(RegistryMutex());
+  if (algorithm == nullptr) return absl::InvalidArgumentError("a null algorithm");
+  const std::string name = algorithm->name();
+  const bool well_formed =
+      !name.empty() && name.find_first_not_of("abcdefghijklmnopqrstuvwxyz0123456789_") ==
+                           std::string::npos;
+  if (!well_formed || name == "auto" || name == "autotune") {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "'", name, "' cannot name an algorithm: [a-z0-9_]+, and not 'auto' or 'autotune'"));
+  }
+  std::lock_guard<std::mutex> lock(mu_);
   for (const auto& a : algorithms_) {
-    if (a->name() == algorithm->name()) {
+    if (a->name() == name) {
       return absl::AlreadyExistsError(
-          absl::StrCat("an algorithm named '", algorithm->name(), "' is already registered"));
+          absl::StrCat("an algorithm named '", name, "' is already registered"));
     }
   }
   algorithms_.push_back(std::move(algorithm));
   return absl::OkStatus();
 }
 
+absl::Status Registry::AddAll(const std::vector<AlgorithmFactory>& factories) {
+  for (AlgorithmFactory make : factories) {
+    absl::Status st = Add(make());
+    if (!st.ok()) return st;
+  }
+  return absl::OkStatus();
+}
+
 const Algorithm* Registry::Find(absl::string_view name) const {
-  std::lock_guard<std::mutex> lock(RegistryMutex());
+  std::lock_guard<std::mutex> lock(mu_);
   for (const auto& a : algorithms_) {
     if (a->name() == name) return a.get();
   }
@@ -62,7 +52,7 @@ const Algorithm* Registry::Find(absl::string_view name) const {
 }
 
 std::vector<const Algorithm*> Registry::All() const {
-  std::lock_guard<std::mutex> lock(RegistryMutex());
+  std::lock_guard<std::mutex> lock(mu_);
   std::vector<const Algorithm*> out;
   for (const auto& a : algorithms_) out.push_back(a.get());
   return out;

@@ -1,9 +1,12 @@
-// The registry of algorithms. Variants join through RegisterAll (registry.cc), one line each;
-// the dispatcher (plan.cc) only ever loops over the registry.
-#ifndef CONV2D_CONV_REGISTRY_H_
-#define CONV2D_CONV_REGISTRY_H_
+// The registry of algorithms. The library's own are listed once, as factories, in
+// conv/algorithms/builtin.cc; tools and tests may add more (tools/lab). The dispatcher
+// (plan.cc) only ever loops over the registry. Variant headers do not include this file: they
+// declare a factory, and the arrows run from the registry to the algorithms.
+#ifndef CONV2D_CONV_CORE_REGISTRY_H_
+#define CONV2D_CONV_CORE_REGISTRY_H_
 
 #include <memory>
+#include <mutex>
 #include <string>
 #include <vector>
 
@@ -15,23 +18,32 @@ namespace conv2d {
 
 class Registry {
  public:
-  // The process-wide registry, filled by RegisterAll on first use.
+  // The process-wide registry, filled with BuiltinAlgorithms() on first use.
   static Registry& Global();
 
-  // Fails with AlreadyExists if an algorithm of the same name is registered.
+  Registry() = default;
+  Registry(const Registry&) = delete;
+  Registry& operator=(const Registry&) = delete;
+
+  // AlreadyExists if an algorithm of the same name is registered, InvalidArgument for a name
+  // outside [a-z0-9_] or one of the reserved names "auto" and "autotune".
   absl::Status Add(std::unique_ptr<Algorithm> algorithm);
+  // Adds each factory's algorithm; the first error stops and is returned.
+  absl::Status AddAll(const std::vector<AlgorithmFactory>& factories);
   // nullptr if no algorithm has that name.
   const Algorithm* Find(absl::string_view name) const;
   std::vector<const Algorithm*> All() const;
   std::vector<std::string> Names() const;
+  // Why the built-in list did not register whole (e.g. two algorithms of one name), else OK.
+  // Plan::Create returns it rather than run with a registry that silently lost an algorithm.
+  const absl::Status& status() const { return status_; }
 
  private:
+  mutable std::mutex mu_;
   std::vector<std::unique_ptr<Algorithm>> algorithms_;
+  absl::Status status_;
 };
-
-// Registers every built-in variant. Explicit, so the linker cannot drop a variant.
-void RegisterAll(Registry& registry);
 
 }  // namespace conv2d
 
-#endif  // CONV2D_CONV_REGISTRY_H_
+#endif  // CONV2D_CONV_CORE_REGISTRY_H_

@@ -279,25 +279,32 @@ class FftTiledRunner : public Runner {
   CublasHandle blas_{"fft_tiled"};
 };
 
-class FftTiled : public Algorithm {
+// "fft_tiled" and "fft_tiled_3xtf32": the proposal carries the planner's Config.
+class FftTiled : public AlgorithmWithConfig<Config> {
  public:
-  FftTiled(std::string name, const Options& options)
-      : name_(std::move(name)), options_(options) {}
+  FftTiled(std::string name, const Options& options, double calibration)
+      : name_(std::move(name)), options_(options), calibration_(calibration) {}
   std::string name() const override { return name_; }
-  absl::Status CanImplement(const Shape& shape) const override {
-    return ChooseConfig(shape, options_).status();
+  double calibration() const override { return calibration_; }
+
+ protected:
+  absl::StatusOr<Config> Choose(const Shape& shape, const DeviceInfo&,
+                                double* seconds) const override {
+    ASSIGN_OR_RETURN(Config c, ChooseConfig(shape, options_));
+    *seconds = c.cost.seconds;
+    return c;
   }
-  absl::StatusOr<std::unique_ptr<Runner>> Initialize(const Shape& shape) const override {
-    return CreateRunner(shape, options_);
-  }
-  double EstimateSeconds(const Shape& shape) const override {
-    absl::StatusOr<Config> c = ChooseConfig(shape, options_);
-    return c.ok() ? c->cost.seconds : std::numeric_limits<double>::infinity();
+  absl::StatusOr<std::unique_ptr<Runner>> Build(const Shape& shape, const Config& config,
+                                                const DeviceInfo&) const override {
+    auto runner = std::make_unique<FftTiledRunner>(shape, options_, config.geometry);
+    RETURN_IF_ERROR(runner->Init());
+    return std::unique_ptr<Runner>(std::move(runner));
   }
 
  private:
   std::string name_;
   Options options_;
+  double calibration_;
 };
 
 }  // namespace
@@ -311,13 +318,15 @@ absl::StatusOr<std::unique_ptr<Runner>> CreateRunner(const Shape& shape, const O
 
 }  // namespace fft_tiled
 
-void RegisterFftTiled(Registry& registry) {
-  (void)registry.Add(std::make_unique<fft_tiled::FftTiled>("fft_tiled", fft_tiled::Options{}));
-  // The same with the channel mix on the tensor cores (3xTF32), side by side for measurement.
-  // Registered second with the same cost estimate, so "auto" keeps choosing fft_tiled.
+// Calibrations fitted by tools/fit_auto.py (docs/data/round45_fit_*.json).
+std::unique_ptr<Algorithm> MakeFftTiled() {
+  return std::make_unique<fft_tiled::FftTiled>("fft_tiled", fft_tiled::Options{}, 2.302);
+}
+
+std::unique_ptr<Algorithm> MakeFftTiled3xTf32() {
   fft_tiled::Options tensor_cores;
   tensor_cores.gemm_3xtf32 = true;
-  (void)registry.Add(std::make_unique<fft_tiled::FftTiled>("fft_tiled_3xtf32", tensor_cores));
+  return std::make_unique<fft_tiled::FftTiled>("fft_tiled_3xtf32", tensor_cores, 2.203);
 }
 
 }  // namespace conv2d

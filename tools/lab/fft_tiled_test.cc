@@ -12,6 +12,7 @@
 #include "conv/conv.h"
 #include "conv/core/cuda_status.h"
 #include "conv/algorithms/fft/fft_tiled_internal.h"
+#include "tools/lab/fft_tiled.h"
 #include "conv/core/status_macros.h"
 #include "conv/testing/shapes.h"
 #include "conv/testing/testbed.h"

@@ -53,22 +53,24 @@ class DirectRunner : public Runner {
   Shape s_;
 };
 
+// Reference only: an infinite estimate keeps it out of auto's choice.
 class Direct : public Algorithm {
  public:
   std::string name() const override { return "direct"; }
-  absl::Status CanImplement(const Shape&) const override { return absl::OkStatus(); }
-  absl::StatusOr<std::unique_ptr<Runner>> Initialize(const Shape& s) const override {
-    return std::unique_ptr<Runner>(new DirectRunner(s));
+  double calibration() const override { return 1.0; }  // never ranked
+  absl::StatusOr<Proposal> Propose(const Shape&, const DeviceInfo&) const override {
+    Proposal p;
+    p.estimated_seconds = std::numeric_limits<double>::infinity();
+    return p;
   }
-  double EstimateSeconds(const Shape&) const override {
-    return std::numeric_limits<double>::infinity();
+  absl::StatusOr<std::unique_ptr<Runner>> Initialize(const Shape& s, const Proposal&,
+                                                     const DeviceInfo&) const override {
+    return std::unique_ptr<Runner>(new DirectRunner(s));
   }
 };
 
 }  // namespace
 
-void RegisterDirect(Registry& registry) {
-  (void)registry.Add(std::make_unique<Direct>());
-}
+std::unique_ptr<Algorithm> MakeDirect() { return std::make_unique<Direct>(); }
 
 }  // namespace conv2d

@@ -3,10 +3,12 @@
 #ifndef CONV2D_CONV_DIRECT_H_
 #define CONV2D_CONV_DIRECT_H_
 
-#include "conv/core/registry.h"
+#include <memory>
+
+#include "conv/core/algorithm.h"
 
 namespace conv2d {
-void RegisterDirect(Registry& registry);
+std::unique_ptr<Algorithm> MakeDirect();
 }  // namespace conv2d
 
 #endif  // CONV2D_CONV_DIRECT_H_

@@ -611,21 +611,26 @@ class DirectTiledRunner : public Runner {
   Tiling t_;
 };
 
-// The H200's SM count, for planning without touching the GPU.
-constexpr int kH200Sms = 132;
-
-class DirectTiled : public Algorithm {
+class DirectTiled : public AlgorithmWithConfig<Tiling> {
  public:
   std::string name() const override { return "direct_tiled"; }
-  absl::Status CanImplement(const Shape& s) const override {
-    return PlanTiling(s, kH200Sms).status();
+  // Fitted by tools/fit_auto.py (docs/data/round45_fit_*.json).
+  double calibration() const override { return 1.721; }
+
+ protected:
+  // The tiling with the smallest modelled time for the device's SM count. The time: ModelCycles
+  // at 1.755 GHz and 75% of the issue rate (6 shared loads per 32 FMAs), or the minimal traffic
+  // at 3.5 TB/s if that is longer, plus 5 us of launch; calibration() corrects it.
+  absl::StatusOr<Tiling> Choose(const Shape& s, const DeviceInfo& device,
+                                double* seconds) const override {
+    ASSIGN_OR_RETURN(Tiling t, PlanTiling(s, device.sm_count));
+    const double compute = ModelCycles(s, t, device.sm_count) / (1.755e9 * 0.75);
+    const double memory = s.min_bytes() / 3.5e12;
+    *seconds = std::max(compute, memory) + 5e-6;
+    return t;
   }
-  absl::StatusOr<std::unique_ptr<Runner>> Initialize(const Shape& s) const override {
-    int device = 0, sms = 0;
-    RETURN_IF_ERROR(CudaStatus(cudaGetDevice(&device), "direct_tiled: cudaGetDevice"));
-    RETURN_IF_ERROR(CudaStatus(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device),
-                               "direct_tiled: SM count"));
-    ASSIGN_OR_RETURN(Tiling t, PlanTiling(s, sms));
+  absl::StatusOr<std::unique_ptr<Runner>> Build(const Shape& s, const Tiling& t,
+                                                const DeviceInfo&) const override {
     switch (t.config) {
       case 0:
         RETURN_IF_ERROR(PrepareConfig<Config16x16x32>(t));
@@ -643,16 +648,6 @@ class DirectTiled : public Algorithm {
         return absl::InternalError(absl::StrCat("direct_tiled: no configuration ", t.config));
     }
     return std::unique_ptr<Runner>(new DirectTiledRunner(s, t));
-  }
-  // Modelled, not measured (there was no GPU where this was written): ModelCycles at 1.755 GHz
-  // and 75% of the issue rate (6 shared loads per 32 FMAs), or the minimal traffic at 3.5 TB/s
-  // if that is longer, plus 5 us of launch. The lead refits it after the H200 run.
-  double EstimateSeconds(const Shape& s) const override {
-    absl::StatusOr<Tiling> t = PlanTiling(s, kH200Sms);
-    if (!t.ok()) return std::numeric_limits<double>::infinity();
-    const double compute = ModelCycles(s, *t, kH200Sms) / (1.755e9 * 0.75);
-    const double memory = s.min_bytes() / 3.5e12;
-    return std::max(compute, memory) + 5e-6;
   }
 };
 
@@ -720,8 +715,8 @@ absl::StatusOr<std::vector<float>> SimulateOnHost(const Shape& s, const Tiling& 
 
 }  // namespace direct_tiled_internal
 
-void RegisterDirectTiled(Registry& registry) {
-  (void)registry.Add(std::make_unique<direct_tiled_internal::DirectTiled>());
+std::unique_ptr<Algorithm> MakeDirectTiled() {
+  return std::make_unique<direct_tiled_internal::DirectTiled>();
 }
 
 }  // namespace conv2d

@@ -13,12 +13,14 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
-#include "conv/core/registry.h"
+#include <memory>
+
+#include "conv/core/algorithm.h"
 #include "conv/shape.h"
 
 namespace conv2d {
 
-void RegisterDirectTiled(Registry& registry);
+std::unique_ptr<Algorithm> MakeDirectTiled();
 
 // Internals exposed so that the planning and the kernel's index arithmetic can be tested on a
 // machine without a GPU. Not part of the library's API.

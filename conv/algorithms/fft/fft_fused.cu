@@ -20,6 +20,7 @@
 #include "conv/core/cuda_status.h"
 #include "conv/algorithms/fft/fft_fused.h"
 #include "conv/algorithms/fft/fft_fused_internal.h"
+#include "conv/algorithms/fft/fft_fused_stages.h"
 #include "conv/arch/pdl.cuh"
 #include "conv/core/status_macros.h"
 
@@ -143,7 +144,7 @@ absl::Status AllowSmem(const void* kernel, int optin) {
                     "fft_fused: cudaFuncSetAttribute(PreferredSharedMemoryCarveout)");
 }
 
-class FftFusedRunner : public Runner {
+class FftFusedRunner : public StagedRunner {
  public:
   FftFusedRunner(const Shape& shape, const Options& options, const Config& config)
       : shape_(shape),
@@ -157,12 +158,8 @@ class FftFusedRunner : public Runner {
   FftFusedRunner(const FftFusedRunner&) = delete;
   FftFusedRunner& operator=(const FftFusedRunner&) = delete;
 
-  absl::Status Init() {
-    int device = 0, optin = 0;
-    RETURN_IF_ERROR(CudaStatus(cudaGetDevice(&device), "fft_fused: cudaGetDevice"));
-    RETURN_IF_ERROR(CudaStatus(
-        cudaDeviceGetAttribute(&optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, device),
-        "fft_fused: cudaDeviceGetAttribute"));
+  absl::Status Init(const DeviceInfo& device) {
+    const int optin = static_cast<int>(device.shared_memory_per_block_optin);
     const size_t need = std::max(config_.smem.bytes_fwd, config_.smem.bytes_inv);
     if (need > static_cast<size_t>(optin)) {
       // A limit of this GPU, not of the shape (the plan assumes sm_90's 227 KB): "auto" then
@@ -195,7 +192,7 @@ class FftFusedRunner : public Runner {
   // One step of Run; Run is the four in order. in_run: launched right after the stage before it
   // (the filter kernel first), so the input and inverse kernels may overlap their predecessor
   // (pdl.cuh); a stage on its own is launched plainly.
-  absl::Status RunStage(Stage stage, const RunArgs& a, bool in_run) const {
+  absl::Status RunStage(Stage stage, const RunArgs& a, bool in_run) const override {
     const WorkspaceLayout& l = config_.workspace;
     if (a.workspace == nullptr || a.workspace_bytes < l.total_bytes) {
       return absl::InvalidArgumentError(absl::StrCat(
@@ -257,105 +254,62 @@ class FftFusedRunner : public Runner {
   CublasHandle blas_{"fft_fused"};
 };
 
-class FftFused : public Algorithm {
+// "fft_fused" and "fft_fused_3xtf32": one algorithm, two sets of options. The proposal carries
+// the planner's Config (tile, pairs per CTA, workspace layout) and its cost model's time.
+class FftFused : public AlgorithmWithConfig<Config> {
  public:
-  FftFused(std::string name, const Options& options)
-      : name_(std::move(name)), options_(options) {}
+  FftFused(std::string name, const Options& options, double calibration)
+      : name_(std::move(name)), options_(options), calibration_(calibration) {}
   std::string name() const override { return name_; }
-  absl::Status CanImplement(const Shape& shape) const override {
-    return ChooseConfig(shape, options_).status();
+  double calibration() const override { return calibration_; }
+
+ protected:
+  absl::StatusOr<Config> Choose(const Shape& shape, const DeviceInfo&,
+                                double* seconds) const override {
+    ASSIGN_OR_RETURN(Config c, ChooseConfig(shape, options_));
+    *seconds = c.cost.seconds;
+    return c;
   }
-  absl::StatusOr<std::unique_ptr<Runner>> Initialize(const Shape& shape) const override {
-    return CreateRunner(shape, options_);
-  }
-  double EstimateSeconds(const Shape& shape) const override {
-    absl::StatusOr<Config> c = ChooseConfig(shape, options_);
-    return c.ok() ? c->cost.seconds : std::numeric_limits<double>::infinity();
+  absl::StatusOr<std::unique_ptr<Runner>> Build(const Shape& shape, const Config& config,
+                                                const DeviceInfo& device) const override {
+    auto runner = std::make_unique<FftFusedRunner>(shape, options_, config);
+    RETURN_IF_ERROR(runner->Init(device));
+    return std::unique_ptr<Runner>(std::move(runner));
   }
 
  private:
   std::string name_;
   Options options_;
-};
-
-struct DeviceMemory {
-  void* p = nullptr;
-  ~DeviceMemory() { cudaFree(p); }
+  double calibration_;
 };
 
 }  // namespace
 
-absl::StatusOr<StageTimes> TimeStages(const Shape& shape, const Options& options,
-                                      int iterations) {
+absl::StatusOr<std::unique_ptr<StagedRunner>> CreateStagedRunner(const Shape& shape,
+                                                                 const Options& options) {
   ASSIGN_OR_RETURN(Config config, ChooseConfig(shape, options));
+  ASSIGN_OR_RETURN(DeviceInfo device, DeviceInfo::Current());
   auto runner = std::make_unique<FftFusedRunner>(shape, options, config);
-  RETURN_IF_ERROR(runner->Init());
-  DeviceMemory x, w, y, ws;
-  RETURN_IF_ERROR(CudaStatus(cudaMalloc(&x.p, 4 * shape.input_elements()), "cudaMalloc x"));
-  RETURN_IF_ERROR(CudaStatus(cudaMalloc(&w.p, 4 * shape.filter_elements()), "cudaMalloc w"));
-  RETURN_IF_ERROR(CudaStatus(cudaMalloc(&y.p, 4 * shape.output_elements()), "cudaMalloc y"));
-  RETURN_IF_ERROR(CudaStatus(cudaMalloc(&ws.p, runner->workspace_bytes()), "cudaMalloc ws"));
-  // 0x3c3c3c3c = 0.0115 in every element: finite, non-zero.
-  RETURN_IF_ERROR(CudaStatus(cudaMemset(x.p, 0x3c, 4 * shape.input_elements()), "memset"));
-  RETURN_IF_ERROR(CudaStatus(cudaMemset(w.p, 0x3c, 4 * shape.filter_elements()), "memset"));
-  RunArgs a;
-  a.x = static_cast<const float*>(x.p);
-  a.w = static_cast<const float*>(w.p);
-  a.y = static_cast<float*>(y.p);
-  a.workspace = ws.p;
-  a.workspace_bytes = runner->workspace_bytes();
-  cudaEvent_t start = nullptr, stop = nullptr;
-  RETURN_IF_ERROR(CudaStatus(cudaEventCreate(&start), "cudaEventCreate"));
-  RETURN_IF_ERROR(CudaStatus(cudaEventCreate(&stop), "cudaEventCreate"));
-  auto time = [&](int stage) -> absl::StatusOr<double> {
-    for (int i = 0; i < iterations + 2; ++i) {
-      if (i == 2) RETURN_IF_ERROR(CudaStatus(cudaEventRecord(start, a.stream), "record"));
-      if (stage < kNumStages) {
-        RETURN_IF_ERROR(runner->RunStage(static_cast<Stage>(stage), a, /*in_run=*/false));
-      } else {
-        RETURN_IF_ERROR(runner->Run(a));
-      }
-    }
-    RETURN_IF_ERROR(CudaStatus(cudaEventRecord(stop, a.stream), "record"));
-    RETURN_IF_ERROR(CudaStatus(cudaEventSynchronize(stop), "cudaEventSynchronize"));
-    float ms = 0;
-    RETURN_IF_ERROR(CudaStatus(cudaEventElapsedTime(&ms, start, stop), "elapsed"));
-    return 1e-3 * ms / iterations;
-  };
-  StageTimes t;
-  absl::Status status = absl::OkStatus();
-  for (int stage = 0; stage <= kNumStages && status.ok(); ++stage) {
-    absl::StatusOr<double> s = time(stage);
-    if (!s.ok()) {
-      status = s.status();
-    } else if (stage < kNumStages) {
-      t.seconds[stage] = *s;
-    } else {
-      t.total_seconds = *s;
-    }
-  }
-  cudaEventDestroy(start);
-  cudaEventDestroy(stop);
-  RETURN_IF_ERROR(status);
-  t.config = config;
-  return t;
+  RETURN_IF_ERROR(runner->Init(device));
+  return std::unique_ptr<StagedRunner>(std::move(runner));
 }
 
 absl::StatusOr<std::unique_ptr<Runner>> CreateRunner(const Shape& shape, const Options& options) {
-  ASSIGN_OR_RETURN(Config config, ChooseConfig(shape, options));
-  auto runner = std::make_unique<FftFusedRunner>(shape, options, config);
-  RETURN_IF_ERROR(runner->Init());
+  ASSIGN_OR_RETURN(std::unique_ptr<StagedRunner> runner, CreateStagedRunner(shape, options));
   return std::unique_ptr<Runner>(std::move(runner));
 }
 
 }  // namespace fft_fused
 
-void RegisterFftFused(Registry& registry) {
-  (void)registry.Add(std::make_unique<fft_fused::FftFused>("fft_fused", fft_fused::Options{}));
+// Calibrations fitted by tools/fit_auto.py (docs/data/round45_fit_*.json).
+std::unique_ptr<Algorithm> MakeFftFused() {
+  return std::make_unique<fft_fused::FftFused>("fft_fused", fft_fused::Options{}, 1.277);
+}
+
+std::unique_ptr<Algorithm> MakeFftFused3xTf32() {
   fft_fused::Options tensor_cores;
   tensor_cores.gemm_3xtf32 = true;
-  (void)registry.Add(
-      std::make_unique<fft_fused::FftFused>("fft_fused_3xtf32", tensor_cores));
+  return std::make_unique<fft_fused::FftFused>("fft_fused_3xtf32", tensor_cores, 1.239);
 }
 
 }  // namespace conv2d

@@ -5,14 +5,18 @@
 // writes only the valid outputs into y. No padded tiles in the workspace: it holds the three
 // spectra and cuBLAS's work area. Tiles are powers of two from 8 to 128 (kernels up to 128).
 // "fft_fused_3xtf32" is the same with the channel mix on the tensor cores in split precision
-// (conv/algorithms/fft/cgemm_3xtf32.h). Internals: conv/fft_fused_internal.h.
+// (conv/algorithms/fft/cgemm_3xtf32.h). Internals: fft_fused_internal.h; the stages one by one:
+// fft_fused_stages.h.
 #ifndef CONV2D_CONV_FFT_FUSED_H_
 #define CONV2D_CONV_FFT_FUSED_H_
 
-#include "conv/core/registry.h"
+#include <memory>
+
+#include "conv/core/algorithm.h"
 
 namespace conv2d {
-void RegisterFftFused(Registry& registry);
+std::unique_ptr<Algorithm> MakeFftFused();
+std::unique_ptr<Algorithm> MakeFftFused3xTf32();
 }  // namespace conv2d
 
 #endif  // CONV2D_CONV_FFT_FUSED_H_

@@ -310,18 +310,8 @@ int InverseCtas(const KernelParams& k);
 // A runner with explicit options (the registered algorithm uses Options{}). Needs a GPU.
 absl::StatusOr<std::unique_ptr<Runner>> CreateRunner(const Shape& shape, const Options& options);
 
-// The steps of Run, in stream order.
+// The steps of Run, in stream order (fft_fused_stages.h runs them one at a time).
 enum Stage { kFilterStage, kInputStage, kMixStage, kInverseStage, kNumStages };
-// Mean seconds per call of each step run alone back to back, and of the whole Run, over
-// `iterations` calls after two warm-up calls, on the default stream, L2 not flushed (so the
-// small cases read inputs from L2): calibration data for EstimateCost. Needs a GPU.
-struct StageTimes {
-  Config config;
-  double seconds[kNumStages] = {};
-  double total_seconds = 0;
-};
-absl::StatusOr<StageTimes> TimeStages(const Shape& shape, const Options& options,
-                                      int iterations);
 
 // ---- Host and device code ----------------------------------------------------------------------
 

@@ -223,9 +223,6 @@ CONV2D_HOST_DEVICE inline int64_t OutputOffset(const Dims& d, const TileOrigin& 
   return ((static_cast<int64_t>(t.b) * d.out_channels + o) * d.out_h + row) * d.out_w + col;
 }
 
-// A runner with explicit options (the registered algorithm uses Options{}). Needs a GPU.
-absl::StatusOr<std::unique_ptr<Runner>> CreateRunner(const Shape& shape, const Options& options);
-
 }  // namespace fft_tiled
 }  // namespace conv2d
 

@@ -35,6 +35,7 @@
 #include "absl/strings/str_cat.h"
 #include "conv/arch/cp_async.cuh"
 #include "conv/core/cuda_status.h"
+#include "conv/core/status_macros.h"
 #include "conv/algorithms/implicit_gemm/implicit_gemm_3xtf32.h"
 
 namespace conv2d {
@@ -253,8 +254,8 @@ __global__ void __launch_bounds__(kThreads, 2)
 
 class ImplicitGemm3xTf32Runner : public Runner {
  public:
-  explicit ImplicitGemm3xTf32Runner(const Shape& s)
-      : p_(MakeParams(s)), tiles_(static_cast<unsigned>(NumTiles(s))) {}
+  ImplicitGemm3xTf32Runner(const Params& p, int64_t tiles)
+      : p_(p), tiles_(static_cast<unsigned>(tiles)) {}
   size_t workspace_bytes() const override { return 0; }
 
   absl::Status Run(const RunArgs& a) const override {
@@ -278,44 +279,43 @@ class ImplicitGemm3xTf32Runner : public Runner {
   unsigned tiles_;
 };
 
-class ImplicitGemm3xTf32 : public Algorithm {
+// The proposal carries the kernel's parameters: there is no tile to choose.
+class ImplicitGemm3xTf32 : public AlgorithmWithConfig<Params> {
  public:
   std::string name() const override { return "implicit_gemm_3xtf32"; }
+  // Fitted by tools/fit_auto.py (docs/data/round45_fit_*.json).
+  double calibration() const override { return 2.600; }
 
-  absl::Status CanImplement(const Shape& s) const override {
-    absl::Status st = CheckIndexing(s);
-    if (!st.ok()) return st;
+ protected:
+  // The time: a roofline of three TF32 products per term on the padded tiles at ~300 TFLOP/s
+  // (about 60% of the H200's dense TF32 peak, what mma.sync tends to reach), the minimal bytes
+  // at 3 TB/s, 5 us of launch and tail; calibration() corrects it.
+  absl::StatusOr<Params> Choose(const Shape& s, const DeviceInfo&,
+                                double* seconds) const override {
+    RETURN_IF_ERROR(CheckIndexing(s));
     const int64_t k = s.in_channels * s.kernel_h * s.kernel_w;
     if (k > kMaxReduction) {
       return absl::UnimplementedError(absl::StrCat(
           "implicit_gemm_3xtf32: reduction length Cin*Kh*Kw = ", k, " exceeds ", kMaxReduction,
           ", beyond which its blocked fp32 accumulation is not verified to meet the accuracy bar"));
     }
-    return absl::OkStatus();
-  }
-
-  absl::StatusOr<std::unique_ptr<Runner>> Initialize(const Shape& s) const override {
-    absl::Status st = CanImplement(s);
-    if (!st.ok()) return st;
-    return std::unique_ptr<Runner>(new ImplicitGemm3xTf32Runner(s));
-  }
-
-  // Uncalibrated roofline: three TF32 products per term on the padded tiles at ~300 TFLOP/s
-  // (about 60% of the H200's dense TF32 peak, what mma.sync tends to reach), the minimal bytes
-  // at 3 TB/s, 5 us of launch and tail. To be refitted from measurements.
-  double EstimateSeconds(const Shape& s) const override {
-    const int64_t k = s.in_channels * s.kernel_h * s.kernel_w;
     const double padded_flops = 2.0 * static_cast<double>(NumTiles(s)) * kBM * kBN *
                                 static_cast<double>((k + kBK - 1) / kBK * kBK);
-    return 3.0 * padded_flops / 300e12 + s.min_bytes() / 3e12 + 5e-6;
+    *seconds = 3.0 * padded_flops / 300e12 + s.min_bytes() / 3e12 + 5e-6;
+    return MakeParams(s);
+  }
+
+  absl::StatusOr<std::unique_ptr<Runner>> Build(const Shape& s, const Params& p,
+                                                const DeviceInfo&) const override {
+    return std::unique_ptr<Runner>(new ImplicitGemm3xTf32Runner(p, NumTiles(s)));
   }
 };
 
 }  // namespace
 }  // namespace implicit_gemm_3xtf32_internal
 
-void RegisterImplicitGemm3xTf32(Registry& registry) {
-  (void)registry.Add(std::make_unique<implicit_gemm_3xtf32_internal::ImplicitGemm3xTf32>());
+std::unique_ptr<Algorithm> MakeImplicitGemm3xTf32() {
+  return std::make_unique<implicit_gemm_3xtf32_internal::ImplicitGemm3xTf32>();
 }
 
 }  // namespace conv2d

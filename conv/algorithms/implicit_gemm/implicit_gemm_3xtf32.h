@@ -20,9 +20,10 @@
 #define CONV2D_CONV_IMPLICIT_GEMM_3XTF32_H_
 
 #include <cstdint>
+#include <memory>
 
 #include "absl/status/status.h"
-#include "conv/core/registry.h"
+#include "conv/core/algorithm.h"
 #include "conv/shape.h"
 
 #if defined(__CUDACC__)
@@ -35,7 +36,7 @@
 
 namespace conv2d {
 
-void RegisterImplicitGemm3xTf32(Registry& registry);
+std::unique_ptr<Algorithm> MakeImplicitGemm3xTf32();
 
 // Internals exposed so that the index arithmetic can be tested on a machine without a GPU.
 // Not part of the library's API.

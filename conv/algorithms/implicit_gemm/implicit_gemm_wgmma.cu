@@ -555,8 +555,8 @@ Params ParamsFor(const Shape& s, int bn, int sms) { return MakeParams(s, bn, sms
 
 class ImplicitGemmWgmmaRunner : public Runner {
  public:
-  ImplicitGemmWgmmaRunner(const Shape& s, int bn, int sms)
-      : bn_(bn), p_(ParamsFor(s, bn, sms)), split_bytes_(SplitFilterBytes(s, bn)) {}
+  ImplicitGemmWgmmaRunner(int bn, const Params& p, int64_t split_bytes)
+      : bn_(bn), p_(p), split_bytes_(split_bytes) {}
   size_t workspace_bytes() const override {
     return static_cast<size_t>(split_bytes_) + kWorkspaceAlign;
   }
@@ -605,89 +605,92 @@ class ImplicitGemmWgmmaRunner : public Runner {
   int64_t split_bytes_;
 };
 
-class ImplicitGemmWgmma : public Algorithm {
+// What the proposal carries: the tile width, the kernel's parameters (the schedule over the
+// device's SMs included) and the split filter's workspace.
+struct WgmmaConfig {
+  int bn = 0;
+  Params params;
+  int64_t split_bytes = 0;
+};
+
+class ImplicitGemmWgmma : public AlgorithmWithConfig<WgmmaConfig> {
  public:
   std::string name() const override { return "implicit_gemm_wgmma"; }
+  // Fitted by tools/fit_auto.py (docs/data/round45_fit_*.json).
+  double calibration() const override { return 0.810; }
 
-  absl::Status CanImplement(const Shape& s) const override {
-    absl::Status st = CheckIndexing(s);
-    if (!st.ok()) return st;
+ protected:
+  // The time: the schedule's cost on the device's SMs (ChooseSchedule: the longest CTA's k-tiles
+  // plus a prologue and epilogue per unit) at three TF32 products per term and ~300 TFLOP/s per
+  // H200 (three fifths of the dense TF32 peak; an SM shared by its CTAs; the cnn suite measured
+  // ~1.08x the model's times at 330), plus the minimal bytes, the split filter's writes and reads
+  // and the tail's zeroing at 3 TB/s, plus 8 us for the two launches.
+  absl::StatusOr<WgmmaConfig> Choose(const Shape& s, const DeviceInfo& device,
+                                     double* seconds) const override {
+    RETURN_IF_ERROR(CheckIndexing(s));
     const int64_t k = s.in_channels * s.kernel_h * s.kernel_w;
     if (k > kMaxReduction) {
       return absl::UnimplementedError(absl::StrCat(
           "implicit_gemm_wgmma: reduction length Cin*Kh*Kw = ", k, " exceeds ", kMaxReduction,
           ", beyond which its blocked fp32 accumulation is not verified to meet the accuracy bar"));
     }
-    const int64_t bytes = SplitFilterBytes(s, ChooseBN(s));
-    if (bytes > kMaxSplitFilterBytes) {
+    WgmmaConfig c;
+    c.bn = ChooseBN(s);
+    c.split_bytes = SplitFilterBytes(s, c.bn);
+    if (c.split_bytes > kMaxSplitFilterBytes) {
       return absl::ResourceExhaustedError(absl::StrCat(
-          "implicit_gemm_wgmma: the split filter would take ", bytes,
+          "implicit_gemm_wgmma: the split filter would take ", c.split_bytes,
           " bytes of workspace; the limit is ", kMaxSplitFilterBytes));
     }
-    return absl::OkStatus();
-  }
-
-  absl::StatusOr<std::unique_ptr<Runner>> Initialize(const Shape& s) const override {
-    absl::Status st = CanImplement(s);
-    if (!st.ok()) return st;
-    int device = 0;
-    RETURN_IF_ERROR(CudaStatus(cudaGetDevice(&device), "implicit_gemm_wgmma: cudaGetDevice"));
-    cudaDeviceProp prop;
-    RETURN_IF_ERROR(CudaStatus(cudaGetDeviceProperties(&prop, device),
-                               "implicit_gemm_wgmma: cudaGetDeviceProperties"));
-    if (prop.major != 9 || prop.minor != 0) {
+    if (!device.is_sm90()) {
       return absl::FailedPreconditionError(absl::StrCat(
-          "implicit_gemm_wgmma needs an sm_90 (Hopper) device for wgmma; device ", device, " (",
-          prop.name, ") is sm_", prop.major, prop.minor));
+          "implicit_gemm_wgmma needs an sm_90 (Hopper) device for wgmma; device ", device.ordinal,
+          " (", device.name, ") is sm_", device.cc_major, device.cc_minor));
     }
-    const int bn = ChooseBN(s);
-    if (prop.multiProcessorCount * CtasPerSm(bn) > kMaxSlots) {
+    const int sms = device.sm_count;
+    if (sms * CtasPerSm(c.bn) > kMaxSlots) {
       return absl::FailedPreconditionError(absl::StrCat(
-          "implicit_gemm_wgmma schedules at most ", kMaxSlots, " CTAs at once; device ", device,
-          " has ", prop.multiProcessorCount, " SMs"));
+          "implicit_gemm_wgmma schedules at most ", kMaxSlots, " CTAs at once; device ",
+          device.ordinal, " has ", sms, " SMs"));
     }
-    const int smem = bn == 128  ? Config<128>::kSmemBytes
-                     : bn == 64 ? Config<64>::kSmemBytes
-                                : Config<32>::kSmemBytes;
-    if (static_cast<size_t>(smem) > prop.sharedMemPerBlockOptin) {
+    const int smem = c.bn == 128  ? Config<128>::kSmemBytes
+                     : c.bn == 64 ? Config<64>::kSmemBytes
+                                  : Config<32>::kSmemBytes;
+    if (static_cast<size_t>(smem) > device.shared_memory_per_block_optin) {
       return absl::FailedPreconditionError(absl::StrCat(
           "implicit_gemm_wgmma needs ", smem, " bytes of shared memory per block; the device "
-          "allows ", prop.sharedMemPerBlockOptin));
+          "allows ", device.shared_memory_per_block_optin));
     }
-    switch (bn) {
+    c.params = ParamsFor(s, c.bn, sms);
+    const int64_t tiles = NumTiles(s, c.bn);
+    const int k_tiles = static_cast<int>((k + kBK - 1) / kBK);
+    const Schedule sched = ChooseSchedule(tiles, k_tiles, sms * CtasPerSm(c.bn), TailMargin(c.bn));
+    const double ktile_seconds = 3.0 * 2.0 * kBM * c.bn * kBK / (300e12 / sms / CtasPerSm(c.bn));
+    const double tail_outputs = static_cast<double>(tiles - sched.dp_tiles) * kBM * c.bn;
+    const double bytes = s.min_bytes() + 1.5 * static_cast<double>(c.split_bytes) +
+                         4.0 * tail_outputs;
+    *seconds = sched.cost * ktile_seconds + bytes / 3e12 + 8e-6;
+    return c;
+  }
+
+  absl::StatusOr<std::unique_ptr<Runner>> Build(const Shape&, const WgmmaConfig& c,
+                                                const DeviceInfo&) const override {
+    switch (c.bn) {
       case 128: RETURN_IF_ERROR(EnableSmemAll<128>()); break;
       case 64: RETURN_IF_ERROR(EnableSmemAll<64>()); break;
       case 32: RETURN_IF_ERROR(EnableSmemAll<32>()); break;
-      default: return absl::InternalError(absl::StrCat("implicit_gemm_wgmma: no kernel for BN = ", bn));
+      default:
+        return absl::InternalError(absl::StrCat("implicit_gemm_wgmma: no kernel for BN = ", c.bn));
     }
-    return std::unique_ptr<Runner>(new ImplicitGemmWgmmaRunner(s, bn, prop.multiProcessorCount));
-  }
-
-  // Uncalibrated model on the H200's 132 SMs: the schedule's cost (ChooseSchedule: the longest
-  // CTA's k-tiles plus a prologue and epilogue per unit) at three TF32 products per term and
-  // ~300 TFLOP/s per GPU (three fifths of the dense TF32 peak; an SM shared by its CTAs; the cnn
-  // suite measured ~1.08x the model's times at 330), plus the minimal bytes, the split filter's
-  // writes and reads and the tail's zeroing at 3 TB/s, plus 8 us for the two launches.
-  double EstimateSeconds(const Shape& s) const override {
-    constexpr int kSms = 132;
-    const int bn = ChooseBN(s);
-    const int64_t tiles = NumTiles(s, bn);
-    const int k_tiles = static_cast<int>((s.in_channels * s.kernel_h * s.kernel_w + kBK - 1) / kBK);
-    const Schedule sched = ChooseSchedule(tiles, k_tiles, kSms * CtasPerSm(bn), TailMargin(bn));
-    const double ktile_seconds =
-        3.0 * 2.0 * kBM * bn * kBK / (300e12 / kSms / CtasPerSm(bn));
-    const double tail_outputs = static_cast<double>(tiles - sched.dp_tiles) * kBM * bn;
-    const double bytes = s.min_bytes() + 1.5 * static_cast<double>(SplitFilterBytes(s, bn)) +
-                         4.0 * tail_outputs;
-    return sched.cost * ktile_seconds + bytes / 3e12 + 8e-6;
+    return std::unique_ptr<Runner>(new ImplicitGemmWgmmaRunner(c.bn, c.params, c.split_bytes));
   }
 };
 
 }  // namespace
 }  // namespace implicit_gemm_wgmma_internal
 
-void RegisterImplicitGemmWgmma(Registry& registry) {
-  (void)registry.Add(std::make_unique<implicit_gemm_wgmma_internal::ImplicitGemmWgmma>());
+std::unique_ptr<Algorithm> MakeImplicitGemmWgmma() {
+  return std::make_unique<implicit_gemm_wgmma_internal::ImplicitGemmWgmma>();
 }
 
 }  // namespace conv2d

@@ -6,11 +6,13 @@
 #ifndef CONV2D_CONV_IMPLICIT_GEMM_WGMMA_H_
 #define CONV2D_CONV_IMPLICIT_GEMM_WGMMA_H_
 
-#include "conv/core/registry.h"
+#include <memory>
+
+#include "conv/core/algorithm.h"
 
 namespace conv2d {
 
-void RegisterImplicitGemmWgmma(Registry& registry);
+std::unique_ptr<Algorithm> MakeImplicitGemmWgmma();
 
 }  // namespace conv2d
 

@@ -161,11 +161,17 @@ class TritonIgemmRunner : public Runner {
   Grid grid_;
 };
 
-class TritonIgemm : public Algorithm {
+// The proposal carries the tile sizes of the artifact chosen for the shape.
+class TritonIgemm : public AlgorithmWithConfig<Tiles> {
  public:
   std::string name() const override { return kName; }
+  // Fitted by tools/fit_auto.py (docs/data/round45_fit_*.json).
+  double calibration() const override { return 1.882; }
 
-  absl::Status CanImplement(const Shape& s) const override {
+ protected:
+  // The time: a deliberately modest prior (20 TFLOP/s, an eighth of the H200's 3xTF32 peak of
+  // 495/3) plus launch overhead; calibration() corrects it.
+  absl::StatusOr<Tiles> Choose(const Shape& s, const DeviceInfo&, double* seconds) const override {
     const absl::StatusOr<Tiles>& tiles = CheckedTiles(s);
     if (!tiles.ok()) return tiles.status();
     RETURN_IF_ERROR(CheckFitsInt32(s, kName));
@@ -173,30 +179,22 @@ class TritonIgemm : public Algorithm {
     if (GridFor(s, *tiles).y > 65535) {
       return absl::UnimplementedError(absl::StrCat(kName, ": too many output channels"));
     }
-    return absl::OkStatus();
+    *seconds = s.flops() / 20e12 + 10e-6;
+    return *tiles;
   }
 
-  absl::StatusOr<std::unique_ptr<Runner>> Initialize(const Shape& s) const override {
+  absl::StatusOr<std::unique_ptr<Runner>> Build(const Shape& s, const Tiles& tiles,
+                                                const DeviceInfo& device) const override {
     ASSIGN_OR_RETURN(std::unique_ptr<TritonKernel> kernel, CreateKernel(s));
-    ASSIGN_OR_RETURN(Tiles tiles, TilesOf(*kernel));
     RETURN_IF_ERROR(CheckMapping(s, *kernel, tiles));
-    int device = 0;
-    RETURN_IF_ERROR(CudaStatus(cudaGetDevice(&device), "cudaGetDevice"));
-    RETURN_IF_ERROR(kernel->Load(device));
+    RETURN_IF_ERROR(kernel->Load(device.ordinal));
     return std::unique_ptr<Runner>(new TritonIgemmRunner(s, std::move(kernel), tiles));
   }
-
-  // NOT fitted to measurements yet: a deliberately modest prior (20 TFLOP/s, an eighth of the
-  // H200's 3xTF32 peak of 495/3) plus launch overhead, so that measured variants win "auto"
-  // until this one is measured. Refit from tools/benchmark.
-  double EstimateSeconds(const Shape& s) const override { return s.flops() / 20e12 + 10e-6; }
 };
 
 }  // namespace
 
-void RegisterTritonIgemm(Registry& registry) {
-  (void)registry.Add(std::make_unique<TritonIgemm>());
-}
+std::unique_ptr<Algorithm> MakeTritonIgemm() { return std::make_unique<TritonIgemm>(); }
 
 absl::Status CheckTritonIgemmOffline(const Shape& s) {
   RETURN_IF_ERROR(ValidateShape(s));

@@ -6,13 +6,15 @@
 #ifndef CONV2D_CONV_TRITON_TRITON_IGEMM_H_
 #define CONV2D_CONV_TRITON_TRITON_IGEMM_H_
 
+#include <memory>
+
 #include "absl/status/status.h"
-#include "conv/core/registry.h"
+#include "conv/core/algorithm.h"
 #include "conv/shape.h"
 
 namespace conv2d {
 
-void RegisterTritonIgemm(Registry& registry);
+std::unique_ptr<Algorithm> MakeTritonIgemm();
 
 // Without a GPU: parses the embedded kernel artifacts and checks the argument mapping and
 // launch grid for `shape` against them (what Initialize and Run will use).

@@ -157,7 +157,7 @@ int Blocks(int64_t items) { return static_cast<int>((items + kItems - 1) / kItem
 
 class WinogradRunner : public Runner {
  public:
-  explicit WinogradRunner(const Shape& s) : layout_(MakeWorkspaceLayout(s)) {
+  WinogradRunner(const Shape& s, const WorkspaceLayout& layout) : layout_(layout) {
     const Geometry g = MakeGeometry(s);
     k_.in_channels = static_cast<int>(s.in_channels);
     k_.out_channels = static_cast<int>(s.out_channels);
@@ -225,27 +225,31 @@ class WinogradRunner : public Runner {
   CublasHandle blas_{"winograd"};
 };
 
-class Winograd : public Algorithm {
+// The proposal carries the workspace layout; the cost model is EstimateCost (winograd_plan.cc).
+class Winograd : public AlgorithmWithConfig<WorkspaceLayout> {
  public:
   std::string name() const override { return "winograd"; }
-  absl::Status CanImplement(const Shape& shape) const override { return CheckShape(shape); }
-  absl::StatusOr<std::unique_ptr<Runner>> Initialize(const Shape& shape) const override {
+  // Fitted by tools/fit_auto.py (docs/data/round45_fit_*.json).
+  double calibration() const override { return 0.983; }
+
+ protected:
+  absl::StatusOr<WorkspaceLayout> Choose(const Shape& shape, const DeviceInfo&,
+                                         double* seconds) const override {
     RETURN_IF_ERROR(CheckShape(shape));
-    auto runner = std::make_unique<WinogradRunner>(shape);
+    *seconds = EstimateCost(shape).seconds;
+    return MakeWorkspaceLayout(shape);
+  }
+  absl::StatusOr<std::unique_ptr<Runner>> Build(const Shape& shape, const WorkspaceLayout& layout,
+                                                const DeviceInfo&) const override {
+    auto runner = std::make_unique<WinogradRunner>(shape, layout);
     RETURN_IF_ERROR(runner->Init());
     return std::unique_ptr<Runner>(std::move(runner));
-  }
-  double EstimateSeconds(const Shape& shape) const override {
-    return CheckShape(shape).ok() ? EstimateCost(shape).seconds
-                                  : std::numeric_limits<double>::infinity();
   }
 };
 
 }  // namespace
 }  // namespace winograd
 
-void RegisterWinograd(Registry& registry) {
-  (void)registry.Add(std::make_unique<winograd::Winograd>());
-}
+std::unique_ptr<Algorithm> MakeWinograd() { return std::make_unique<winograd::Winograd>(); }
 
 }  // namespace conv2d

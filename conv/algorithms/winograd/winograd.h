@@ -7,10 +7,12 @@
 #ifndef CONV2D_CONV_WINOGRAD_H_
 #define CONV2D_CONV_WINOGRAD_H_
 
-#include "conv/core/registry.h"
+#include <memory>
+
+#include "conv/core/algorithm.h"
 
 namespace conv2d {
-void RegisterWinograd(Registry& registry);
+std::unique_ptr<Algorithm> MakeWinograd();
 }  // namespace conv2d
 
 #endif  // CONV2D_CONV_WINOGRAD_H_
