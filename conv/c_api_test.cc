@@ -5,6 +5,7 @@
 #include <cstdio>
 #include <cstring>
 #include <string>
+#include <cstdint>
 #include <vector>
 
 #include "conv/conv2d_c.h"
@@ -85,7 +86,7 @@ TEST(CApiTest, NoDeviceOrRunTimeErrors) {
     ASSERT_EQ(conv2d_plan_workspace_size(plan, &ws_bytes), CONV2D_OK);
     void* ws = nullptr;
     if (ws_bytes) {
-      ASSERT_EQ(cudaMalloc(&ws, ws_bytes), cudaSuccess);
+      ASSERT_EQ(cudaMalloc(&ws, ws_bytes + 16), cudaSuccess);  // room for a misaligned copy
     }
     EXPECT_EQ(conv2d_plan_run(plan, nullptr, w, y, ws, ws_bytes, nullptr), CONV2D_INVALID_ARGUMENT);
     EXPECT_TRUE(Says("x is null")) << conv2d_last_error();
@@ -98,7 +99,29 @@ TEST(CApiTest, NoDeviceOrRunTimeErrors) {
       EXPECT_TRUE(Says("workspace too small")) << conv2d_last_error();
       EXPECT_EQ(conv2d_plan_run(plan, x, w, y, nullptr, ws_bytes, nullptr),
                 CONV2D_INVALID_ARGUMENT);
+      EXPECT_EQ(conv2d_plan_run(plan, x, w, y, static_cast<char*>(ws) + 4, ws_bytes, nullptr),
+                CONV2D_INVALID_ARGUMENT);
+      EXPECT_TRUE(Says("workspace") && Says("not aligned")) << conv2d_last_error();
     }
+    // Pointers that would fault the kernel, and with it the caller's context, are refused:
+    // misaligned for a float, or pageable host memory the GPU cannot read.
+    auto shifted = [](const void* p) {
+      return reinterpret_cast<float*>(reinterpret_cast<uintptr_t>(p) + 1);
+    };
+    EXPECT_EQ(conv2d_plan_run(plan, shifted(x), w, y, ws, ws_bytes, nullptr),
+              CONV2D_INVALID_ARGUMENT);
+    EXPECT_TRUE(Says("x") && Says("not aligned")) << conv2d_last_error();
+    EXPECT_EQ(conv2d_plan_run(plan, x, shifted(w), y, ws, ws_bytes, nullptr),
+              CONV2D_INVALID_ARGUMENT);
+    EXPECT_EQ(conv2d_plan_run(plan, x, w, shifted(y), ws, ws_bytes, nullptr),
+              CONV2D_INVALID_ARGUMENT);
+    std::vector<float> pageable_x(B * C * H * H, 1.0f), pageable_y(ny, 7.0f);
+    EXPECT_EQ(conv2d_plan_run(plan, pageable_x.data(), w, y, ws, ws_bytes, nullptr),
+              CONV2D_INVALID_ARGUMENT);
+    EXPECT_TRUE(Says("pageable")) << conv2d_last_error();
+    EXPECT_EQ(conv2d_plan_run(plan, x, w, pageable_y.data(), ws, ws_bytes, nullptr),
+              CONV2D_INVALID_ARGUMENT);
+    for (float v : pageable_y) ASSERT_EQ(v, 7.0f) << "a refused host y was written";
     ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
     std::vector<unsigned> host(ny);
     ASSERT_EQ(cudaMemcpy(host.data(), y, ny * 4, cudaMemcpyDeviceToHost), cudaSuccess);

@@ -50,22 +50,35 @@ class Plan {
   const std::string& algorithm() const { return algorithm_; }
   size_t workspace_bytes() const { return workspace_bytes_; }
 
-  // x, w, y: device pointers to dense fp32 tensors of the plan's shape. `workspace` may be null
-  // only when workspace_bytes() is 0. y and the workspace must not overlap each other, x or w.
-  // Errors: InvalidArgument (null pointer, workspace too small, overlapping buffers), Internal
-  // (a CUDA error, with its text). Safe to call from several threads on one plan and its copies:
-  // the calls are enqueued one at a time.
+  // The CUDA device the plan was made for (current when Create ran); Run must be called with it
+  // current.
+  int device() const { return device_; }
+
+  // x, w, y: pointers to dense fp32 tensors of the plan's shape, aligned to 4 bytes, in memory
+  // the plan's device can read (its own device memory, managed memory, or mapped pinned host
+  // memory). `workspace` may be null only when workspace_bytes() is 0, and is aligned to
+  // kWorkspaceAlignment bytes. y and the workspace must not overlap each other, x or w.
+  // Errors: InvalidArgument (null, misaligned or unreadable pointer, pageable host memory, memory
+  // of another device, workspace too small, overlapping buffers), FailedPrecondition (another
+  // device is current), Internal (a CUDA error, with its text). On error nothing is written.
+  // Safe to call from several threads on one plan and its copies: the calls are enqueued one at
+  // a time.
   absl::Status Run(const float* x, const float* w, float* y, void* workspace,
                    size_t workspace_bytes, cudaStream_t stream) const;
 
  private:
-  Plan(const Shape& shape, std::string algorithm, std::shared_ptr<const Runner> runner);
+  Plan(const Shape& shape, std::string algorithm, std::shared_ptr<const Runner> runner,
+       int device);
   Shape shape_;
   std::string algorithm_;
   std::shared_ptr<const Runner> runner_;
   std::shared_ptr<std::mutex> run_mutex_;  // shared by copies, as the runner is
   size_t workspace_bytes_ = 0;
+  int device_ = -1;
 };
+
+// The alignment Run requires of the workspace (cudaMalloc and PyTorch's allocator give more).
+constexpr size_t kWorkspaceAlignment = 16;
 
 // Names of the registered algorithms, in registration order.
 std::vector<std::string> Algorithms();
@@ -73,13 +86,18 @@ std::vector<std::string> Algorithms();
 // The algorithm "auto" would pick for `shape`, or why none can take it. Does not touch the GPU.
 absl::StatusOr<std::string> ChooseAlgorithm(const Shape& shape);
 
-// The checks Plan::Run makes before launching anything; exposed for tests.
+// The checks Plan::Run makes before launching anything; exposed for tests. ValidateRunArgs:
+// null pointers, alignment, the workspace's size.
 absl::Status ValidateRunArgs(const void* x, const void* w, const void* y, const void* workspace,
                              size_t workspace_bytes, size_t workspace_needed);
 // InvalidArgument if y or the first workspace_needed bytes of the workspace overlap x, w or
 // each other (x and w may overlap: both are only read).
 absl::Status ValidateNoOverlap(const Shape& shape, const void* x, const void* w, const void* y,
                                const void* workspace, size_t workspace_needed);
+// FailedPrecondition unless `device` is current; InvalidArgument for a pointer `device` cannot
+// read: pageable host memory, memory CUDA does not know, or another device's memory.
+absl::Status ValidateDeviceAccess(int device, const void* x, const void* w, const void* y,
+                                  const void* workspace);
 
 }  // namespace conv2d
 

@@ -22,13 +22,16 @@ extern "C" {
 
 enum conv2d_error {
   CONV2D_OK = 0,
-  CONV2D_INVALID_ARGUMENT = 3,   /* bad shape, null pointer, workspace too small, y overlapping
-                                    x, w or the workspace */
+  CONV2D_INVALID_ARGUMENT = 3,   /* bad shape; a pointer that is null, misaligned (x, w, y to 4
+                                    bytes, the workspace to 16), pageable host memory or another
+                                    device's memory; workspace too small; y overlapping x, w or
+                                    the workspace */
   CONV2D_NOT_FOUND = 5,          /* unknown algorithm name */
   CONV2D_RESOURCE_EXHAUSTED = 8, /* the chosen algorithm's workspace is over its cap, or host
                                     memory ran out */
-  CONV2D_FAILED_PRECONDITION = 9, /* no CUDA device, or the chosen algorithm needs another GPU
-                                     (e.g. sm_90 for implicit_gemm_wgmma) */
+  CONV2D_FAILED_PRECONDITION = 9, /* no CUDA device; the chosen algorithm needs another GPU
+                                     (e.g. sm_90 for implicit_gemm_wgmma); or a run with another
+                                     device current than the plan's */
   CONV2D_OUT_OF_RANGE = 11,      /* shape too large for the chosen kernel's 32-bit indices */
   CONV2D_UNIMPLEMENTED = 12,     /* the chosen algorithm does not take this shape */
   CONV2D_INTERNAL = 13,          /* a CUDA, cuFFT or cuBLAS error, or an unexpected C++ exception */
@@ -45,8 +48,10 @@ int conv2d_plan_create(int64_t batch, int64_t in_channels, int64_t out_channels,
 int conv2d_plan_workspace_size(const conv2d_plan* plan, size_t* bytes);
 /* The algorithm the plan runs; valid until the plan is destroyed. NULL for a NULL plan. */
 const char* conv2d_plan_algorithm(const conv2d_plan* plan);
-/* stream: a cudaStream_t, or NULL for the default stream. Safe to call from several threads on
- * one plan: calls are enqueued one at a time. */
+/* x, w, y, workspace: memory the plan's device can read (the device that was current at
+ * conv2d_plan_create must be current). stream: a cudaStream_t, or NULL for the default stream.
+ * Safe to call from several threads on one plan: calls are enqueued one at a time; each
+ * concurrent call needs its own workspace. */
 int conv2d_plan_run(const conv2d_plan* plan, const float* x, const float* w, float* y,
                     void* workspace, size_t workspace_bytes, void* stream);
 void conv2d_plan_destroy(conv2d_plan* plan);

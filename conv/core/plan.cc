@@ -1,4 +1,6 @@
 // Plan creation and dispatch. Knows no algorithm by name: it loops over the registry.
+#include <cuda_runtime_api.h>
+
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
@@ -17,6 +19,10 @@
 namespace conv2d {
 
 namespace {
+
+std::string Addr(const void* p) {
+  return absl::StrCat("0x", absl::Hex(reinterpret_cast<uintptr_t>(p)));
+}
 
 struct Ranked {
   const Algorithm* algorithm;
@@ -75,12 +81,14 @@ absl::StatusOr<std::string> ChooseAlgorithm(const Shape& shape) {
   return ranked.front().algorithm->name();
 }
 
-Plan::Plan(const Shape& shape, std::string algorithm, std::shared_ptr<const Runner> runner)
+Plan::Plan(const Shape& shape, std::string algorithm, std::shared_ptr<const Runner> runner,
+           int device)
     : shape_(shape),
       algorithm_(std::move(algorithm)),
       runner_(std::move(runner)),
       run_mutex_(std::make_shared<std::mutex>()),
-      workspace_bytes_(runner_->workspace_bytes()) {}
+      workspace_bytes_(runner_->workspace_bytes()),
+      device_(device) {}
 
 absl::StatusOr<Plan> Plan::Create(const Shape& shape, absl::string_view algorithm) {
   RETURN_IF_ERROR(ValidateShape(shape));
@@ -93,7 +101,7 @@ absl::StatusOr<Plan> Plan::Create(const Shape& shape, absl::string_view algorith
       std::vector<Candidate> candidates;
       for (const Ranked& r : ranked) candidates.push_back(Candidate{r.algorithm, r.proposal});
       ASSIGN_OR_RETURN(Tuned tuned, Autotune(shape, device.info, candidates));
-      return Plan(shape, tuned.algorithm->name(), std::move(tuned.runner));
+      return Plan(shape, tuned.algorithm->name(), std::move(tuned.runner), device.info.ordinal);
     }
     // An algorithm that cannot run on this GPU (FailedPrecondition from Initialize) passes the
     // choice to the next; any other error is the caller's.
@@ -102,7 +110,8 @@ absl::StatusOr<Plan> Plan::Create(const Shape& shape, absl::string_view algorith
       absl::StatusOr<std::unique_ptr<Runner>> runner =
           r.algorithm->Initialize(shape, r.proposal, device.info);
       if (runner.ok()) {
-        return Plan(shape, r.algorithm->name(), std::shared_ptr<const Runner>(*std::move(runner)));
+        return Plan(shape, r.algorithm->name(), std::shared_ptr<const Runner>(*std::move(runner)),
+                    device.info.ordinal);
       }
       if (runner.status().code() != absl::StatusCode::kFailedPrecondition) return runner.status();
       refused.push_back(std::string(runner.status().message()));
@@ -120,7 +129,8 @@ absl::StatusOr<Plan> Plan::Create(const Shape& shape, absl::string_view algorith
   ASSIGN_OR_RETURN(Proposal proposal, a->Propose(shape, device.info));
   RETURN_IF_ERROR(device.status);
   ASSIGN_OR_RETURN(std::unique_ptr<Runner> runner, a->Initialize(shape, proposal, device.info));
-  return Plan(shape, a->name(), std::shared_ptr<const Runner>(std::move(runner)));
+  return Plan(shape, a->name(), std::shared_ptr<const Runner>(std::move(runner)),
+              device.info.ordinal);
 }
 
 absl::Status ValidateRunArgs(const void* x, const void* w, const void* y, const void* workspace,
@@ -136,6 +146,70 @@ absl::Status ValidateRunArgs(const void* x, const void* w, const void* y, const 
   if (workspace_needed > 0 && workspace == nullptr) {
     return absl::InvalidArgumentError(
         absl::StrCat("workspace pointer is null but ", workspace_needed, " bytes are needed"));
+  }
+  // A misaligned pointer would fault the kernel and with it the caller's CUDA context.
+  const std::pair<const char*, const void*> tensors[] = {{"x", x}, {"w", w}, {"y", y}};
+  for (const auto& [name, p] : tensors) {
+    if (reinterpret_cast<uintptr_t>(p) % alignof(float) != 0) {
+      return absl::InvalidArgumentError(
+          absl::StrCat(name, " (", Addr(p), ") is not aligned to ", alignof(float), " bytes"));
+    }
+  }
+  if (workspace_needed > 0 && reinterpret_cast<uintptr_t>(workspace) % kWorkspaceAlignment != 0) {
+    return absl::InvalidArgumentError(absl::StrCat("the workspace (", Addr(workspace),
+                                                   ") is not aligned to ", kWorkspaceAlignment,
+                                                   " bytes"));
+  }
+  return absl::OkStatus();
+}
+
+absl::Status ValidateDeviceAccess(int device, const void* x, const void* w, const void* y,
+                                  const void* workspace) {
+  int current = -1;
+  cudaError_t err = cudaGetDevice(&current);
+  if (err != cudaSuccess) {
+    cudaGetLastError();
+    return absl::FailedPreconditionError(
+        absl::StrCat("no current CUDA device: ", cudaGetErrorString(err)));
+  }
+  if (current != device) {
+    return absl::FailedPreconditionError(
+        absl::StrCat("the plan was made for CUDA device ", device, " but device ", current,
+                     " is current; make it current (cudaSetDevice) or make a plan for it"));
+  }
+  const std::pair<const char*, const void*> buffers[] = {
+      {"x", x}, {"w", w}, {"y", y}, {"the workspace", workspace}};
+  for (const auto& [name, p] : buffers) {
+    if (p == nullptr) continue;  // only the workspace may be null here (ValidateRunArgs)
+    cudaPointerAttributes a;
+    err = cudaPointerGetAttributes(&a, p);
+    if (err != cudaSuccess) {
+      cudaGetLastError();  // not sticky, but clear it for the caller's next check
+      return absl::InvalidArgumentError(absl::StrCat(name, " (", Addr(p),
+                                                     ") is not memory CUDA knows: ",
+                                                     cudaGetErrorString(err)));
+    }
+    switch (a.type) {
+      case cudaMemoryTypeManaged:
+        break;
+      case cudaMemoryTypeDevice:
+        if (a.device != device) {
+          return absl::InvalidArgumentError(absl::StrCat(
+              name, " is memory of CUDA device ", a.device, "; the plan runs on device ", device));
+        }
+        break;
+      case cudaMemoryTypeHost:
+        if (a.devicePointer != p) {
+          return absl::InvalidArgumentError(absl::StrCat(
+              name, " is pinned host memory not mapped at the same address on the device; pass "
+              "device memory"));
+        }
+        break;
+      default:
+        return absl::InvalidArgumentError(
+            absl::StrCat(name, " (", Addr(p),
+                         ") is host memory the GPU cannot read (pageable); pass device memory"));
+    }
   }
   return absl::OkStatus();
 }
@@ -175,6 +249,8 @@ absl::Status Plan::Run(const float* x, const float* w, float* y, void* workspace
   RETURN_IF_ERROR(
       ValidateRunArgs(x, w, y, workspace, workspace_bytes, runner_->workspace_bytes()));
   RETURN_IF_ERROR(ValidateNoOverlap(shape_, x, w, y, workspace, runner_->workspace_bytes()));
+  RETURN_IF_ERROR(ValidateDeviceAccess(device_, x, w, y,
+                                       runner_->workspace_bytes() > 0 ? workspace : nullptr));
   RunArgs args;
   args.x = x;
   args.w = w;

@@ -276,7 +276,7 @@ TEST(RegistryTest, AddingAnAlgorithmIsOneRegistration) {
 
 TEST(RunArgsTest, NullPointersAndSmallWorkspace) {
   float f = 0.0f;
-  char ws[8];
+  alignas(16) char ws[24];
   EXPECT_TRUE(ValidateRunArgs(&f, &f, &f, nullptr, 0, 0).ok());
   EXPECT_NE(ValidateRunArgs(nullptr, &f, &f, ws, 8, 8).message().find("x is null"),
             absl::string_view::npos);
@@ -289,6 +289,49 @@ TEST(RunArgsTest, NullPointersAndSmallWorkspace) {
   EXPECT_NE(small.message().find("workspace too small"), absl::string_view::npos);
   EXPECT_EQ(ValidateRunArgs(&f, &f, &f, nullptr, 8, 8).code(),
             absl::StatusCode::kInvalidArgument);
+}
+
+TEST(RunArgsTest, MisalignedPointersAreRefused) {
+  alignas(16) float mem[8] = {};
+  const void* off = reinterpret_cast<const char*>(mem) + 1;
+  alignas(16) char ws[32];
+  EXPECT_TRUE(ValidateRunArgs(mem, mem + 1, mem + 2, ws, 16, 16).ok());
+  for (int which = 0; which < 3; ++which) {
+    const void* p[3] = {mem, mem + 1, mem + 2};
+    p[which] = off;
+    absl::Status st = ValidateRunArgs(p[0], p[1], p[2], ws, 16, 16);
+    EXPECT_EQ(st.code(), absl::StatusCode::kInvalidArgument) << which;
+    EXPECT_NE(st.message().find("not aligned to 4 bytes"), absl::string_view::npos) << st;
+  }
+  absl::Status st = ValidateRunArgs(mem, mem, mem, ws + 4, 16, 16);
+  EXPECT_NE(st.message().find("workspace"), absl::string_view::npos) << st;
+  EXPECT_NE(st.message().find("not aligned to 16 bytes"), absl::string_view::npos) << st;
+  // A workspace the plan does not use is not looked at.
+  EXPECT_TRUE(ValidateRunArgs(mem, mem, mem, ws + 4, 16, 0).ok());
+}
+
+TEST(RunArgsTest, MemoryTheDeviceCannotReadIsRefused) {
+  if (!HaveGpu()) {
+    std::printf("NOTE: no CUDA device here: the device-access checks run in the GPU bundle.\n");
+    EXPECT_EQ(ValidateDeviceAccess(0, nullptr, nullptr, nullptr, nullptr).code(),
+              absl::StatusCode::kFailedPrecondition);
+    return;
+  }
+  int device = -1;
+  ASSERT_EQ(cudaGetDevice(&device), cudaSuccess);
+  float* d = nullptr;
+  ASSERT_EQ(cudaMalloc(reinterpret_cast<void**>(&d), 64), cudaSuccess);
+  std::vector<float> pageable(16);
+  EXPECT_TRUE(ValidateDeviceAccess(device, d, d, d, nullptr).ok());
+  absl::Status st = ValidateDeviceAccess(device, pageable.data(), d, d, nullptr);
+  EXPECT_EQ(st.code(), absl::StatusCode::kInvalidArgument);
+  EXPECT_NE(st.message().find("pageable"), absl::string_view::npos) << st;
+  EXPECT_FALSE(ValidateDeviceAccess(device, d, d, pageable.data(), nullptr).ok());
+  EXPECT_FALSE(ValidateDeviceAccess(device, d, d, d, pageable.data()).ok());
+  st = ValidateDeviceAccess(device + 1, d, d, d, nullptr);
+  EXPECT_EQ(st.code(), absl::StatusCode::kFailedPrecondition);
+  EXPECT_NE(st.message().find("is current"), absl::string_view::npos) << st;
+  cudaFree(d);
 }
 
 TEST(RunArgsTest, OverlapsOfWrittenBuffersAreRefused) {
