@@ -3,8 +3,9 @@
 // variant's error against fp64 truth next to its time.
 //
 //   bazel run //tools:benchmark -- [--suite=kernelbot|cnn] [--shape=B,Cin,Cout,H,W,Kh,Kw[;...]]
-//       [--variants=cudnn,auto,...] [--calls=20] [--warmup=2] [--positions=4096] [--seed=1]
-//       [--include_oracle] [--json_out=FILE] [Google Benchmark flags, e.g. --benchmark_out=F]
+//       [--variants=cudnn,auto,...] [--calls=20] [--warmup=2] [--cooldown=1] [--positions=4096]
+//       [--seed=1] [--inputs=normal|uniform] [--include_oracle] [--json_out=FILE]
+//       [Google Benchmark flags, e.g. --benchmark_out=F]        (--help: every flag)
 //
 // Protocol per timed call (KernelBot's): 256 MB memset to flush L2, event, ONE call, event,
 // synchronize; the mean over --calls calls after --warmup calls. Inputs are generated once per
@@ -17,18 +18,22 @@
 #include <cstdio>
 #include <cstdlib>
 #include <deque>
-#include <functional>
 #include <limits>
 #include <map>
 #include <memory>
+#include <optional>
 #include <string>
 #include <utility>
 #include <vector>
 
 #include "absl/cleanup/cleanup.h"
+#include "absl/flags/flag.h"
+#include "absl/flags/parse.h"
+#include "absl/flags/usage.h"
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "absl/strings/ascii.h"
+#include "absl/strings/match.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
@@ -40,11 +45,14 @@
 #include "benchmark/benchmark.h"
 #include "conv/conv.h"
 #include "conv/core/cuda_status.h"
+#include "conv/core/device_buffer.h"
 #include "conv/core/registry.h"
+#include "conv/core/status_macros.h"
+#include "conv/core/timing.h"
 #include "conv/shape.h"
 #include "conv/testing/shapes.h"
-#include "conv/core/status_macros.h"
 #include "conv/testing/testbed.h"
+#include "nlohmann/json.hpp"
 #include "reference/random.h"
 #include "reference/reference.h"
 #include "tools/cudnn_conv.h"
@@ -53,44 +61,10 @@
 namespace conv2d {
 namespace {
 
-constexpr size_t kFlushBytes = size_t{256} << 20;  // KernelBot's L2 flush: 256 MB written
-constexpr const char kCudnn[] = "cudnn";
-constexpr const char kAuto[] = "auto";
-const double kNaN = std::numeric_limits<double>::quiet_NaN();
-
-// ---------------------------------------------------------------------------------------------
-// Flags. Ours are taken out of argv; the rest goes to Google Benchmark.
-
-struct Flags {
-  int calls = 20;
-  int warmup = 2;
-  double cooldown_s = 1.0;
-  int64_t positions = 4096;
-  uint64_t seed = 1;
-  bool include_oracle = false;
-  Distribution inputs = Distribution::kNormal;  // KernelBot draws torch.randn
-  std::string suite = "kernelbot";
-  bool suite_given = false;
+// --shape's value: shapes separated by ';', each B,Cin,Cout,H,W,Kh,Kw.
+struct ShapeList {
   std::vector<Shape> shapes;
-  std::vector<std::string> variants;  // empty: all
-  std::string json_out;
 };
-
-constexpr const char kUsage[] =
-    "conv2d benchmark flags (Google Benchmark's own --benchmark_* flags also apply):\n"
-    "  --suite=kernelbot|cnn       the shape suite (default kernelbot: the 5 KernelBot cases)\n"
-    "  --shape=B,Cin,Cout,H,W,Kh,Kw  a shape; repeatable, or several separated by ';'.\n"
-    "                              Replaces the suite unless --suite is also given.\n"
-    "  --variants=a,b,c            only these (names: cudnn, auto, and the registered ones)\n"
-    "  --include_oracle            also time oracle algorithms (e.g. \"direct\"; slow)\n"
-    "  --inputs=normal|uniform     input distribution (default normal, as KernelBot's randn)\n"
-    "  --calls=N                   timed calls per variant and case (default 20)\n"
-    "  --warmup=N                  untimed calls before them (default 2)\n"
-    "  --cooldown=S                idle before each variant as long as the previous one kept\n"
-    "                              the GPU busy, at most S seconds (default 1; 0: none)\n"
-    "  --positions=N               output positions checked against fp64 (default 4096)\n"
-    "  --seed=N                    input seed; case i uses seed+i (default 1)\n"
-    "  --json_out=FILE             write every result and the summary as JSON\n";
 
 absl::StatusOr<Shape> ParseShape(absl::string_view text) {
   std::vector<std::string> parts = absl::StrSplit(text, ',', absl::SkipWhitespace());
@@ -109,6 +83,74 @@ absl::StatusOr<Shape> ParseShape(absl::string_view text) {
   return s;
 }
 
+// Abseil's flag parser finds these by argument-dependent lookup: in the namespace of the type.
+bool AbslParseFlag(absl::string_view text, ShapeList* list, std::string* error) {
+  list->shapes.clear();
+  for (absl::string_view one : absl::StrSplit(text, ';', absl::SkipWhitespace())) {
+    absl::StatusOr<Shape> s = ParseShape(one);
+    if (!s.ok()) {
+      *error = std::string(s.status().message());
+      return false;
+    }
+    list->shapes.push_back(*s);
+  }
+  return true;
+}
+
+std::string AbslUnparseFlag(const ShapeList& list) {
+  return absl::StrJoin(list.shapes, ";", [](std::string* out, const Shape& s) {
+    absl::StrAppend(out, absl::StrJoin({s.batch, s.in_channels, s.out_channels, s.height, s.width,
+                                        s.kernel_h, s.kernel_w},
+                                       ","));
+  });
+}
+
+}  // namespace
+
+bool AbslParseFlag(absl::string_view text, Distribution* d, std::string* error) {
+  if (text != "normal" && text != "uniform") {
+    *error = "normal or uniform";
+    return false;
+  }
+  *d = text == "normal" ? Distribution::kNormal : Distribution::kUniform;
+  return true;
+}
+
+std::string AbslUnparseFlag(Distribution d) { return DistributionName(d); }
+
+}  // namespace conv2d
+
+ABSL_FLAG(std::optional<std::string>, suite, std::nullopt,
+          "kernelbot|cnn: the shape suite (default kernelbot: the 5 KernelBot cases)");
+ABSL_FLAG(conv2d::ShapeList, shape, {},
+          "B,Cin,Cout,H,W,Kh,Kw: a shape; repeatable, or several separated by ';'. Replaces the "
+          "suite unless --suite is also given");
+ABSL_FLAG(std::vector<std::string>, variants, {},
+          "a,b,c: only these (names: cudnn, auto, and the registered ones)");
+ABSL_FLAG(bool, include_oracle, false, "also time oracle algorithms (e.g. \"direct\"; slow)");
+ABSL_FLAG(conv2d::Distribution, inputs, conv2d::Distribution::kNormal,
+          "normal|uniform: the input distribution (normal: as KernelBot's randn)");
+ABSL_FLAG(int, calls, 20, "timed calls per variant and case");
+ABSL_FLAG(int, warmup, 2, "untimed calls before them");
+ABSL_FLAG(double, cooldown, 1.0,
+          "seconds: idle before each variant as long as the previous one kept the GPU busy, at "
+          "most this long (0: none)");
+ABSL_FLAG(int64_t, positions, 4096, "output positions checked against fp64");
+ABSL_FLAG(uint64_t, seed, 1, "input seed; case i uses seed+i");
+ABSL_FLAG(std::string, json_out, "", "FILE: write every result and the summary as JSON");
+
+namespace conv2d {
+namespace {
+
+constexpr const char kCudnn[] = "cudnn";
+constexpr const char kAuto[] = "auto";
+const double kNaN = std::numeric_limits<double>::quiet_NaN();
+
+constexpr const char kUsage[] =
+    "The conv2d benchmark: every registered algorithm, auto and cuDNN on the KernelBot suite (or\n"
+    "the cnn suite, or --shape), timed as KernelBot times them, with each error against fp64.\n"
+    "  benchmark [flags] [Google Benchmark's --benchmark_* flags, e.g. --benchmark_out=FILE]";
+
 // `bazel run` starts the binary in its runfiles tree; a relative output path means the caller's
 // directory.
 std::string FromCallerDir(const std::string& path) {
@@ -117,80 +159,82 @@ std::string FromCallerDir(const std::string& path) {
   return absl::StrCat(wd, "/", path);
 }
 
-absl::Status ParseFlags(int* argc, char** argv, Flags* f, bool* help) {
-  int kept = 1;
-  for (int i = 1; i < *argc; ++i) {
+// The command line, split: Google Benchmark's own --benchmark_* flags (--benchmark_out made
+// relative to the caller's directory) for benchmark::Initialize, the rest for Abseil. Every
+// --shape is merged into one, since an Abseil flag keeps only its last value.
+struct SplitArgs {
+  std::deque<std::string> storage;  // what the rewritten arguments point into
+  std::vector<char*> absl_args, benchmark_args;
+};
+
+void SplitCommandLine(int argc, char** argv, SplitArgs* out) {
+  auto keep = [out](std::vector<char*>* args, std::string arg) {
+    out->storage.push_back(std::move(arg));
+    args->push_back(&out->storage.back()[0]);
+  };
+  out->absl_args.push_back(argv[0]);
+  out->benchmark_args.push_back(argv[0]);
+  std::vector<std::string> shapes;
+  size_t shape_at = 0;
+  auto add_shape = [&](absl::string_view value) {
+    if (shapes.empty()) {
+      shape_at = out->absl_args.size();
+      out->absl_args.push_back(nullptr);  // filled in below
+    }
+    shapes.emplace_back(value);
+  };
+  for (int i = 1; i < argc; ++i) {
     absl::string_view arg = argv[i];
-    std::pair<std::string, std::string> kv = absl::StrSplit(arg, absl::MaxSplits('=', 1));
-    const std::string& key = kv.first;
-    const std::string& value = kv.second;
-    const bool has_value = arg.find('=') != absl::string_view::npos;
-    auto need_int = [&](auto* out) -> absl::Status {
-      if (!has_value || !absl::SimpleAtoi(value, out)) {
-        return absl::InvalidArgumentError(absl::StrCat(key, " wants an integer: ", arg));
-      }
-      return absl::OkStatus();
-    };
-    if (key == "--help" || key == "-h") {
-      *help = true;
-      argv[kept++] = argv[i];  // Google Benchmark prints its own help too
-    } else if (key == "--calls") {
-      RETURN_IF_ERROR(need_int(&f->calls));
-      if (f->calls < 1) return absl::InvalidArgumentError("--calls must be >= 1");
-    } else if (key == "--warmup") {
-      RETURN_IF_ERROR(need_int(&f->warmup));
-      if (f->warmup < 0) return absl::InvalidArgumentError("--warmup must be >= 0");
-    } else if (key == "--cooldown") {
-      if (!has_value || !absl::SimpleAtod(value, &f->cooldown_s) || !(f->cooldown_s >= 0) ||
-          !std::isfinite(f->cooldown_s)) {
-        return absl::InvalidArgumentError(absl::StrCat("--cooldown wants seconds >= 0: ", arg));
-      }
-    } else if (key == "--positions") {
-      RETURN_IF_ERROR(need_int(&f->positions));
-      if (f->positions < 1) return absl::InvalidArgumentError("--positions must be >= 1");
-    } else if (key == "--seed") {
-      RETURN_IF_ERROR(need_int(&f->seed));
-    } else if (key == "--include_oracle") {
-      if (has_value && value != "true" && value != "false" && value != "1" && value != "0") {
-        return absl::InvalidArgumentError(absl::StrCat("--include_oracle wants a bool: ", arg));
-      }
-      f->include_oracle = !has_value || value == "true" || value == "1";
-    } else if (key == "--inputs") {
-      if (value != "normal" && value != "uniform") {
-        return absl::InvalidArgumentError(absl::StrCat("--inputs is normal or uniform: ", arg));
-      }
-      f->inputs = value == "normal" ? Distribution::kNormal : Distribution::kUniform;
-    } else if (key == "--suite") {
-      if (value != "kernelbot" && value != "cnn") {
-        return absl::InvalidArgumentError(absl::StrCat("--suite is kernelbot or cnn: ", arg));
-      }
-      f->suite = value;
-      f->suite_given = true;
-    } else if (key == "--shape") {
-      for (absl::string_view one : absl::StrSplit(value, ';', absl::SkipWhitespace())) {
-        ASSIGN_OR_RETURN(Shape s, ParseShape(one));
-        f->shapes.push_back(s);
-      }
-    } else if (key == "--variants") {
-      for (absl::string_view v : absl::StrSplit(value, ',', absl::SkipWhitespace())) {
-        f->variants.emplace_back(absl::StripAsciiWhitespace(v));
-      }
-    } else if (key == "--json_out") {
-      if (value.empty()) return absl::InvalidArgumentError("--json_out wants a file name");
-      f->json_out = FromCallerDir(value);
-    } else if (key == "--benchmark_out" && has_value) {
-      static std::deque<std::string>* rewritten = new std::deque<std::string>;
-      rewritten->push_back(absl::StrCat(key, "=", FromCallerDir(value)));
-      argv[kept++] = &rewritten->back()[0];
+    if (arg == "-h") {
+      keep(&out->absl_args, "--help");
+    } else if (absl::ConsumePrefix(&arg, "--benchmark_out=")) {
+      keep(&out->benchmark_args, absl::StrCat("--benchmark_out=", FromCallerDir(std::string(arg))));
+    } else if (absl::StartsWith(arg, "--benchmark_")) {
+      out->benchmark_args.push_back(argv[i]);
+    } else if (absl::ConsumePrefix(&arg, "--shape=")) {
+      add_shape(arg);
+    } else if (arg == "--shape" && i + 1 < argc) {
+      add_shape(argv[++i]);
     } else {
-      argv[kept++] = argv[i];
+      out->absl_args.push_back(argv[i]);
     }
   }
-  *argc = kept;
-  if (f->calls < 20) {
-    std::fprintf(stderr, "note: --calls=%d is below the protocol's 20\n", f->calls);
+  if (!shapes.empty()) {
+    out->storage.push_back(absl::StrCat("--shape=", absl::StrJoin(shapes, ";")));
+    out->absl_args[shape_at] = &out->storage.back()[0];
+  }
+}
+
+// What Abseil's parser cannot check for itself.
+absl::Status CheckFlags() {
+  const std::optional<std::string> suite = absl::GetFlag(FLAGS_suite);
+  if (suite.has_value() && *suite != "kernelbot" && *suite != "cnn") {
+    return absl::InvalidArgumentError(absl::StrCat("--suite is kernelbot or cnn: ", *suite));
+  }
+  if (absl::GetFlag(FLAGS_calls) < 1) return absl::InvalidArgumentError("--calls must be >= 1");
+  if (absl::GetFlag(FLAGS_warmup) < 0) return absl::InvalidArgumentError("--warmup must be >= 0");
+  const double cooldown = absl::GetFlag(FLAGS_cooldown);
+  if (!(cooldown >= 0) || !std::isfinite(cooldown)) {
+    return absl::InvalidArgumentError(absl::StrCat("--cooldown wants seconds >= 0: ", cooldown));
+  }
+  if (absl::GetFlag(FLAGS_positions) < 1) {
+    return absl::InvalidArgumentError("--positions must be >= 1");
+  }
+  if (absl::GetFlag(FLAGS_calls) < 20) {
+    std::fprintf(stderr, "note: --calls=%d is below the protocol's 20\n",
+                 absl::GetFlag(FLAGS_calls));
   }
   return absl::OkStatus();
+}
+
+// --variants as given, blanks dropped.
+std::vector<std::string> VariantsFlag() {
+  std::vector<std::string> out;
+  for (const std::string& v : absl::GetFlag(FLAGS_variants)) {
+    absl::string_view name = absl::StripAsciiWhitespace(v);
+    if (!name.empty()) out.emplace_back(name);
+  }
+  return out;
 }
 
 std::vector<Shape> SuiteShapes(const std::string& suite) {
@@ -225,27 +269,11 @@ struct Result {
   bool pass = false;
 };
 
-class DeviceBuffer {
- public:
-  DeviceBuffer() = default;
-  DeviceBuffer(const DeviceBuffer&) = delete;
-  DeviceBuffer& operator=(const DeviceBuffer&) = delete;
-  ~DeviceBuffer() { cudaFree(ptr_); }
-  absl::Status Allocate(size_t bytes) {
-    if (bytes == 0) return absl::OkStatus();
-    return CudaStatus(cudaMalloc(&ptr_, bytes), "cudaMalloc");
-  }
-  void* get() const { return ptr_; }
-
- private:
-  void* ptr_ = nullptr;
-};
-
 // One variant ready to run on a case: a call that enqueues the convolution on a stream.
 struct Prepared {
   std::string label;
   size_t workspace_bytes = 0;
-  std::function<absl::Status(cudaStream_t)> call;
+  TimedCall call;
   // Owners of what `call` refers to.
   std::shared_ptr<const Plan> plan;
   std::shared_ptr<const CudnnConv> cudnn;
@@ -265,45 +293,44 @@ Comparison Merge(const Comparison& a, const Comparison& b) {
 
 class GpuBench {
  public:
-  GpuBench(Flags flags, std::vector<Shape> shapes) : flags_(std::move(flags)) {
+  explicit GpuBench(std::vector<Shape> shapes) : variants_(VariantsFlag()) {
     for (size_t i = 0; i < shapes.size(); ++i) {
       Case c;
       c.shape = shapes[i];
-      c.seed = flags_.seed + i;
+      c.seed = absl::GetFlag(FLAGS_seed) + i;
       cases_.push_back(std::move(c));
     }
   }
   ~GpuBench() {
     problem_.reset();
-    if (start_) cudaEventDestroy(start_);
-    if (stop_) cudaEventDestroy(stop_);
+    timer_.reset();
     if (stream_) cudaStreamDestroy(stream_);
   }
 
   absl::Status Init() {
     // A blocking stream: it orders after the testbed's synchronous copies and memsets.
     RETURN_IF_ERROR(CudaStatus(cudaStreamCreate(&stream_), "cudaStreamCreate"));
-    RETURN_IF_ERROR(CudaStatus(cudaEventCreate(&start_), "cudaEventCreate"));
-    RETURN_IF_ERROR(CudaStatus(cudaEventCreate(&stop_), "cudaEventCreate"));
-    return flush_.Allocate(kFlushBytes);
+    ASSIGN_OR_RETURN(KernelBotTimer timer, KernelBotTimer::Create());
+    timer_.emplace(std::move(timer));
+    return absl::OkStatus();
   }
 
   // Registers one benchmark per (variant, case), cuDNN first within each case.
   absl::Status Register() {
     std::vector<std::string> known = {kCudnn, kAuto};
     for (const std::string& n : Registry::Global().Names()) known.push_back(n);
-    for (const std::string& v : flags_.variants) {
+    for (const std::string& v : variants_) {
       if (std::find(known.begin(), known.end(), v) == known.end()) {
         return absl::InvalidArgumentError(absl::StrCat("--variants: unknown variant '", v,
                                                        "'; known: ", absl::StrJoin(known, ", ")));
       }
     }
     auto wanted = [&](const std::string& v) {
-      return flags_.variants.empty() ||
-             std::find(flags_.variants.begin(), flags_.variants.end(), v) != flags_.variants.end();
+      return variants_.empty() ||
+             std::find(variants_.begin(), variants_.end(), v) != variants_.end();
     };
     auto named = [&](const std::string& v) {
-      return std::find(flags_.variants.begin(), flags_.variants.end(), v) != flags_.variants.end();
+      return std::find(variants_.begin(), variants_.end(), v) != variants_.end();
     };
     std::vector<std::string> skipped_oracles;
     for (int ci = 0; ci < static_cast<int>(cases_.size()); ++ci) {
@@ -313,7 +340,7 @@ class GpuBench {
         const std::string name = a->name();
         if (!wanted(name)) continue;
         // Oracles say so by an infinite estimate; they take seconds per call on large cases.
-        if (!std::isfinite(a->EstimateSeconds(shape)) && !flags_.include_oracle && !named(name)) {
+        if (!std::isfinite(a->EstimateSeconds(shape)) && !absl::GetFlag(FLAGS_include_oracle) && !named(name)) {
           if (std::find(skipped_oracles.begin(), skipped_oracles.end(), name) ==
               skipped_oracles.end()) {
             skipped_oracles.push_back(name);
@@ -355,7 +382,7 @@ class GpuBench {
                                    Bench(state, variant, ci);
                                  })
         ->UseManualTime()
-        ->Iterations(flags_.calls)
+        ->Iterations(absl::GetFlag(FLAGS_calls))
         ->Unit(benchmark::kMillisecond);
   }
 
@@ -367,18 +394,19 @@ class GpuBench {
     if (problem_case_ != ci) {
       problem_.reset();
       problem_case_ = -1;
-      ASSIGN_OR_RETURN(DeviceProblem p, DeviceProblem::Create(c.shape, c.seed, flags_.inputs));
+      ASSIGN_OR_RETURN(DeviceProblem p, DeviceProblem::Create(c.shape, c.seed, absl::GetFlag(FLAGS_inputs)));
       problem_ = std::make_unique<DeviceProblem>(std::move(p));
       problem_case_ = ci;
     }
     if (!c.reference_ready) {
       const absl::Time t0 = absl::Now();
       const Shape& s = c.shape;
-      if (s.output_elements() <= flags_.positions) {
+      const int64_t positions = absl::GetFlag(FLAGS_positions);
+      if (s.output_elements() <= positions) {
         c.positions.clear();
         c.y64 = ReferenceConv(s, problem_->host_x().data(), problem_->host_w().data());
       } else {
-        c.positions = SamplePositions(s, flags_.positions, c.seed);
+        c.positions = SamplePositions(s, positions, c.seed);
         c.y64 = ReferenceConvAt(s, problem_->host_x().data(), problem_->host_w().data(),
                                 c.positions);
       }
@@ -405,10 +433,11 @@ class GpuBench {
       p.label = variant == kAuto ? absl::StrCat("auto -> ", p.plan->algorithm()) : variant;
       p.workspace_bytes = p.plan->workspace_bytes();
     }
-    p.workspace = std::make_shared<DeviceBuffer>();
-    RETURN_IF_ERROR(p.workspace->Allocate(p.workspace_bytes));
+    ASSIGN_OR_RETURN(DeviceBuffer workspace,
+                     DeviceBuffer::Allocate(p.workspace_bytes, "cudaMalloc workspace"));
+    p.workspace = std::make_shared<DeviceBuffer>(std::move(workspace));
     const DeviceProblem* prob = problem_.get();
-    void* ws = p.workspace->get();
+    void* ws = p.workspace->p;
     const size_t ws_bytes = p.workspace_bytes;
     if (p.cudnn) {
       const CudnnConv* c = p.cudnn.get();
@@ -431,25 +460,13 @@ class GpuBench {
     return Compare(y, c.y64, c.positions, kAbsTol, kRelTol);
   }
 
-  // The KernelBot-timed call: flush L2, then events around exactly one call.
-  absl::StatusOr<double> TimedCall(const Prepared& p) {
-    RETURN_IF_ERROR(CudaStatus(cudaMemsetAsync(flush_.get(), 0, kFlushBytes, stream_), "flush L2"));
-    RETURN_IF_ERROR(CudaStatus(cudaEventRecord(start_, stream_), "cudaEventRecord"));
-    RETURN_IF_ERROR(p.call(stream_));
-    RETURN_IF_ERROR(CudaStatus(cudaEventRecord(stop_, stream_), "cudaEventRecord"));
-    RETURN_IF_ERROR(CudaStatus(cudaEventSynchronize(stop_), "timed call"));
-    float ms = 0;
-    RETURN_IF_ERROR(CudaStatus(cudaEventElapsedTime(&ms, start_, stop_), "cudaEventElapsedTime"));
-    return static_cast<double>(ms);
-  }
-
   absl::Status Measure(benchmark::State& state, const std::string& variant, int ci, Result* r) {
     RETURN_IF_ERROR(PrepareCase(ci));  // the fp64 reference: CPU time, not counted as busy
     Case& c = cases_[ci];
     // A variant timed right after a heavy one ran at lowered clocks (docs/PERF.md, round 52):
     // every variant starts from a GPU that has idled as long as the previous one kept it busy
     // (its wall time: plan, checks, flushes and calls), up to --cooldown seconds.
-    const double rest_s = std::min(flags_.cooldown_s, busy_s_);
+    const double rest_s = std::min(absl::GetFlag(FLAGS_cooldown), busy_s_);
     if (rest_s > 0) absl::SleepFor(absl::Seconds(rest_s));
     const absl::Time start = absl::Now();
     absl::Cleanup record_busy = [this, start] { busy_s_ = absl::ToDoubleSeconds(absl::Now() - start); };
@@ -463,28 +480,14 @@ class GpuBench {
 
     // Checked cold (first call of a fresh plan) and again after the timed calls.
     ASSIGN_OR_RETURN(Comparison first, Check(p, c));
-    for (int i = 0; i < flags_.warmup; ++i) {
-      ASSIGN_OR_RETURN(double unused, TimedCall(p));
-      (void)unused;
-    }
-    double total_ms = 0;
-    int64_t n = 0;
-    absl::Status st;
-    for (auto _ : state) {
-      absl::StatusOr<double> ms = TimedCall(p);
-      if (!ms.ok()) {
-        st = ms.status();
-        break;
-      }
-      state.SetIterationTime(*ms * 1e-3);
-      total_ms += *ms;
-      ++n;
-    }
-    RETURN_IF_ERROR(st);
+    ASSIGN_OR_RETURN(CallTimes times, timer_->Time(p.call, stream_, absl::GetFlag(FLAGS_calls),
+                                                   absl::GetFlag(FLAGS_warmup)));
+    size_t i = 0;  // Google Benchmark runs exactly --calls iterations (Iterations above)
+    for (auto _ : state) state.SetIterationTime(times.ms[i++ % times.ms.size()] * 1e-3);
     ASSIGN_OR_RETURN(Comparison last, Check(p, c));
     r->cmp = Merge(first, last);
     r->pass = r->cmp.ok();
-    r->ms = n > 0 ? total_ms / n : kNaN;
+    r->ms = times.mean_ms();
     r->tflops = c.shape.flops() / (r->ms * 1e-3) * 1e-12;
     if (variant == kCudnn) c.cudnn_ms = r->ms;
     r->speedup = c.cudnn_ms / r->ms;  // NaN when cuDNN was filtered out or failed
@@ -519,7 +522,7 @@ class GpuBench {
     Record(r);
   }
 
-  Flags flags_;
+  const std::vector<std::string> variants_;  // --variants; empty: all
   double busy_s_ = 0;  // the wall time of the last variant's measurement
   std::vector<Case> cases_;
   std::vector<std::string> variant_order_;
@@ -527,9 +530,7 @@ class GpuBench {
   std::unique_ptr<DeviceProblem> problem_;
   int problem_case_ = -1;
   cudaStream_t stream_ = nullptr;
-  cudaEvent_t start_ = nullptr, stop_ = nullptr;
-  DeviceBuffer flush_;
-
+  std::optional<KernelBotTimer> timer_;
 };
 
 struct SummaryRow {
@@ -583,7 +584,8 @@ void GpuBench::PrintSummary() const {
   }
   std::printf("\nSummary: mean ms per case (%d calls after %d warm-up, L2 flushed before each; "
               "error vs fp64 at <= %lld positions, bar |y-y64| <= 1e-3 + 1e-3|y64|)\n",
-              flags_.calls, flags_.warmup, static_cast<long long>(flags_.positions));
+              absl::GetFlag(FLAGS_calls), absl::GetFlag(FLAGS_warmup),
+              static_cast<long long>(absl::GetFlag(FLAGS_positions)));
   for (size_t ci = 0; ci < cases_.size(); ++ci) {
     std::printf("  #%zu %-28s %8.2f GFLOP\n", ci + 1, cases_[ci].shape.ToString().c_str(),
                 cases_[ci].shape.flops() * 1e-9);
@@ -626,86 +628,97 @@ void GpuBench::PrintSummary() const {
   std::fflush(stdout);
 }
 
-std::string JsonString(absl::string_view s) {
-  std::string out = "\"";
-  for (char ch : s) {
-    switch (ch) {
-      case '"': out += "\\\""; break;
-      case '\\': out += "\\\\"; break;
-      case '\n': out += "\\n"; break;
-      case '\t': out += "\\t"; break;
-      default:
-        if (static_cast<unsigned char>(ch) < 0x20) {
-          out += absl::StrFormat("\\u%04x", static_cast<unsigned char>(ch));
-        } else {
-          out += ch;
-        }
-    }
-  }
-  return out + "\"";
+// The benchmark's figures to 9 significant digits (as many as a float time has), not the 17 a
+// double prints with: the JSON files kept in docs/data stay readable.
+double Sig9(double v) {
+  return std::isfinite(v) ? std::strtod(absl::StrFormat("%.9g", v).c_str(), nullptr) : v;
 }
 
-std::string JsonNumber(double v) {
-  return std::isfinite(v) ? absl::StrFormat("%.9g", v) : std::string("null");
+// One member per line at the top, one row per line in the arrays, so that the files kept in
+// docs/data diff row by row. Non-finite numbers are written as null; bytes that are not UTF-8
+// (none are expected) are replaced rather than thrown over.
+std::string Layout(const nlohmann::ordered_json& doc) {
+  auto dump = [](const nlohmann::ordered_json& v) {
+    return v.dump(-1, ' ', false, nlohmann::ordered_json::error_handler_t::replace);
+  };
+  std::vector<std::string> members;
+  for (const auto& [key, value] : doc.items()) {
+    std::string m = absl::StrCat("  ", dump(key), ": ");
+    if (value.is_array()) {
+      std::vector<std::string> rows;
+      for (const auto& row : value) rows.push_back(absl::StrCat("    ", dump(row)));
+      absl::StrAppend(&m, "[\n", absl::StrJoin(rows, ",\n"), rows.empty() ? "" : "\n", "  ]");
+    } else {
+      absl::StrAppend(&m, dump(value));
+    }
+    members.push_back(std::move(m));
+  }
+  return absl::StrCat("{\n", absl::StrJoin(members, ",\n"), "\n}\n");
 }
 
 absl::Status GpuBench::WriteJson(const std::string& path, const std::string& device) const {
-  std::string j = "{\n";
-  absl::StrAppend(&j, "  \"device\": ", JsonString(device), ",\n");
-  absl::StrAppend(&j, "  \"cudnn_version\": ", JsonString(CudnnVersion()), ",\n");
-  absl::StrAppend(&j, "  \"calls\": ", flags_.calls, ",\n  \"warmup\": ", flags_.warmup,
-                  ",\n  \"cooldown_s\": ", JsonNumber(flags_.cooldown_s),
-                  ",\n  \"positions\": ", flags_.positions, ",\n  \"inputs\": \"", DistributionName(flags_.inputs), "\",\n  \"seed\": ", flags_.seed,
-                  ",\n  \"atol\": ", JsonNumber(kAbsTol), ",\n  \"rtol\": ", JsonNumber(kRelTol),
-                  ",\n");
-  j += "  \"cases\": [\n";
+  using Json = nlohmann::ordered_json;
+  Json j;
+  j["device"] = device;
+  j["cudnn_version"] = CudnnVersion();
+  j["calls"] = absl::GetFlag(FLAGS_calls);
+  j["warmup"] = absl::GetFlag(FLAGS_warmup);
+  j["cooldown_s"] = Sig9(absl::GetFlag(FLAGS_cooldown));
+  j["positions"] = absl::GetFlag(FLAGS_positions);
+  j["inputs"] = DistributionName(absl::GetFlag(FLAGS_inputs));
+  j["seed"] = absl::GetFlag(FLAGS_seed);
+  j["atol"] = Sig9(kAbsTol);
+  j["rtol"] = Sig9(kRelTol);
+  j["cases"] = Json::array();
   for (size_t ci = 0; ci < cases_.size(); ++ci) {
     const Shape& s = cases_[ci].shape;
-    absl::StrAppend(&j, "    {\"case\": ", ci + 1, ", \"name\": ", JsonString(s.ToString()),
-                    ", \"batch\": ", s.batch, ", \"in_channels\": ", s.in_channels,
-                    ", \"out_channels\": ", s.out_channels, ", \"height\": ", s.height,
-                    ", \"width\": ", s.width, ", \"kernel_h\": ", s.kernel_h,
-                    ", \"kernel_w\": ", s.kernel_w, ", \"seed\": ", cases_[ci].seed,
-                    ", \"gflop\": ", JsonNumber(s.flops() * 1e-9), "}",
-                    ci + 1 < cases_.size() ? ",\n" : "\n");
+    j["cases"].push_back({{"case", ci + 1},
+                          {"name", s.ToString()},
+                          {"batch", s.batch},
+                          {"in_channels", s.in_channels},
+                          {"out_channels", s.out_channels},
+                          {"height", s.height},
+                          {"width", s.width},
+                          {"kernel_h", s.kernel_h},
+                          {"kernel_w", s.kernel_w},
+                          {"seed", cases_[ci].seed},
+                          {"gflop", Sig9(s.flops() * 1e-9)}});
   }
-  j += "  ],\n  \"results\": [\n";
-  size_t k = 0;
+  j["results"] = Json::array();
   for (const auto& kv : results_) {
     const Result& r = kv.second;
-    absl::StrAppend(&j, "    {\"variant\": ", JsonString(r.variant), ", \"case\": ",
-                    r.case_index + 1, ", \"label\": ", JsonString(r.label));
+    Json row = {{"variant", r.variant}, {"case", r.case_index + 1}, {"label", r.label}};
     if (!r.error.empty()) {
-      absl::StrAppend(&j, ", \"error\": ", JsonString(r.error));
+      row["error"] = r.error;
     } else {
-      absl::StrAppend(&j, ", \"ms\": ", JsonNumber(r.ms), ", \"tflops\": ", JsonNumber(r.tflops),
-                      ", \"vs_cudnn\": ", JsonNumber(r.speedup),
-                      ", \"workspace_mb\": ", JsonNumber(r.workspace_mb),
-                      ", \"estimate_ms\": ", JsonNumber(r.estimate_ms),
-                      ", \"checked\": ", r.cmp.checked, ", \"failures\": ", r.cmp.failures,
-                      ", \"max_abs_error\": ", JsonNumber(r.cmp.max_abs_error),
-                      ", \"rms_error\": ", JsonNumber(r.cmp.rms_error),
-                      ", \"worst_ratio\": ", JsonNumber(r.cmp.worst_ratio),
-                      ", \"pass\": ", r.pass ? "true" : "false");
+      row["ms"] = Sig9(r.ms);
+      row["tflops"] = Sig9(r.tflops);
+      row["vs_cudnn"] = Sig9(r.speedup);
+      row["workspace_mb"] = Sig9(r.workspace_mb);
+      row["estimate_ms"] = Sig9(r.estimate_ms);
+      row["checked"] = r.cmp.checked;
+      row["failures"] = r.cmp.failures;
+      row["max_abs_error"] = Sig9(r.cmp.max_abs_error);
+      row["rms_error"] = Sig9(r.cmp.rms_error);
+      row["worst_ratio"] = Sig9(r.cmp.worst_ratio);
+      row["pass"] = r.pass;
     }
-    absl::StrAppend(&j, "}", ++k < results_.size() ? ",\n" : "\n");
+    j["results"].push_back(std::move(row));
   }
-  j += "  ],\n  \"summary\": [\n";
-  std::vector<SummaryRow> rows = Summarize(variant_order_, cases_.size(), results_);
-  for (size_t i = 0; i < rows.size(); ++i) {
-    const SummaryRow& r = rows[i];
-    absl::StrAppend(&j, "    {\"variant\": ", JsonString(r.variant),
-                    ", \"geomean_ms\": ", JsonNumber(r.geomean_ms),
-                    ", \"worst_ratio\": ", JsonNumber(r.worst_ratio), ", \"cases_passed\": ", r.passed,
-                    ", \"cases_failed\": ", r.failed, ", \"cases_errors\": ", r.errors,
-                    ", \"pass\": ", r.passed > 0 && r.failed + r.errors == 0 ? "true" : "false",
-                    "}",
-                    i + 1 < rows.size() ? ",\n" : "\n");
+  j["summary"] = Json::array();
+  for (const SummaryRow& r : Summarize(variant_order_, cases_.size(), results_)) {
+    j["summary"].push_back({{"variant", r.variant},
+                            {"geomean_ms", Sig9(r.geomean_ms)},
+                            {"worst_ratio", Sig9(r.worst_ratio)},
+                            {"cases_passed", r.passed},
+                            {"cases_failed", r.failed},
+                            {"cases_errors", r.errors},
+                            {"pass", r.passed > 0 && r.failed + r.errors == 0}});
   }
-  j += "  ]\n}\n";
+  const std::string text = Layout(j);
   FILE* f = std::fopen(path.c_str(), "w");
   if (f == nullptr) return absl::UnavailableError(absl::StrCat("cannot open ", path));
-  const bool ok = std::fwrite(j.data(), 1, j.size(), f) == j.size();
+  const bool ok = std::fwrite(text.data(), 1, text.size(), f) == text.size();
   if (std::fclose(f) != 0 || !ok) return absl::DataLossError(absl::StrCat("writing ", path));
   return absl::OkStatus();
 }
@@ -743,14 +756,22 @@ int Main(int argc, char** argv) {
     std::fprintf(stderr, "%s\n", lab.ToString().c_str());
     return 2;
   }
-  Flags flags;
-  bool help = false;
-  absl::Status st = ParseFlags(&argc, argv, &flags, &help);
+  SplitArgs args;
+  SplitCommandLine(argc, argv, &args);
+  absl::SetProgramUsageMessage(kUsage);
+  const std::vector<char*> positional =
+      absl::ParseCommandLine(static_cast<int>(args.absl_args.size()), args.absl_args.data());
+  absl::Status st = positional.size() > 1
+                        ? absl::InvalidArgumentError(
+                              absl::StrCat("unexpected argument '", positional[1], "'"))
+                        : CheckFlags();
   if (!st.ok()) {
-    std::fprintf(stderr, "%s\n\n%s", st.ToString().c_str(), kUsage);
+    std::fprintf(stderr, "%s\n(--help lists the flags)\n", st.ToString().c_str());
     return 2;
   }
-  if (help) std::fprintf(stdout, "%s\n", kUsage);
+  const std::string json_out = FromCallerDir(absl::GetFlag(FLAGS_json_out));
+  argc = static_cast<int>(args.benchmark_args.size());
+  argv = args.benchmark_args.data();
 
   int devices = 0;
   cudaError_t err = cudaGetDeviceCount(&devices);
@@ -759,13 +780,15 @@ int Main(int argc, char** argv) {
     std::printf("!!! no CUDA device (%s): timing the CPU reference on a small shape instead !!!\n",
                 err != cudaSuccess ? cudaGetErrorString(err) : "0 devices");
     std::fflush(stdout);
-    if (!flags.json_out.empty()) std::fprintf(stderr, "--json_out is ignored without a device\n");
+    if (!json_out.empty()) std::fprintf(stderr, "--json_out is ignored without a device\n");
     return RunCpu(argc, argv);
   }
 
   std::vector<Shape> shapes;
-  if (flags.shapes.empty() || flags.suite_given) shapes = SuiteShapes(flags.suite);
-  shapes.insert(shapes.end(), flags.shapes.begin(), flags.shapes.end());
+  const std::vector<Shape> given = absl::GetFlag(FLAGS_shape).shapes;
+  const std::optional<std::string> suite = absl::GetFlag(FLAGS_suite);
+  if (given.empty() || suite.has_value()) shapes = SuiteShapes(suite.value_or("kernelbot"));
+  shapes.insert(shapes.end(), given.begin(), given.end());
 
   cudaDeviceProp prop;
   st = CudaStatus(cudaGetDeviceProperties(&prop, 0), "cudaGetDeviceProperties");
@@ -779,12 +802,13 @@ int Main(int argc, char** argv) {
   benchmark::AddCustomContext("cudnn", CudnnVersion());
   benchmark::AddCustomContext("protocol",
                               absl::StrCat("KernelBot: 256 MB L2 flush, events around one call, ",
-                                           flags.calls, " calls after ", flags.warmup, " warm-up"));
+                                           absl::GetFlag(FLAGS_calls), " calls after ",
+                                           absl::GetFlag(FLAGS_warmup), " warm-up"));
   std::fprintf(stderr, "device %s, cuDNN %s, %zu case(s), variants: cudnn, %s, auto\n",
                device.c_str(), CudnnVersion().c_str(), shapes.size(),
                absl::StrJoin(Registry::Global().Names(), ", ").c_str());
 
-  GpuBench bench(flags, shapes);
+  GpuBench bench(shapes);
   st = bench.Init();
   if (st.ok()) st = bench.Register();
   if (!st.ok()) {
@@ -796,13 +820,13 @@ int Main(int argc, char** argv) {
   benchmark::RunSpecifiedBenchmarks();
   benchmark::Shutdown();
   bench.PrintSummary();
-  if (!flags.json_out.empty()) {
-    st = bench.WriteJson(flags.json_out, device);
+  if (!json_out.empty()) {
+    st = bench.WriteJson(json_out, device);
     if (!st.ok()) {
       std::fprintf(stderr, "%s\n", st.ToString().c_str());
       return 1;
     }
-    std::fprintf(stderr, "wrote %s\n", flags.json_out.c_str());
+    std::fprintf(stderr, "wrote %s\n", json_out.c_str());
   }
   return 0;
 }

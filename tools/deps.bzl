@@ -74,28 +74,50 @@ def _maybe(rule, name, **kwargs):
     if name not in native.existing_rules():
         rule(name = name, **kwargs)
 
+def _cc_library(name, hdrs = None, srcs = None, includes = "include", deps = None, pthread = False):
+    """The BUILD text of a public cc_library over a _debian_library's include/ and lib/.
+
+    hdrs and srcs are Starlark expressions (a glob(...) or a list), written as they are.
+    """
+    attrs = ['name = "%s"' % name]
+    if hdrs:
+        attrs.append("hdrs = " + hdrs)
+        attrs.append('includes = ["%s"]' % includes)
+    if srcs:
+        attrs.append("srcs = " + srcs)
+    if deps:
+        attrs.append("deps = %s" % repr(deps))
+    if pthread:
+        attrs.append('linkopts = ["-pthread"]')
+    attrs.append('visibility = ["//visibility:public"]')
+    return "cc_library(\n%s,\n)\n" % ",\n".join(["    " + a for a in attrs])
+
 def conv2d_dependencies():
     """Declares every external repository conv2d needs. Idempotent."""
     _maybe(_tree_repository, "rules_cc", path = "third_party/rules_cc")
     _maybe(_tree_repository, "rules_java", path = "third_party/rules_java")
     _maybe(_tree_repository, "remote_coverage_tools", path = "third_party/remote_coverage_tools")
 
+    # Abseil without its flags library, for everything, libconv2d.so included; :flags for the
+    # command-line tools only.
     _maybe(
         _debian_library,
         "system_absl",
         package = "libabsl-dev",
         includes = ["/usr/include/absl"],
         shared_glob = "libabsl_*.so.[0-9]*",
-        build_file_content = """
-cc_library(
-    name = "absl",
-    hdrs = glob(["include/absl/**/*.h", "include/absl/**/*.inc"]),
-    includes = ["include"],
-    srcs = glob(["lib/*.so"]),
-    linkopts = ["-pthread"],
-    visibility = ["//visibility:public"],
-)
-""",
+        build_file_content = _cc_library(
+            "absl",
+            hdrs = 'glob(["include/absl/**/*.h", "include/absl/**/*.inc"], ' +
+                   'exclude = ["include/absl/flags/**"])',
+            srcs = 'glob(["lib/*.so"], exclude = ["lib/libabsl_flags*.so"])',
+            pthread = True,
+        ) + _cc_library(
+            "flags",
+            hdrs = 'glob(["include/absl/flags/**/*.h"])',
+            srcs = 'glob(["lib/libabsl_flags*.so"])',
+            deps = [":absl"],
+        ),
     )
     _maybe(
         _debian_library,
@@ -103,23 +125,12 @@ cc_library(
         package = "libgtest-dev",
         includes = ["/usr/include/gtest", "/usr/include/gmock"],
         libs = ["libgtest.a", "libgmock.a", "libgtest_main.a"],
-        build_file_content = """
-cc_library(
-    name = "gtest",
-    hdrs = glob(["include/gtest/**/*.h", "include/gmock/**/*.h"]),
-    includes = ["include"],
-    srcs = ["lib/libgmock.a", "lib/libgtest.a"],
-    linkopts = ["-pthread"],
-    visibility = ["//visibility:public"],
-)
-
-cc_library(
-    name = "gtest_main",
-    srcs = ["lib/libgtest_main.a"],
-    deps = [":gtest"],
-    visibility = ["//visibility:public"],
-)
-""",
+        build_file_content = _cc_library(
+            "gtest",
+            hdrs = 'glob(["include/gtest/**/*.h", "include/gmock/**/*.h"])',
+            srcs = '["lib/libgmock.a", "lib/libgtest.a"]',
+            pthread = True,
+        ) + _cc_library("gtest_main", srcs = '["lib/libgtest_main.a"]', deps = [":gtest"]),
     )
     _maybe(
         _debian_library,
@@ -128,29 +139,33 @@ cc_library(
         includes = ["/usr/include/benchmark"],
         # Debian ships Google Benchmark as a shared library only; the GPU bundle carries it.
         libs = ["libbenchmark.so"],
-        build_file_content = """
-cc_library(
-    name = "benchmark",
-    hdrs = glob(["include/benchmark/*.h"]),
-    includes = ["include"],
-    srcs = ["lib/libbenchmark.so"],
-    linkopts = ["-pthread"],
-    visibility = ["//visibility:public"],
-)
-""",
+        build_file_content = _cc_library(
+            "benchmark",
+            hdrs = 'glob(["include/benchmark/*.h"])',
+            srcs = '["lib/libbenchmark.so"]',
+            pthread = True,
+        ),
     )
     _maybe(
         _debian_library,
         "system_eigen",
         package = "libeigen3-dev",
         includes = ["/usr/include/eigen3"],
-        build_file_content = """
-cc_library(
-    name = "eigen",
-    hdrs = glob(["include/eigen3/Eigen/**", "include/eigen3/unsupported/**"]),
-    includes = ["include/eigen3"],
-    visibility = ["//visibility:public"],
-)
-""",
+        build_file_content = _cc_library(
+            "eigen",
+            hdrs = 'glob(["include/eigen3/Eigen/**", "include/eigen3/unsupported/**"])',
+            includes = "include/eigen3",
+        ),
+    )
+    # Header-only: the benchmark's JSON output and the Triton runtime's metadata reader.
+    _maybe(
+        _debian_library,
+        "system_nlohmann_json",
+        package = "nlohmann-json3-dev",
+        includes = ["/usr/include/nlohmann"],
+        build_file_content = _cc_library(
+            "json",
+            hdrs = 'glob(["include/nlohmann/**/*.hpp"])',
+        ),
     )
     _maybe(cuda_configure, "local_cuda")

@@ -6,74 +6,38 @@
 #include <cuda_runtime.h>
 
 #include <cstdio>
-#include <cstring>
+#include <memory>
 #include <string>
 #include <vector>
 
-#include "absl/strings/numbers.h"
+#include "absl/flags/flag.h"
+#include "absl/flags/parse.h"
+#include "absl/flags/usage.h"
 #include "absl/strings/str_cat.h"
-#include "conv/core/algorithm.h"
 #include "conv/algorithms/fft/fft_fused_internal.h"
+#include "conv/core/algorithm.h"
+#include "conv/core/cuda_status.h"
+#include "conv/core/device_buffer.h"
 #include "conv/core/registry.h"
+#include "conv/core/status_macros.h"
+#include "conv/core/timing.h"
 #include "conv/testing/shapes.h"
+
+ABSL_FLAG(int, calls, 20, "timed calls per configuration, after two warm-up calls; the mean");
 
 namespace conv2d {
 namespace {
 
-constexpr size_t kFlushBytes = size_t{256} << 20;
-
-bool Ok(cudaError_t e, const char* what) {
-  if (e == cudaSuccess) return true;
-  std::fprintf(stderr, "fft_tiles: %s: %s\n", what, cudaGetErrorString(e));
-  return false;
-}
-
-// Mean ms of `calls` KernelBot-timed calls (after two warm-up calls); < 0 on an error.
-double TimeCalls(const Runner& r, const RunArgs& a, void* flush, int calls) {
-  cudaEvent_t start, stop;
-  if (!Ok(cudaEventCreate(&start), "event") || !Ok(cudaEventCreate(&stop), "event")) return -1;
-  double total = 0;
-  for (int i = -2; i < calls; ++i) {
-    if (!Ok(cudaMemsetAsync(flush, 0, kFlushBytes, a.stream), "flush")) return -1;
-    cudaEventRecord(start, a.stream);
-    const absl::Status st = r.Run(a);
-    if (!st.ok()) {
-      std::fprintf(stderr, "fft_tiles: %s\n", std::string(st.message()).c_str());
-      return -1;
-    }
-    cudaEventRecord(stop, a.stream);
-    if (!Ok(cudaEventSynchronize(stop), "sync")) return -1;
-    float ms = 0;
-    cudaEventElapsedTime(&ms, start, stop);
-    if (i >= 0) total += ms;
-  }
-  cudaEventDestroy(start);
-  cudaEventDestroy(stop);
-  return total / calls;
-}
-
-int Main(int argc, char** argv) {
-  int calls = 20;
-  for (int i = 1; i < argc; ++i) {
-    const char* value = std::strchr(argv[i], '=');
-    if (std::strncmp(argv[i], "--calls=", 8) == 0 && value != nullptr &&
-        absl::SimpleAtoi(value + 1, &calls) && calls > 0) {
-      continue;
-    }
-    std::fprintf(stderr, "usage: fft_tiles [--calls=N]   (bad argument '%s')\n", argv[i]);
-    return 2;
-  }
+absl::Status Run(int calls) {
   if (Registry::Global().Find("fft_fused_3xtf32") == nullptr) {
-    std::fprintf(stderr, "fft_tiles: fft_fused_3xtf32 is not registered\n");
-    return 1;
+    return absl::FailedPreconditionError("fft_fused_3xtf32 is not registered");
   }
   std::vector<Shape> shapes = KernelBotBenchmarkShapes();
   shapes.erase(shapes.begin() + 3);  // KernelBot's case 4 repeats case 3
   for (const Shape& s : CnnShapes()) {
     if (s.kernel_h >= 5) shapes.push_back(s);
   }
-  void* flush = nullptr;
-  if (!Ok(cudaMalloc(&flush, kFlushBytes), "cudaMalloc")) return 1;
+  ASSIGN_OR_RETURN(KernelBotTimer timer, KernelBotTimer::Create());
   std::printf("%-34s %7s %5s %9s %9s %9s  %s\n", "shape", "tile", "pairs", "ws_MB", "model_ms",
               "ms", "");
   for (const Shape& s : shapes) {
@@ -81,16 +45,13 @@ int Main(int argc, char** argv) {
     planned.gemm_3xtf32 = true;
     const absl::StatusOr<fft_fused::Config> pick = fft_fused::ChooseConfig(s, planned);
     if (!pick.ok()) continue;
-    float *x = nullptr, *w = nullptr, *y = nullptr;
-    if (!Ok(cudaMalloc(&x, 4 * s.input_elements()), "x") ||
-        !Ok(cudaMalloc(&w, 4 * s.filter_elements()), "w") ||
-        !Ok(cudaMalloc(&y, 4 * s.output_elements()), "y")) {
-      return 1;
-    }
+    ASSIGN_OR_RETURN(DeviceBuffer x, DeviceBuffer::Allocate(4 * s.input_elements(), "x"));
+    ASSIGN_OR_RETURN(DeviceBuffer w, DeviceBuffer::Allocate(4 * s.filter_elements(), "w"));
+    ASSIGN_OR_RETURN(DeviceBuffer y, DeviceBuffer::Allocate(4 * s.output_elements(), "y"));
     // Not zeros: every float 0x3c3c3c3c (~0.0115), so that the tensor cores' power draw is not
     // that of zeros. Only times are taken.
-    cudaMemset(x, 0x3c, 4 * s.input_elements());
-    cudaMemset(w, 0x3c, 4 * s.filter_elements());
+    RETURN_IF_ERROR(CudaStatus(cudaMemset(x.p, 0x3c, 4 * s.input_elements()), "memset x"));
+    RETURN_IF_ERROR(CudaStatus(cudaMemset(w.p, 0x3c, 4 * s.filter_elements()), "memset w"));
     for (int64_t th : fft_fused::TileSizeCandidates(s.kernel_h, s.height)) {
       for (int64_t tw : fft_fused::TileSizeCandidates(s.kernel_w, s.width)) {
         for (int pairs : {1, 2, 4, 8}) {
@@ -102,30 +63,43 @@ int Main(int argc, char** argv) {
           if (!c.ok() || c->workspace.total_bytes > (size_t{1} << 30)) continue;
           absl::StatusOr<std::unique_ptr<Runner>> r = fft_fused::CreateRunner(s, o);
           if (!r.ok()) continue;
-          void* ws = nullptr;
-          if (!Ok(cudaMalloc(&ws, (*r)->workspace_bytes() + 1), "workspace")) return 1;
-          RunArgs a{x, w, y, ws, (*r)->workspace_bytes(), nullptr};
-          const double ms = TimeCalls(**r, a, flush, calls);
-          cudaFree(ws);
-          if (ms < 0) return 1;  // the error is printed; a CUDA error would spoil every later time
+          ASSIGN_OR_RETURN(DeviceBuffer ws,
+                           DeviceBuffer::Allocate((*r)->workspace_bytes() + 1, "workspace"));
+          RunArgs a{x.as<float>(), w.as<float>(), y.as<float>(), ws.p, (*r)->workspace_bytes(),
+                    nullptr};
+          // An error ends the run: a CUDA error would spoil every later time.
+          ASSIGN_OR_RETURN(CallTimes t,
+                           timer.Time([&](cudaStream_t) { return (*r)->Run(a); }, a.stream,
+                                      calls, /*warmup=*/2));
           const bool picked = pick->geometry.tile_h == th && pick->geometry.tile_w == tw &&
                               pick->smem.pairs == c->smem.pairs;
           std::printf("%-34s %7s %5d %9.1f %9.4f %9.4f  %s\n", s.ToString().c_str(),
                       absl::StrCat(th, "x", tw).c_str(), c->smem.pairs,
-                      c->workspace.total_bytes / 1048576.0, 1e3 * c->cost.seconds, ms,
+                      c->workspace.total_bytes / 1048576.0, 1e3 * c->cost.seconds, t.mean_ms(),
                       picked ? "<- planner" : "");
           std::fflush(stdout);
         }
       }
     }
-    cudaFree(x);
-    cudaFree(w);
-    cudaFree(y);
   }
-  return 0;
+  return absl::OkStatus();
 }
 
 }  // namespace
 }  // namespace conv2d
 
-int main(int argc, char** argv) { return conv2d::Main(argc, argv); }
+int main(int argc, char** argv) {
+  absl::SetProgramUsageMessage("fft_fused_3xtf32's tile and CTA sizes, timed. fft_tiles [--calls=N]");
+  const std::vector<char*> positional = absl::ParseCommandLine(argc, argv);
+  const int calls = absl::GetFlag(FLAGS_calls);
+  if (positional.size() > 1 || calls < 1) {
+    std::fprintf(stderr, "usage: fft_tiles [--calls=N], N >= 1\n");
+    return 2;
+  }
+  const absl::Status st = conv2d::Run(calls);
+  if (!st.ok()) {
+    std::fprintf(stderr, "fft_tiles: %s\n", st.ToString().c_str());
+    return 1;
+  }
+  return 0;
+}

@@ -1,12 +1,16 @@
 // Writes testdata/*.golden from the fp64 reference: `bazel run //tools:make_golden -- --out=$PWD/testdata`.
 #include <cstdio>
-#include <cstring>
 #include <string>
 
+#include "absl/flags/flag.h"
+#include "absl/flags/parse.h"
+#include "absl/flags/usage.h"
 #include "conv/testing/shapes.h"
 #include "reference/random.h"
 #include "reference/reference.h"
 #include "tools/golden.h"
+
+ABSL_FLAG(std::string, out, "", "DIR: where the .golden files are written (required)");
 
 namespace conv2d {
 namespace {
@@ -42,11 +46,10 @@ int Write(const std::string& dir, const Shape& s, uint64_t seed, int64_t samples
 }  // namespace conv2d
 
 int main(int argc, char** argv) {
-  std::string out;
-  for (int i = 1; i < argc; ++i) {
-    if (std::strncmp(argv[i], "--out=", 6) == 0) out = argv[i] + 6;
-  }
-  if (out.empty()) {
+  absl::SetProgramUsageMessage("Writes testdata/*.golden. make_golden --out=DIR");
+  const bool positional = absl::ParseCommandLine(argc, argv).size() > 1;
+  const std::string out = absl::GetFlag(FLAGS_out);
+  if (out.empty() || positional) {
     std::fprintf(stderr, "usage: make_golden --out=DIR\n");
     return 2;
   }

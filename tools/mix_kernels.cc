@@ -7,10 +7,13 @@
 // of tiles it would not pick; a shape the forced tile cannot serve prints an ERROR line.
 // Prints one line per (shape, kernel); docs/PERF.md keeps the tables it printed.
 #include <cstdio>
-#include <cstring>
+#include <optional>
 #include <string>
 #include <vector>
 
+#include "absl/flags/flag.h"
+#include "absl/flags/parse.h"
+#include "absl/flags/usage.h"
 #include "absl/strings/numbers.h"
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_split.h"
@@ -24,38 +27,56 @@
 namespace conv2d {
 namespace {
 
+// --tile=HxW; empty (the default, 0x0) leaves the tile to the planner.
+struct Tile {
+  int64_t h = 0, w = 0;
+};
+
+bool AbslParseFlag(absl::string_view text, Tile* tile, std::string* error) {
+  if (text.empty()) {
+    *tile = Tile();
+    return true;
+  }
+  const std::vector<std::string> hw = absl::StrSplit(text, 'x');
+  if (hw.size() == 2 && absl::SimpleAtoi(hw[0], &tile->h) && absl::SimpleAtoi(hw[1], &tile->w) &&
+      tile->h > 0 && tile->w > 0) {
+    return true;
+  }
+  *error = "wants HxW, both > 0";
+  return false;
+}
+
+std::string AbslUnparseFlag(const Tile& tile) {
+  return tile.h > 0 ? absl::StrCat(tile.h, "x", tile.w) : "";
+}
+
+}  // namespace
+}  // namespace conv2d
+
+ABSL_FLAG(int, iterations, 20, "back-to-back calls per stage");
+ABSL_FLAG(std::string, suite, "all", "all|kernelbot|cnn: the shapes");
+ABSL_FLAG(conv2d::Tile, tile, {}, "HxW: this tile on every shape instead of the planner's");
+ABSL_FLAG(std::optional<int>, pairs, std::nullopt,
+          "P: this many pairs per CTA on every shape instead of the planner's");
+
+namespace conv2d {
+namespace {
+
 int Main(int argc, char** argv) {
-  int iterations = 20;
-  int64_t tile_h = 0, tile_w = 0;
-  int pairs = 0;
-  std::string suite = "all";
-  for (int i = 1; i < argc; ++i) {
-    const char* value = std::strchr(argv[i], '=');
-    if (std::strncmp(argv[i], "--iterations=", 13) == 0 && value != nullptr &&
-        absl::SimpleAtoi(value + 1, &iterations) && iterations > 0) {
-      continue;
-    }
-    if (std::strncmp(argv[i], "--tile=", 7) == 0 && value != nullptr) {
-      const std::vector<std::string> hw = absl::StrSplit(value + 1, 'x');
-      if (hw.size() == 2 && absl::SimpleAtoi(hw[0], &tile_h) && absl::SimpleAtoi(hw[1], &tile_w) &&
-          tile_h > 0 && tile_w > 0) {
-        continue;
-      }
-    }
-    if (std::strncmp(argv[i], "--suite=", 8) == 0 && value != nullptr &&
-        (std::strcmp(value + 1, "all") == 0 || std::strcmp(value + 1, "kernelbot") == 0 ||
-         std::strcmp(value + 1, "cnn") == 0)) {
-      suite = value + 1;
-      continue;
-    }
-    if (std::strncmp(argv[i], "--pairs=", 8) == 0 && value != nullptr &&
-        absl::SimpleAtoi(value + 1, &pairs) && pairs > 0) {
-      continue;
-    }
+  absl::SetProgramUsageMessage(
+      "fft_fused_3xtf32 stage by stage with each channel-mix kernel. mix_kernels "
+      "[--iterations=N] [--suite=all|kernelbot|cnn] [--tile=HxW] [--pairs=P]");
+  const std::vector<char*> positional = absl::ParseCommandLine(argc, argv);
+  const int iterations = absl::GetFlag(FLAGS_iterations);
+  const std::string suite = absl::GetFlag(FLAGS_suite);
+  const Tile tile = absl::GetFlag(FLAGS_tile);
+  const int pairs = absl::GetFlag(FLAGS_pairs).value_or(0);
+  if (positional.size() > 1 || iterations < 1 ||
+      (suite != "all" && suite != "kernelbot" && suite != "cnn") ||
+      (absl::GetFlag(FLAGS_pairs).has_value() && pairs < 1)) {
     std::fprintf(stderr,
                  "usage: mix_kernels [--iterations=N] [--suite=all|kernelbot|cnn] [--tile=HxW] "
-                 "[--pairs=P]   (bad argument '%s')\n",
-                 argv[i]);
+                 "[--pairs=P], N and P >= 1\n");
     return 2;
   }
   // The registered variant these runs are planned like (Options{gemm_3xtf32} + the kernel).
@@ -84,8 +105,8 @@ int Main(int argc, char** argv) {
       fft_fused::Options o;
       o.gemm_3xtf32 = true;
       o.mix_kernel = kernel;
-      o.tile_h = tile_h;
-      o.tile_w = tile_w;
+      o.tile_h = tile.h;
+      o.tile_w = tile.w;
       o.pairs_per_cta = pairs;
       const absl::StatusOr<fft_fused::StageTimes> t = fft_fused::TimeStages(s, o, iterations);
       const char* name = kernel == CgemmKernel::kWgmma ? "wgmma" : "mma.sync";

@@ -14,12 +14,13 @@
 
 #include <algorithm>
 #include <cmath>
-#include <cstdlib>
 #include <cstdio>
-#include <cstring>
 #include <string>
 #include <vector>
 
+#include "absl/flags/flag.h"
+#include "absl/flags/parse.h"
+#include "absl/flags/usage.h"
 #include "absl/strings/str_split.h"
 #include "conv/conv.h"
 #include "conv/core/registry.h"
@@ -28,6 +29,14 @@
 #include "reference/random.h"
 #include "reference/reference.h"
 #include "tools/golden.h"
+
+ABSL_FLAG(std::string, testdata, "testdata", "DIR: where the .golden files are");
+ABSL_FLAG(std::string, variants, "",
+          "all|reference|NAME,NAME: what runs (default: all with a GPU, reference without)");
+ABSL_FLAG(std::string, filter, "", "SUBSTRING: only the golden files whose name has it");
+ABSL_FLAG(double, skip_oracle_above, -1,
+          "MACS: skip reference-only GPU variants on golden files of more multiply-adds (< 0: "
+          "none)");
 
 namespace conv2d {
 namespace {
@@ -72,21 +81,17 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "%s\n", lab.ToString().c_str());
     return 2;
   }
-  std::string testdata = "testdata", variants_flag, filter;
-  double skip_oracle_above = -1;
-  for (int i = 1; i < argc; ++i) {
-    if (!std::strncmp(argv[i], "--testdata=", 11)) testdata = argv[i] + 11;
-    else if (!std::strncmp(argv[i], "--variants=", 11)) variants_flag = argv[i] + 11;
-    else if (!std::strncmp(argv[i], "--filter=", 9)) filter = argv[i] + 9;
-    else if (!std::strncmp(argv[i], "--skip_oracle_above=", 20))
-      skip_oracle_above = std::atof(argv[i] + 20);
-    else {
-      std::fprintf(stderr, "unknown flag %s\nusage: regress [--testdata=DIR] "
-                           "[--variants=all|reference|NAME,...] [--filter=SUBSTRING] "
-                           "[--skip_oracle_above=MACS]\n", argv[i]);
-      return 2;
-    }
+  absl::SetProgramUsageMessage(
+      "Checks variants against the golden files. regress [--testdata=DIR] "
+      "[--variants=all|reference|NAME,...] [--filter=SUBSTRING] [--skip_oracle_above=MACS]");
+  if (absl::ParseCommandLine(argc, argv).size() > 1) {
+    std::fprintf(stderr, "regress takes flags only (--help lists them)\n");
+    return 2;
   }
+  const std::string testdata = absl::GetFlag(FLAGS_testdata);
+  const std::string filter = absl::GetFlag(FLAGS_filter);
+  const double skip_oracle_above = absl::GetFlag(FLAGS_skip_oracle_above);
+  std::string variants_flag = absl::GetFlag(FLAGS_variants);
   int devices = 0;
   const bool have_gpu = cudaGetDeviceCount(&devices) == cudaSuccess && devices > 0;
   if (variants_flag.empty()) variants_flag = have_gpu ? "all" : "reference";

@@ -11,7 +11,9 @@
 
 #include "absl/strings/str_cat.h"
 #include "conv/core/cuda_status.h"
+#include "conv/core/device_buffer.h"
 #include "conv/core/status_macros.h"
+#include "conv/core/timing.h"
 #include "reference/random.h"
 
 namespace conv2d {
@@ -29,46 +31,19 @@ std::map<Key, std::string>& Cache() {
   return *cache;
 }
 
-// Device buffers freed on every path out.
-struct Buffers {
-  std::vector<void*> ptrs;
-  ~Buffers() {
-    for (void* p : ptrs) cudaFree(p);
-  }
-  absl::StatusOr<void*> Alloc(size_t bytes) {
-    void* p = nullptr;
-    RETURN_IF_ERROR(CudaStatus(cudaMalloc(&p, bytes > 0 ? bytes : 1), "autotune cudaMalloc"));
-    ptrs.push_back(p);
-    return p;
-  }
-};
-
-absl::StatusOr<double> TimeOne(const Runner& runner, RunArgs args, void* flush,
-                               size_t flush_bytes) {
-  Buffers local;
-  if (runner.workspace_bytes() > 0) {
-    ASSIGN_OR_RETURN(args.workspace, local.Alloc(runner.workspace_bytes()));
-  }
+// The best of three calls of `runner`, after one warm-up, each after an L2 flush.
+absl::StatusOr<double> TimeOne(const Runner& runner, RunArgs args, KernelBotTimer& timer) {
+  ASSIGN_OR_RETURN(DeviceBuffer ws,
+                   DeviceBuffer::Allocate(runner.workspace_bytes(), "autotune workspace"));
+  args.workspace = ws.p;
   args.workspace_bytes = runner.workspace_bytes();
-  cudaEvent_t start, stop;
-  RETURN_IF_ERROR(CudaStatus(cudaEventCreate(&start), "cudaEventCreate"));
-  RETURN_IF_ERROR(CudaStatus(cudaEventCreate(&stop), "cudaEventCreate"));
-  double best = std::numeric_limits<double>::infinity();
-  absl::Status st = runner.Run(args);  // warm-up
-  for (int i = 0; st.ok() && i < 3; ++i) {
-    st = CudaStatus(cudaMemsetAsync(flush, i, flush_bytes, args.stream), "autotune L2 flush");
-    if (st.ok()) st = CudaStatus(cudaEventRecord(start, args.stream), "cudaEventRecord");
-    if (st.ok()) st = runner.Run(args);
-    if (st.ok()) st = CudaStatus(cudaEventRecord(stop, args.stream), "cudaEventRecord");
-    if (st.ok()) st = CudaStatus(cudaEventSynchronize(stop), "cudaEventSynchronize");
-    float ms = 0;
-    if (st.ok()) st = CudaStatus(cudaEventElapsedTime(&ms, start, stop), "cudaEventElapsedTime");
-    if (st.ok()) best = std::min(best, double{ms});
-  }
-  cudaEventDestroy(start);
-  cudaEventDestroy(stop);
-  RETURN_IF_ERROR(st);
-  return best;
+  const TimedCall call = [&](cudaStream_t stream) {
+    RunArgs a = args;
+    a.stream = stream;
+    return runner.Run(a);
+  };
+  ASSIGN_OR_RETURN(CallTimes t, timer.Time(call, args.stream, /*calls=*/3, /*warmup=*/1));
+  return t.best_ms();
 }
 
 absl::StatusOr<Tuned> Measure(const Shape& shape, const DeviceInfo& device,
@@ -76,18 +51,16 @@ absl::StatusOr<Tuned> Measure(const Shape& shape, const DeviceInfo& device,
   // The device must hold x, w, y and the flush buffer; a shape that cannot is refused before its
   // host copies are made (on an overcommitting host a huge vector is not a bad_alloc but a
   // process killed while filling it).
-  constexpr size_t kFlushBytes = size_t{256} << 20;
   const double tensor_bytes =
       4.0 * (static_cast<double>(shape.input_elements()) + shape.filter_elements() +
              shape.output_elements());
   size_t free_bytes = 0, total_bytes = 0;
   RETURN_IF_ERROR(CudaStatus(cudaMemGetInfo(&free_bytes, &total_bytes), "cudaMemGetInfo"));
-  if (tensor_bytes + kFlushBytes > static_cast<double>(free_bytes)) {
+  if (tensor_bytes + kL2FlushBytes > static_cast<double>(free_bytes)) {
     return absl::ResourceExhaustedError(absl::StrCat(
         "autotune: ", shape.ToString(), " needs ", tensor_bytes, " bytes of device memory for x, w "
         "and y; ", free_bytes, " are free"));
   }
-  Buffers buffers;
   std::vector<float> hx, hw;
   try {
     hx = RandomTensor(1, kInputTensor, shape.input_elements(), Distribution::kNormal);
@@ -96,31 +69,33 @@ absl::StatusOr<Tuned> Measure(const Shape& shape, const DeviceInfo& device,
     return absl::ResourceExhaustedError(
         absl::StrCat("autotune: no host memory for the random inputs of ", shape.ToString()));
   }
-  ASSIGN_OR_RETURN(void* x, buffers.Alloc(hx.size() * sizeof(float)));
-  ASSIGN_OR_RETURN(void* w, buffers.Alloc(hw.size() * sizeof(float)));
-  ASSIGN_OR_RETURN(void* y, buffers.Alloc(shape.output_elements() * sizeof(float)));
-  ASSIGN_OR_RETURN(void* flush, buffers.Alloc(kFlushBytes));
+  ASSIGN_OR_RETURN(DeviceBuffer x, DeviceBuffer::Allocate(hx.size() * sizeof(float), "autotune x"));
+  ASSIGN_OR_RETURN(DeviceBuffer w, DeviceBuffer::Allocate(hw.size() * sizeof(float), "autotune w"));
+  ASSIGN_OR_RETURN(DeviceBuffer y, DeviceBuffer::Allocate(shape.output_elements() * sizeof(float),
+                                                          "autotune y"));
+  ASSIGN_OR_RETURN(KernelBotTimer timer, KernelBotTimer::Create());
   RETURN_IF_ERROR(CudaStatus(
-      cudaMemcpy(x, hx.data(), hx.size() * sizeof(float), cudaMemcpyHostToDevice), "copy x"));
+      cudaMemcpy(x.p, hx.data(), hx.size() * sizeof(float), cudaMemcpyHostToDevice), "copy x"));
   RETURN_IF_ERROR(CudaStatus(
-      cudaMemcpy(w, hw.data(), hw.size() * sizeof(float), cudaMemcpyHostToDevice), "copy w"));
+      cudaMemcpy(w.p, hw.data(), hw.size() * sizeof(float), cudaMemcpyHostToDevice), "copy w"));
   cudaStream_t stream;
   RETURN_IF_ERROR(CudaStatus(cudaStreamCreate(&stream), "cudaStreamCreate"));
   RunArgs args;
-  args.x = static_cast<const float*>(x);
-  args.w = static_cast<const float*>(w);
-  args.y = static_cast<float*>(y);
+  args.x = x.as<const float>();
+  args.w = w.as<const float>();
+  args.y = y.as<float>();
   args.stream = stream;
   Tuned best{nullptr, nullptr};
   double best_ms = std::numeric_limits<double>::infinity();
+  absl::Status status;
   for (const Candidate& c : candidates) {
     absl::StatusOr<std::unique_ptr<Runner>> runner =
         c.algorithm->Initialize(shape, c.proposal, device);
     if (!runner.ok()) continue;  // e.g. a workspace the device cannot hold, or another GPU's
-    absl::StatusOr<double> ms = TimeOne(**runner, args, flush, kFlushBytes);
+    absl::StatusOr<double> ms = TimeOne(**runner, args, timer);
     if (!ms.ok()) {
-      cudaStreamDestroy(stream);
-      return ms.status();
+      status = ms.status();
+      break;
     }
     if (*ms < best_ms) {
       best_ms = *ms;
@@ -128,6 +103,7 @@ absl::StatusOr<Tuned> Measure(const Shape& shape, const DeviceInfo& device,
     }
   }
   cudaStreamDestroy(stream);
+  RETURN_IF_ERROR(status);
   if (best.algorithm == nullptr) {
     return absl::UnimplementedError(
         absl::StrCat("autotune: no algorithm could be timed on ", shape.ToString()));

@@ -50,34 +50,22 @@ absl::StatusOr<DeviceProblem> DeviceProblem::Create(const Shape& shape, uint64_t
   p.shape_ = shape;
   p.x_ = RandomTensor(seed, kInputTensor, shape.input_elements(), dist);
   p.w_ = RandomTensor(seed, kFilterTensor, shape.filter_elements(), dist);
-  RETURN_IF_ERROR(CudaStatus(cudaMalloc(&p.dx_, p.x_.size() * sizeof(float)), "cudaMalloc x"));
-  RETURN_IF_ERROR(CudaStatus(cudaMalloc(&p.dw_, p.w_.size() * sizeof(float)), "cudaMalloc w"));
-  RETURN_IF_ERROR(
-      CudaStatus(cudaMalloc(&p.dy_, shape.output_elements() * sizeof(float)), "cudaMalloc y"));
+  ASSIGN_OR_RETURN(p.dx_, DeviceBuffer::Allocate(p.x_.size() * sizeof(float), "cudaMalloc x"));
+  ASSIGN_OR_RETURN(p.dw_, DeviceBuffer::Allocate(p.w_.size() * sizeof(float), "cudaMalloc w"));
+  ASSIGN_OR_RETURN(p.dy_,
+                   DeviceBuffer::Allocate(shape.output_elements() * sizeof(float), "cudaMalloc y"));
   RETURN_IF_ERROR(CudaStatus(
-      cudaMemcpy(p.dx_, p.x_.data(), p.x_.size() * sizeof(float), cudaMemcpyHostToDevice),
+      cudaMemcpy(p.dx_.p, p.x_.data(), p.x_.size() * sizeof(float), cudaMemcpyHostToDevice),
       "copy x"));
   RETURN_IF_ERROR(CudaStatus(
-      cudaMemcpy(p.dw_, p.w_.data(), p.w_.size() * sizeof(float), cudaMemcpyHostToDevice),
+      cudaMemcpy(p.dw_.p, p.w_.data(), p.w_.size() * sizeof(float), cudaMemcpyHostToDevice),
       "copy w"));
   return p;
 }
 
-DeviceProblem::DeviceProblem(DeviceProblem&& o) noexcept
-    : shape_(o.shape_), x_(std::move(o.x_)), w_(std::move(o.w_)), dx_(o.dx_), dw_(o.dw_),
-      dy_(o.dy_) {
-  o.dx_ = o.dw_ = o.dy_ = nullptr;
-}
-
-DeviceProblem::~DeviceProblem() {
-  cudaFree(dx_);
-  cudaFree(dw_);
-  cudaFree(dy_);
-}
-
 absl::Status DeviceProblem::PoisonOutput() const {
   // 0xFF bytes are a quiet NaN in fp32.
-  RETURN_IF_ERROR(CudaStatus(cudaMemset(dy_, 0xFF, shape_.output_elements() * sizeof(float)),
+  RETURN_IF_ERROR(CudaStatus(cudaMemset(dy_.p, 0xFF, shape_.output_elements() * sizeof(float)),
                              "poison y"));
   return CudaStatus(cudaDeviceSynchronize(), "poison y");
 }
@@ -86,15 +74,13 @@ absl::StatusOr<std::vector<float>> DeviceProblem::ReadOutput(
     const std::vector<int64_t>& positions) const {
   std::vector<float> all(shape_.output_elements());
   RETURN_IF_ERROR(CudaStatus(
-      cudaMemcpy(all.data(), dy_, all.size() * sizeof(float), cudaMemcpyDeviceToHost), "read y"));
+      cudaMemcpy(all.data(), dy_.p, all.size() * sizeof(float), cudaMemcpyDeviceToHost), "read y"));
   if (positions.empty()) return all;
   std::vector<float> out;
   out.reserve(positions.size());
   for (int64_t p : positions) out.push_back(all[p]);
   return out;
 }
-
-DeviceBuffer::~DeviceBuffer() { cudaFree(p); }
 
 Expected ReferenceFor(const DeviceProblem& problem, int64_t max_positions, uint64_t seed) {
   Expected e;
@@ -131,8 +117,7 @@ absl::Status CheckInputsChangeBetweenCalls(const std::string& algorithm, const S
   ASSIGN_OR_RETURN(DeviceProblem a, DeviceProblem::Create(s, 101));
   ASSIGN_OR_RETURN(DeviceProblem b, DeviceProblem::Create(s, 202));
   const Expected ea = ReferenceFor(a, kPositions, 101), eb = ReferenceFor(b, kPositions, 202);
-  DeviceBuffer ws;
-  RETURN_IF_ERROR(CudaStatus(cudaMalloc(&ws.p, plan.workspace_bytes() + 64), "cudaMalloc"));
+  ASSIGN_OR_RETURN(DeviceBuffer ws, DeviceBuffer::Allocate(plan.workspace_bytes() + 64));
   void* unaligned = static_cast<char*>(ws.p) + 4;
   cudaStream_t stream = nullptr;
   RETURN_IF_ERROR(CudaStatus(cudaStreamCreate(&stream), "cudaStreamCreate"));
@@ -167,17 +152,12 @@ absl::StatusOr<std::vector<float>> RunOnce(const DeviceProblem& problem,
                                            const std::string& algorithm,
                                            const std::vector<int64_t>& positions) {
   ASSIGN_OR_RETURN(Plan plan, Plan::Create(problem.shape(), algorithm));
-  void* ws = nullptr;
-  if (plan.workspace_bytes() > 0) {
-    RETURN_IF_ERROR(CudaStatus(cudaMalloc(&ws, plan.workspace_bytes()), "cudaMalloc workspace"));
-  }
-  absl::Status st = problem.PoisonOutput();
-  if (st.ok()) {
-    st = plan.Run(problem.x(), problem.w(), problem.y(), ws, plan.workspace_bytes(), nullptr);
-  }
-  if (st.ok()) st = CudaStatus(cudaDeviceSynchronize(), algorithm.c_str());
-  cudaFree(ws);
-  RETURN_IF_ERROR(st);
+  ASSIGN_OR_RETURN(DeviceBuffer ws,
+                   DeviceBuffer::Allocate(plan.workspace_bytes(), "cudaMalloc workspace"));
+  RETURN_IF_ERROR(problem.PoisonOutput());
+  RETURN_IF_ERROR(
+      plan.Run(problem.x(), problem.w(), problem.y(), ws.p, plan.workspace_bytes(), nullptr));
+  RETURN_IF_ERROR(CudaStatus(cudaDeviceSynchronize(), algorithm.c_str()));
   return problem.ReadOutput(positions);
 }
 

@@ -10,6 +10,7 @@
 
 #include "absl/status/statusor.h"
 #include "conv/core/algorithm.h"
+#include "conv/core/device_buffer.h"
 #include "conv/shape.h"
 #include "reference/random.h"
 
@@ -35,16 +36,15 @@ class DeviceProblem {
  public:
   static absl::StatusOr<DeviceProblem> Create(const Shape& shape, uint64_t seed,
                                               Distribution dist = Distribution::kUniform);
-  DeviceProblem(DeviceProblem&&) noexcept;
+  DeviceProblem(DeviceProblem&&) noexcept = default;
   DeviceProblem& operator=(DeviceProblem&&) = delete;
-  ~DeviceProblem();
 
   const Shape& shape() const { return shape_; }
   const std::vector<float>& host_x() const { return x_; }
   const std::vector<float>& host_w() const { return w_; }
-  const float* x() const { return dx_; }
-  const float* w() const { return dw_; }
-  float* y() const { return dy_; }
+  const float* x() const { return dx_.as<float>(); }
+  const float* w() const { return dw_.as<float>(); }
+  float* y() const { return dy_.as<float>(); }
 
   // Fills y with NaN so that unwritten elements fail any comparison.
   absl::Status PoisonOutput() const;
@@ -55,18 +55,7 @@ class DeviceProblem {
   DeviceProblem() = default;
   Shape shape_;
   std::vector<float> x_, w_;
-  float* dx_ = nullptr;
-  float* dw_ = nullptr;
-  float* dy_ = nullptr;
-};
-
-// Device memory freed when it goes out of scope.
-struct DeviceBuffer {
-  void* p = nullptr;
-  DeviceBuffer() = default;
-  DeviceBuffer(const DeviceBuffer&) = delete;
-  DeviceBuffer& operator=(const DeviceBuffer&) = delete;
-  ~DeviceBuffer();
+  DeviceBuffer dx_, dw_, dy_;
 };
 
 // The fp64 reference for a problem: every element when the output has at most `max_positions`

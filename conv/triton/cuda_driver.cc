@@ -45,7 +45,7 @@ absl::StatusOr<CudaDriver> OpenDriver() {
   CudaDriver d;
   bool missing = false;
   std::string missing_names;
-  auto load = [&](auto& fn, const char* name, int version = CUDA_VERSION) {
+  auto load = [&](auto& fn, const char* name, int version) {
     void* p = nullptr;
     CUdriverProcAddressQueryResult found;
     if (get_proc(name, &p, version, CU_GET_PROC_ADDRESS_DEFAULT, &found) != CUDA_SUCCESS ||
@@ -56,26 +56,9 @@ absl::StatusOr<CudaDriver> OpenDriver() {
     }
     fn = reinterpret_cast<std::remove_reference_t<decltype(fn)>>(p);
   };
-  load(d.GetErrorName, "cuGetErrorName");
-  load(d.GetErrorString, "cuGetErrorString");
-  load(d.DeviceGet, "cuDeviceGet");
-  load(d.DeviceGetAttribute, "cuDeviceGetAttribute");
-  load(d.DevicePrimaryCtxRetain, "cuDevicePrimaryCtxRetain");
-  load(d.DevicePrimaryCtxRelease, "cuDevicePrimaryCtxRelease");
-  load(d.CtxGetCurrent, "cuCtxGetCurrent");
-  // At CUDA_VERSION 13000 "cuCtxGetDevice" resolves to the two-argument cuCtxGetDevice_v2
-  // (device, ctx) while cuda.h declares the one-argument form: ask for the 2.0 ABI explicitly
-  // (cudaTypedefs.h: PFN_cuCtxGetDevice_v2000). Seen on the H200: the wrong ABI read garbage.
-  load(d.CtxGetDevice, "cuCtxGetDevice", 2000);
-  load(d.CtxPushCurrent, "cuCtxPushCurrent");
-  load(d.CtxPopCurrent, "cuCtxPopCurrent");
-  load(d.ModuleLoadDataEx, "cuModuleLoadDataEx");
-  load(d.ModuleUnload, "cuModuleUnload");
-  load(d.ModuleGetFunction, "cuModuleGetFunction");
-  load(d.FuncGetAttribute, "cuFuncGetAttribute");
-  load(d.FuncSetAttribute, "cuFuncSetAttribute");
-  load(d.FuncSetCacheConfig, "cuFuncSetCacheConfig");
-  load(d.LaunchKernelEx, "cuLaunchKernelEx");
+#define CONV2D_CUDA_DRIVER_LOAD(member, function, abi) load(d.member, #function, abi);
+  CONV2D_CUDA_DRIVER_ENTRY_POINTS(CONV2D_CUDA_DRIVER_LOAD)
+#undef CONV2D_CUDA_DRIVER_LOAD
   if (missing) return NoDriver(absl::StrCat("libcuda.so.1 lacks ", missing_names));
   const CUresult init_result = init(0);
   if (init_result != CUDA_SUCCESS) {

@@ -10,14 +10,16 @@
 #include <string>
 #include <vector>
 
-namespace {
+#include "absl/flags/flag.h"
+#include "absl/flags/parse.h"
+#include "absl/flags/usage.h"
 
-bool Flag(const std::string& arg, const char* name, std::string* value) {
-  const std::string prefix = std::string("--") + name + "=";
-  if (arg.compare(0, prefix.size(), prefix) != 0) return false;
-  *value = arg.substr(prefix.size());
-  return true;
-}
+ABSL_FLAG(std::string, symbol, "", "NAME: the C++ function that returns the files");
+ABSL_FLAG(std::string, header, "", "OUT.h: the header to write");
+ABSL_FLAG(std::string, source, "", "OUT.cc: the source to write");
+ABSL_FLAG(std::string, include, "", "PATH/OUT.h: how the source includes the header");
+
+namespace {
 
 std::string BaseName(const std::string& path) {
   const size_t slash = path.find_last_of('/');
@@ -49,17 +51,12 @@ int Fail(const std::string& message) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  std::string symbol, header, source, include;
-  std::vector<std::string> files;
-  for (int i = 1; i < argc; ++i) {
-    const std::string arg = argv[i];
-    if (Flag(arg, "symbol", &symbol) || Flag(arg, "header", &header) ||
-        Flag(arg, "source", &source) || Flag(arg, "include", &include)) {
-      continue;
-    }
-    if (arg.compare(0, 2, "--") == 0) return Fail("unknown flag " + arg);
-    files.push_back(arg);
-  }
+  absl::SetProgramUsageMessage(
+      "embed_files --symbol=NAME --header=OUT.h --source=OUT.cc --include=PATH/OUT.h FILE...");
+  const std::vector<char*> args = absl::ParseCommandLine(argc, argv);  // unknown flags exit
+  const std::vector<std::string> files(args.begin() + 1, args.end());
+  const std::string symbol = absl::GetFlag(FLAGS_symbol), header = absl::GetFlag(FLAGS_header),
+                    source = absl::GetFlag(FLAGS_source), include = absl::GetFlag(FLAGS_include);
   if (!IsIdentifier(symbol)) return Fail("--symbol must be a C++ identifier");
   if (header.empty() || source.empty() || include.empty()) {
     return Fail("--header, --source and --include are required");

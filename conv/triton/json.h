@@ -1,60 +1,29 @@
-// A small, strict JSON reader (RFC 8259) for Triton's kernel metadata. No JSON library is
-// available to this build, and the metadata is a small object, so strictness is worth more
-// than speed: trailing commas, comments, duplicate keys, NaN/Infinity, leading zeros, control
-// characters in strings and trailing content are all errors, reported with line and column.
+// Triton's kernel metadata as JSON, read with nlohmann/json, as strictly as the loader wants: on
+// top of what nlohmann refuses (trailing commas, comments, NaN/Infinity, leading zeros, control
+// characters in strings, numbers out of range, trailing content) duplicate keys and nesting
+// deeper than 32 are errors too, and every error is an absl::Status naming the line and column:
+// no exception leaves ParseJson.
 #ifndef CONV2D_CONV_TRITON_JSON_H_
 #define CONV2D_CONV_TRITON_JSON_H_
 
-#include <cstdint>
-#include <string>
-#include <utility>
-#include <vector>
-
 #include "absl/status/statusor.h"
 #include "absl/strings/string_view.h"
+#include "nlohmann/json.hpp"
 
 namespace conv2d {
 namespace triton {
 
-class JsonValue {
- public:
-  enum class Kind { kNull, kBool, kNumber, kString, kArray, kObject };
+// Members keep the document's order.
+using Json = nlohmann::ordered_json;
 
-  Kind kind() const { return kind_; }
-  bool is_null() const { return kind_ == Kind::kNull; }
-  bool is_bool() const { return kind_ == Kind::kBool; }
-  bool is_number() const { return kind_ == Kind::kNumber; }
-  // A number written without fraction or exponent that fits int64.
-  bool is_integer() const { return kind_ == Kind::kNumber && is_integer_; }
-  bool is_string() const { return kind_ == Kind::kString; }
-  bool is_array() const { return kind_ == Kind::kArray; }
-  bool is_object() const { return kind_ == Kind::kObject; }
+// One JSON document (whitespace around it allowed, nothing else).
+absl::StatusOr<Json> ParseJson(absl::string_view text);
 
-  bool bool_value() const { return bool_; }
-  double number() const { return number_; }
-  int64_t integer() const { return integer_; }
-  const std::string& string() const { return string_; }
-  const std::vector<JsonValue>& array() const { return array_; }
-  const std::vector<std::pair<std::string, JsonValue>>& object() const { return object_; }
-  // The member named `key` of an object; nullptr if absent or not an object.
-  const JsonValue* Find(absl::string_view key) const;
+// A number written without fraction or exponent that fits int64.
+bool IsJsonInteger(const Json& value);
 
-  static const char* KindName(Kind kind);
-
- private:
-  friend class JsonParser;
-  Kind kind_ = Kind::kNull;
-  bool bool_ = false;
-  bool is_integer_ = false;
-  double number_ = 0;
-  int64_t integer_ = 0;
-  std::string string_;
-  std::vector<JsonValue> array_;
-  std::vector<std::pair<std::string, JsonValue>> object_;
-};
-
-// Parses one JSON document (whitespace around it allowed, nothing else).
-absl::StatusOr<JsonValue> ParseJson(absl::string_view text);
+// "a string", "an object", ... for error messages.
+const char* JsonKindName(const Json& value);
 
 }  // namespace triton
 }  // namespace conv2d

@@ -17,13 +17,14 @@
 #include <cstdint>
 #include <cstdio>
 #include <cstring>
-#include <functional>
 #include <string>
 #include <vector>
 
 #include "absl/status/status.h"
 #include "conv/algorithms/fft/cgemm_3xtf32.h"
 #include "conv/algorithms/fft/fft_tiled_internal.h"
+#include "conv/core/device_buffer.h"
+#include "conv/core/timing.h"
 #include "gtest/gtest.h"
 #include "reference/random.h"
 
@@ -39,14 +40,6 @@ constexpr double kU = 1.0 / 16777216.0;  // 2^-24, fp32's unit roundoff
     const cudaError_t err_ = (expr);                                            \
     ASSERT_EQ(err_, cudaSuccess) << #expr << ": " << cudaGetErrorString(err_); \
   } while (0)
-
-struct DeviceBuffer {
-  void* p = nullptr;
-  DeviceBuffer() = default;
-  DeviceBuffer(const DeviceBuffer&) = delete;
-  DeviceBuffer& operator=(const DeviceBuffer&) = delete;
-  ~DeviceBuffer() { cudaFree(p); }
-};
 
 struct Case {
   std::string name;
@@ -189,20 +182,9 @@ void CheckWrites(const GemmLayout& l, const std::vector<float>& c, int64_t* unwr
   }
 }
 
-float TimeMs(cudaStream_t stream, int reps, const std::function<void()>& call) {
-  cudaEvent_t start, stop;
-  cudaEventCreate(&start);
-  cudaEventCreate(&stop);
-  for (int r = 0; r < 3; ++r) call();
-  cudaEventRecord(start, stream);
-  for (int r = 0; r < reps; ++r) call();
-  cudaEventRecord(stop, stream);
-  cudaEventSynchronize(stop);
-  float ms = 0;
-  cudaEventElapsedTime(&ms, start, stop);
-  cudaEventDestroy(start);
-  cudaEventDestroy(stop);
-  return ms / reps;
+// Warm-L2 time: the mean ms of `reps` back-to-back calls after 3 warm-up calls.
+absl::StatusOr<double> TimeMs(cudaStream_t stream, int reps, const TimedCall& call) {
+  return TimeBackToBack(call, stream, reps, /*warmup=*/3);
 }
 
 void RunCaseWith(const Case& cs, CgemmKernel kernel) {
@@ -256,9 +238,15 @@ void RunCaseWith(const Case& cs, CgemmKernel kernel) {
     std::vector<float> cb(2 * c_extent);
     CUDA_OK(cudaMemcpy(cb.data(), dc.p, c_bytes, cudaMemcpyDeviceToHost));
     const Check theirs = CheckOutput(l, a, b, cb, cs.seed);
-    const float ms_ours =
-        TimeMs(stream, 20, [&] { (void)CgemmConjBatched3xTf32(l, da.p, db.p, dc.p, stream, kernel); });
-    const float ms_cublas = TimeMs(stream, 20, [&] { (void)cublas(); });
+    const absl::StatusOr<double> ms_ours = TimeMs(stream, 20, [&](cudaStream_t s) {
+      return CgemmConjBatched3xTf32(l, da.p, db.p, dc.p, s, kernel);
+    });
+    ASSERT_TRUE(ms_ours.ok()) << ms_ours.status();
+    const absl::StatusOr<double> ms_cublas = TimeMs(stream, 20, [&](cudaStream_t) {
+      return cublas() == CUBLAS_STATUS_SUCCESS ? absl::OkStatus()
+                                               : absl::InternalError("cublasCgemmStridedBatched");
+    });
+    ASSERT_TRUE(ms_cublas.ok()) << ms_cublas.status();
     CUDA_OK(cudaStreamSynchronize(stream));
     CUDA_OK(cudaGetLastError());
     const double gflop = 8.0 * l.m * l.n * l.k * l.batch * 1e-9;
@@ -266,7 +254,7 @@ void RunCaseWith(const Case& cs, CgemmKernel kernel) {
     std::snprintf(note, sizeof note,
                   " | cublas fp32 max_ratio %.4f | warm-L2 time: 3xtf32 %.4f ms (%.0f TFLOP/s), "
                   "cublas %.4f ms (%.0f TFLOP/s)",
-                  theirs.max_ratio, ms_ours, gflop / ms_ours, ms_cublas, gflop / ms_cublas);
+                  theirs.max_ratio, *ms_ours, gflop / *ms_ours, *ms_cublas, gflop / *ms_cublas);
     cublas_note = note;
     cublasDestroy(h);
   }
