@@ -28,8 +28,10 @@
 #ifndef CONV2D_CONV_FFT_TILED_INTERNAL_H_
 #define CONV2D_CONV_FFT_TILED_INTERNAL_H_
 
+#include <algorithm>
 #include <cstddef>
 #include <cstdint>
+#include <initializer_list>
 #include <memory>
 #include <string>
 #include <vector>
@@ -38,6 +40,7 @@
 #include "absl/status/statusor.h"
 #include "conv/core/algorithm.h"
 #include "conv/arch/host_device.h"
+#include "conv/arch/int_math.h"
 #include "conv/shape.h"
 
 namespace conv2d {
@@ -69,6 +72,28 @@ constexpr size_t kMaxWorkspaceBytes = size_t{1} << 31;     // CanImplement's har
 constexpr size_t kAlignment = 256;                          // of every buffer (cuFFT, cuBLAS)
 // cuBLAS's workspace (its documented recommendation for a user workspace is >= 4 MiB).
 constexpr size_t kBlasWorkspaceBytes = size_t{4} << 20;
+
+// Workspace byte counts, shared by the two FFT planners (fft_tiled, fft_fused). They saturate at
+// kSaturatedBytes instead of wrapping: an absurd shape's count then stays absurd and the
+// workspace limit refuses it, where a wrapped one could pass. Every operand is <= 2^62, so the
+// sums below cannot overflow before they saturate.
+constexpr uint64_t kSaturatedBytes = uint64_t{1} << 62;
+// The product of non-negative factors.
+inline uint64_t SaturatingMul(std::initializer_list<int64_t> factors) {
+  uint64_t p = 1;
+  for (int64_t f : factors) {
+    const uint64_t u = static_cast<uint64_t>(f);
+    if (u != 0 && p > kSaturatedBytes / u) return kSaturatedBytes;
+    p *= u;
+  }
+  return p;
+}
+inline uint64_t SaturatingAdd(uint64_t a, uint64_t b) { return std::min(a + b, kSaturatedBytes); }
+// Rounded up to kAlignment.
+inline uint64_t SaturatingAlign(uint64_t bytes) {
+  if (bytes >= kSaturatedBytes) return kSaturatedBytes;
+  return static_cast<uint64_t>(RoundUp(static_cast<int64_t>(bytes), kAlignment));
+}
 
 struct Geometry {
   int64_t tile_h = 0, tile_w = 0;    // Th, Tw: the FFT size

@@ -3,10 +3,10 @@
 // the GEMM view and the tiling.
 //
 // Why the error stays inside |y - y64| <= 1e-3 + 1e-3|y64|:
-//  - Products. v = hi + lo with hi = rna_tf32(v), lo = rna_tf32(v - hi): v - hi is exact in fp32,
-//    |v - hi| <= 2^-11|v| and lo carries it to 2^-22|v|. a_lo*b_lo (<= 2^-22|ab|) is dropped.
-//    Each product is off by at most ~3*2^-22|ab|, with random sign: over 131072 terms of U(-1,1)
-//    inputs that is ~1e-5 rms, negligible.
+//  - Products. The split of conv/arch/split_3xtf32.h: v = hi + lo, hi = v rounded to TF32,
+//    lo = v - hi (exact) handed to the tensor core unrounded; a_lo*b_lo is dropped. Each product
+//    is off by at most ~2^-21|ab| (half of it the dropped a_lo*b_lo), with random sign: over
+//    131072 terms of U(-1,1) inputs that is ~1e-5 rms, negligible.
 //  - Accumulation. The tensor core adds into its fp32 accumulator without IEEE round-to-nearest
 //    (published measurements on A100 show truncation). Modelled pessimistically -- every mma
 //    returns its exact sum rounded toward zero, a bias of about half an ulp of the partial sum
@@ -34,6 +34,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "conv/arch/cp_async.cuh"
+#include "conv/arch/split_3xtf32.h"
 #include "conv/core/cuda_status.h"
 #include "conv/algorithms/implicit_gemm/implicit_gemm_3xtf32.h"
 
@@ -90,13 +91,6 @@ Params MakeParams(const Shape& s) {
 }
 
 namespace {
-
-// v = hi + lo in TF32, both rounded to nearest (ties away), as the header describes.
-__device__ __forceinline__ void Split(float v, uint32_t& hi, uint32_t& lo) {
-  asm("cvt.rna.tf32.f32 %0, %1;\n" : "=r"(hi) : "f"(v));
-  const float rest = __fsub_rn(v, __uint_as_float(hi));
-  asm("cvt.rna.tf32.f32 %0, %1;\n" : "=r"(lo) : "f"(rest));
-}
 
 // d += a * b on a 16x8x8 TF32 tile, fp32 accumulation.
 __device__ __forceinline__ void Mma(float (&d)[4], const uint32_t (&a)[4], const uint32_t (&b)[2]) {
@@ -184,12 +178,12 @@ __global__ void __launch_bounds__(kThreads, 2)
       for (int mi = 0; mi < kMmaTilesM; ++mi)
 #pragma unroll
         for (int r = 0; r < 4; ++r)
-          Split(sa[AFragIndex(warp_m0, mi, kk, lane, r)], a_hi[mi][r], a_lo[mi][r]);
+          SplitTf32(sa[AFragIndex(warp_m0, mi, kk, lane, r)], a_hi[mi][r], a_lo[mi][r]);
 #pragma unroll
       for (int ni = 0; ni < kMmaTilesN; ++ni)
 #pragma unroll
         for (int r = 0; r < 2; ++r)
-          Split(sb[BFragIndex(warp_n0, ni, kk, lane, r)], b_hi[ni][r], b_lo[ni][r]);
+          SplitTf32(sb[BFragIndex(warp_n0, ni, kk, lane, r)], b_hi[ni][r], b_lo[ni][r]);
       // The small cross terms first; each pass touches all 8 accumulators, so consecutive mma on
       // one accumulator are 8 instructions apart.
 #pragma unroll

@@ -14,7 +14,6 @@
 #include <cmath>
 #include <cstdint>
 #include <cstdio>
-#include <cstring>
 #include <limits>
 #include <optional>
 #include <string>
@@ -23,6 +22,7 @@
 #include "conv/conv.h"
 #include "conv/algorithms/implicit_gemm/implicit_gemm_wgmma_internal.h"
 #include "conv/core/registry.h"
+#include "conv/testing/cpu_replay/tf32_model.h"
 #include "conv/testing/shapes.h"
 #include "gtest/gtest.h"
 #include "reference/random.h"
@@ -32,36 +32,9 @@ namespace conv2d {
 namespace implicit_gemm_wgmma_internal {
 namespace {
 
-// cvt.rna.tf32.f32 for finite inputs: round the low 13 mantissa bits, ties away from zero.
-float RoundTf32(float v) {
-  uint32_t u;
-  std::memcpy(&u, &v, 4);
-  u = (u + 0x1000u) & 0xFFFFE000u;
-  float r;
-  std::memcpy(&r, &u, 4);
-  return r;
-}
-// The tensor core's view of a .tf32 operand: its top 19 bits (the low 13 ignored).
-float TruncTf32(float v) {
-  uint32_t u;
-  std::memcpy(&u, &v, 4);
-  u &= 0xFFFFE000u;
-  float r;
-  std::memcpy(&r, &u, 4);
-  return r;
-}
-// The filter's split (SplitFilterKernel) ...
-void SplitHost(float v, float* hi, float* lo) {
-  *hi = RoundTf32(v);
-  *lo = RoundTf32(v - *hi);
-}
-// ... and the input's (SplitA: the same rounding by bits, as RoundTf32), lo as the tensor core
-// reads it.
-void SplitHostA(float v, float* hi, float* lo) {
-  *hi = RoundTf32(v);
-  *lo = TruncTf32(v - *hi);
-}
-
+// The split of both operands (the filter's in SplitFilterKernel, the input's in the main loop):
+// the kernels' own SplitTf32. The emulated wgmma reads every operand through TensorCoreOperand,
+// which requires the hi parts to be TF32 values already.
 // ---- The PTX ISA's tables, written out again (not the kernel's AFragIndex/AccCoord).
 // wgmma .tf32 A register fragment (m64 x k8): warp w rows 16w.., like mma.m16n8k8's A.
 int PtxARow(int warp, int lane, int reg) { return 16 * warp + lane / 4 + (reg % 2) * 8; }
@@ -107,10 +80,10 @@ std::vector<float> SplitFilter(const Shape& s, const Params& p, int bn,
         int64_t hi_at;
         SplitFilterTarget(p, bn, block, e, &n, &k, &hi_at);
         const float v = (n < p.cout && k < p.k) ? w[int64_t{n} * p.k + k] : 0.f;
-        float hi, lo;
-        SplitHost(v, &hi, &lo);
-        ws[hi_at] = hi;
-        ws[hi_at + bn * kBK] = lo;
+        uint32_t hi, lo;
+        SplitTf32(v, hi, lo);
+        ws[hi_at] = BitsFloat(hi);
+        ws[hi_at + bn * kBK] = BitsFloat(lo);
       }
     }
   }
@@ -136,6 +109,7 @@ void EmulateUnit(const Shape& s, const Params& p, const WorkUnit& wu, int g0,
   for (int t = 0; t < kCopyThreads; ++t) ag[t].Init(p, m0, t);
 
   int fold_count = 0;
+  int dirty = 0;  // hi operands with bits below TF32 (TensorCoreOperand)
   constexpr int kWA = kVecA ? 4 : 1;
   for (int kt = kt_begin; kt < kt_end; ++kt) {
     const int stage = RingSlot<C::kStages>(g0 + kt - kt_begin);
@@ -197,11 +171,11 @@ void EmulateUnit(const Shape& s, const Params& p, const WorkUnit& wu, int g0,
             for (int reg = 0; reg < 4; ++reg) {
               const float v = at(sa + 4 * AFragIndex(wg, warp, j, lane, reg));
               ASSERT_FALSE(std::isnan(v)) << "A fragment reads an unwritten word";
-              float hi, lo;
-              SplitHostA(v, &hi, &lo);
+              uint32_t hi, lo;
+              SplitTf32(v, hi, lo);
               const int r = PtxARow(warp, lane, reg), c = PtxACol(lane, reg);
-              a_hi[r][c] = hi;
-              a_lo[r][c] = lo;
+              a_hi[r][c] = TensorCoreOperand(hi, /*must_be_tf32=*/true, &dirty);
+              a_lo[r][c] = TensorCoreOperand(lo, /*must_be_tf32=*/false, &dirty);
               ++seen[r][c];
             }
         for (int r = 0; r < 64; ++r)
@@ -213,9 +187,11 @@ void EmulateUnit(const Shape& s, const Params& p, const WorkUnit& wu, int g0,
         std::vector<double> b_hi(8 * BN), b_lo(8 * BN);
         for (int n = 0; n < BN; ++n)
           for (int k = 0; k < 8; ++k) {
-            // Already TF32 values (the split rounded them): the tensor core's truncation is exact.
-            b_hi[k * BN + n] = TruncTf32(at(SwizzledAddress(dh, n, k)));
-            b_lo[k * BN + n] = TruncTf32(at(SwizzledAddress(dl, n, k)));
+            // The hi plane must hold TF32 values; lo keeps its low bits for the tensor core to drop.
+            const uint32_t bh = FloatBits(at(SwizzledAddress(dh, n, k)));
+            const uint32_t bl = FloatBits(at(SwizzledAddress(dl, n, k)));
+            b_hi[k * BN + n] = TensorCoreOperand(bh, /*must_be_tf32=*/true, &dirty);
+            b_lo[k * BN + n] = TensorCoreOperand(bl, /*must_be_tf32=*/false, &dirty);
             ASSERT_FALSE(std::isnan(b_hi[k * BN + n]) || std::isnan(b_lo[k * BN + n]));
           }
         // lo*Bhi (scale-d 0 at a chunk's first step), hi*Blo, hi*Bhi.
@@ -232,6 +208,7 @@ void EmulateUnit(const Shape& s, const Params& p, const WorkUnit& wu, int g0,
           }
       }
     }
+    ASSERT_EQ(dirty, 0) << "wgmma hi operands with bits below TF32";
     if (++fold_count == kFoldTiles) {
       fold_count = 0;
       for (size_t i = 0; i < sum.size(); ++i) sum[i] += acc[i];
@@ -349,9 +326,9 @@ void CheckShape(const Shape& s, uint64_t seed, int slots = 3, std::optional<bool
     if (::testing::Test::HasFatalFailure()) return;
   }
   for (int t = 0; t < p.tiles; ++t) ASSERT_EQ(covered[t], p.k_tiles) << "tile " << t;
-  // The split drops a_lo*b_lo and rounds or truncates lo: each product is off by at most
-  // ~2^-21 |ab|. A
-  // misplaced operand would be off by a whole |ab| term, ~sum|ab|/K, far above the bound.
+  // The split drops a_lo*b_lo and the tensor core truncates lo: each product is off by at most
+  // ~2^-21 |ab| (conv/arch/split_3xtf32.h), summed here in double. A misplaced operand would be
+  // off by a whole |ab| term, ~sum|ab|/K, far above the 2^-19 bound.
   std::vector<float> ax(x.size()), aw(w.size());
   for (size_t i = 0; i < x.size(); ++i) ax[i] = std::abs(x[i]);
   for (size_t i = 0; i < w.size(); ++i) aw[i] = std::abs(w[i]);
@@ -972,52 +949,12 @@ TEST(ImplicitGemmWgmmaPlanTest, VectorGatherConditions) {
 }
 
 // ---- The accuracy model of the kernel's arithmetic (implicit_gemm_3xtf32's argument, replayed
-// with this kernel's operands): per k8 step three products into an fp32 accumulator that rounds
-// toward zero (the pessimistic tensor-core model: the exact sum of the accumulator and 8
-// products, truncated), input lo truncated to TF32, filter lo rounded; every 128 terms the
-// accumulator is added (IEEE fp32) into the sum.
-float MmaTruncating(float c, const float* a, const float* b) {
-  double s = c;
-  for (int i = 0; i < 8; ++i) s += static_cast<double>(a[i]) * b[i];  // exact: 11x11-bit products
-  float f = static_cast<float>(s);
-  if (std::abs(static_cast<double>(f)) > std::abs(s)) f = std::nextafter(f, 0.0f);
-  return f;
-}
-
-struct ModelError {
-  double rms = 0, worst = 0;
-};
-
-ModelError Model(int k, int fold_terms, int samples, uint64_t seed) {
-  std::vector<float> x = RandomTensor(seed, kInputTensor, int64_t{k} * samples);
-  std::vector<float> w = RandomTensor(seed, kFilterTensor, int64_t{k} * samples);
-  double sum_sq = 0, worst = 0;
-  for (int s = 0; s < samples; ++s) {
-    const float* xs = &x[int64_t{s} * k];
-    const float* ws = &w[int64_t{s} * k];
-    double exact = 0;
-    for (int i = 0; i < k; ++i) exact += static_cast<double>(xs[i]) * ws[i];
-    float acc = 0, sum = 0;
-    for (int k0 = 0; k0 < k; k0 += 8) {
-      float ah[8], al[8], bh[8], bl[8];
-      for (int i = 0; i < 8; ++i) {
-        const bool in = k0 + i < k;
-        SplitHostA(in ? xs[k0 + i] : 0.f, &ah[i], &al[i]);
-        SplitHost(in ? ws[k0 + i] : 0.f, &bh[i], &bl[i]);
-      }
-      acc = MmaTruncating(acc, al, bh);
-      acc = MmaTruncating(acc, ah, bl);
-      acc = MmaTruncating(acc, ah, bh);
-      if ((k0 + 8) % fold_terms == 0) {
-        sum += acc;
-        acc = 0;
-      }
-    }
-    const double err = std::abs(static_cast<double>(sum + acc) - exact);
-    sum_sq += err * err;
-    worst = std::max(worst, err);
-  }
-  return {std::sqrt(sum_sq / samples), worst};
+// with this kernel's fold length: SplitDotModel in conv/testing/cpu_replay/tf32_model.h), on the
+// testbed's seeded inputs.
+DotModelError Model(int k, int fold_terms, int samples, uint64_t seed) {
+  const std::vector<float> x = RandomTensor(seed, kInputTensor, int64_t{k} * samples);
+  const std::vector<float> w = RandomTensor(seed, kFilterTensor, int64_t{k} * samples);
+  return SplitDotModel(x.data(), w.data(), k, samples, fold_terms);
 }
 
 TEST(ImplicitGemmWgmmaAccuracyModel, BlockedAccumulationMeetsTheBar) {
@@ -1025,7 +962,7 @@ TEST(ImplicitGemmWgmmaAccuracyModel, BlockedAccumulationMeetsTheBar) {
   // The longest KernelBot reduction (128 channels, 32x32) and the longest "cnn" one (512, 3x3).
   for (int k : {131072, 4608}) {
     const int samples = k > 10000 ? 32 : 300;
-    const ModelError folded = Model(k, kFoldTerms, samples, 1);
+    const DotModelError folded = Model(k, kFoldTerms, samples, 1);
     std::printf("K=%-7d fold every %d terms: rms %.3e worst %.3e\n", k, kFoldTerms, folded.rms,
                 folded.worst);
     // Outputs near zero have the tightest tolerance, 1e-3.
