@@ -136,14 +136,16 @@ float RandomFloat(uint64_t i) {
   return BitsFloat(static_cast<uint32_t>(h & 0x807fffffu) | (exponent << 23));
 }
 
-// The three products as the tensor core sees their operands (truncated), summed exactly (in
-// double: 11 x 11-bit products, within 2^-33 |ab| of each other's range).
-double ThreeProducts(float a, float b) {
+// The three products as the tensor core sees their operands (truncated), summed in T: in double
+// exactly (11 x 11-bit products, within 2^-33 |ab| of each other's range), in float with the
+// accumulator's NaN and inf arithmetic.
+template <class T>
+T ThreeProducts(float a, float b) {
   uint32_t ah, al, bh, bl;
   SplitTf32(a, ah, al);
   SplitTf32(b, bh, bl);
-  const double tah = TensorCoreTf32(ah), tal = TensorCoreTf32(al);
-  const double tbh = TensorCoreTf32(bh), tbl = TensorCoreTf32(bl);
+  const T tah = TensorCoreTf32(ah), tal = TensorCoreTf32(al);
+  const T tbh = TensorCoreTf32(bh), tbl = TensorCoreTf32(bl);
   return tal * tbh + tah * tbl + tah * tbh;
 }
 
@@ -155,7 +157,7 @@ TEST(Split3xTf32Test, ThreeProductsWithinTheBound) {
   for (uint64_t i = 0; i < 2000000; ++i) {
     const float a = RandomFloat(2 * i), b = RandomFloat(2 * i + 1);
     const double exact = static_cast<double>(a) * b;  // 24 x 24 bits: exact in double
-    const double rel = std::fabs(ThreeProducts(a, b) - exact) / std::fabs(exact);
+    const double rel = std::fabs(ThreeProducts<double>(a, b) - exact) / std::fabs(exact);
     ASSERT_LE(rel, bound) << a << " * " << b;
     worst = std::max(worst, rel);
   }
@@ -203,17 +205,6 @@ TEST(Split3xTf32Test, Zeros) {
   EXPECT_EQ(BitsFloat(lo), 0.0f);
 }
 
-// The three products of x with y, as the tensor core sees the operands, summed in float (NaN and
-// inf arithmetic as the accumulator's).
-float ThreeProductsF(float x, float y) {
-  uint32_t xh, xl, yh, yl;
-  SplitTf32(x, xh, xl);
-  SplitTf32(y, yh, yl);
-  const float txh = TensorCoreTf32(xh), txl = TensorCoreTf32(xl);
-  const float tyh = TensorCoreTf32(yh), tyl = TensorCoreTf32(yl);
-  return txl * tyh + txh * tyl + txh * tyh;
-}
-
 const float kOthers[] = {0.0f, -0.0f, 1.0f, -1.5f, 0x1p-100f, -0x1p-140f, 3.0e38f, INFINITY,
                          -INFINITY};
 
@@ -234,8 +225,8 @@ TEST(Split3xTf32Test, NanStaysNan) {
     ASSERT_TRUE(std::isnan(BitsFloat(lo))) << std::hex << bits;
     ASSERT_TRUE(std::isnan(TensorCoreTf32(lo))) << std::hex << bits << ": lo " << lo;
     for (float y : kOthers) {
-      ASSERT_TRUE(std::isnan(ThreeProductsF(x, y))) << std::hex << bits << " * " << y;
-      ASSERT_TRUE(std::isnan(ThreeProductsF(y, x))) << y << " * " << std::hex << bits;
+      ASSERT_TRUE(std::isnan(ThreeProducts<float>(x, y))) << std::hex << bits << " * " << y;
+      ASSERT_TRUE(std::isnan(ThreeProducts<float>(y, x))) << y << " * " << std::hex << bits;
     }
   }
   // The GPU's own NaN is the case the old split lost: its hi carries into the sign bit (-0), and
@@ -255,8 +246,8 @@ TEST(Split3xTf32Test, InfinityGivesNan) {
     EXPECT_EQ(BitsFloat(hi), x);
     EXPECT_TRUE(std::isnan(TensorCoreTf32(lo)));
     for (float y : kOthers) {
-      EXPECT_TRUE(std::isnan(ThreeProductsF(x, y))) << x << " * " << y;
-      EXPECT_TRUE(std::isnan(ThreeProductsF(y, x))) << y << " * " << x;
+      EXPECT_TRUE(std::isnan(ThreeProducts<float>(x, y))) << x << " * " << y;
+      EXPECT_TRUE(std::isnan(ThreeProducts<float>(y, x))) << y << " * " << x;
     }
   }
 }
@@ -270,14 +261,14 @@ TEST(Split3xTf32Test, OverflowEdge) {
     uint32_t hi, lo;
     SplitTf32(x, hi, lo);
     EXPECT_TRUE(std::isinf(BitsFloat(hi)));
-    EXPECT_TRUE(std::isnan(ThreeProductsF(x, 0x1p-100f))) << x;
+    EXPECT_TRUE(std::isnan(ThreeProducts<float>(x, 0x1p-100f))) << x;
   }
   const float below = BitsFloat(0x7f7fefffu);
   uint32_t hi, lo;
   SplitTf32(below, hi, lo);
   EXPECT_EQ(hi, 0x7f7fe000u);
   EXPECT_EQ(BitsFloat(hi) + BitsFloat(lo), below);
-  EXPECT_TRUE(std::isfinite(ThreeProductsF(below, 0x1p-100f)));
+  EXPECT_TRUE(std::isfinite(ThreeProducts<float>(below, 0x1p-100f)));
 }
 
 }  // namespace

@@ -57,67 +57,66 @@ __device__ __forceinline__ void WgmmaFenceOperand(float (&r)[kN]) {
 
 // d (64 x N, fp32; N / 2 registers per thread) = A (64 x 8, tf32: 4 registers per thread) *
 // B (8 x N, tf32, the descriptor's shared-memory tile) + (scale_d ? d : 0). One overload per N
-// the kernels use, chosen by the accumulator array's size.
-#define CONV2D_WGMMA_ACC8(d, i)                                                        \
-  "+f"(d[i]), "+f"(d[i + 1]), "+f"(d[i + 2]), "+f"(d[i + 3]), "+f"(d[i + 4]), "+f"(d[i + 5]), \
+// the kernels use, chosen by the accumulator array's size. The accumulators are operands 0 ..
+// N/2 - 1 (CONV2D_WGMMA_D<N/2> lists them in the instruction, CONV2D_WGMMA_ACC8 binds eight),
+// then A's four registers, the descriptor and scale_d.
+#define CONV2D_WGMMA_ACC8(d, i)                                                                    \
+  "+f"(d[i]), "+f"(d[i + 1]), "+f"(d[i + 2]), "+f"(d[i + 3]), "+f"(d[i + 4]), "+f"(d[i + 5]),      \
       "+f"(d[i + 6]), "+f"(d[i + 7])
+#define CONV2D_WGMMA_D16 "%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15"
+#define CONV2D_WGMMA_D32                                                                           \
+  CONV2D_WGMMA_D16 ", %16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, " \
+                   "%31"
+#define CONV2D_WGMMA_D56                                                                           \
+  CONV2D_WGMMA_D32 ", %32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, %43, %44, %45, %46, " \
+                   "%47, %48, %49, %50, %51, %52, %53, %54, %55"
+#define CONV2D_WGMMA_D64 CONV2D_WGMMA_D56 ", %56, %57, %58, %59, %60, %61, %62, %63"
 
 __device__ __forceinline__ void WgmmaTf32(float (&d)[16], const uint32_t (&a)[4], uint64_t desc,
                                           int scale_d) {  // N = 32
-  asm volatile(
-      "{\n.reg .pred p;\nsetp.ne.b32 p, %21, 0;\n"
-      "wgmma.mma_async.sync.aligned.m64n32k8.f32.tf32.tf32 "
-      "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15}, "
-      "{%16, %17, %18, %19}, %20, p, 1, 1;\n}\n"
-      : CONV2D_WGMMA_ACC8(d, 0), CONV2D_WGMMA_ACC8(d, 8)
-      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(desc), "r"(scale_d));
+  asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %21, 0;\n"
+               "wgmma.mma_async.sync.aligned.m64n32k8.f32.tf32.tf32 "
+               "{" CONV2D_WGMMA_D16 "}, {%16, %17, %18, %19}, %20, p, 1, 1;\n}\n"
+               : CONV2D_WGMMA_ACC8(d, 0), CONV2D_WGMMA_ACC8(d, 8)
+               : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(desc), "r"(scale_d));
 }
 
 __device__ __forceinline__ void WgmmaTf32(float (&d)[32], const uint32_t (&a)[4], uint64_t desc,
                                           int scale_d) {  // N = 64
-  asm volatile(
-      "{\n.reg .pred p;\nsetp.ne.b32 p, %37, 0;\n"
-      "wgmma.mma_async.sync.aligned.m64n64k8.f32.tf32.tf32 "
-      "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, "
-      "%16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31}, "
-      "{%32, %33, %34, %35}, %36, p, 1, 1;\n}\n"
-      : CONV2D_WGMMA_ACC8(d, 0), CONV2D_WGMMA_ACC8(d, 8), CONV2D_WGMMA_ACC8(d, 16),
-        CONV2D_WGMMA_ACC8(d, 24)
-      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(desc), "r"(scale_d));
+  asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %37, 0;\n"
+               "wgmma.mma_async.sync.aligned.m64n64k8.f32.tf32.tf32 "
+               "{" CONV2D_WGMMA_D32 "}, {%32, %33, %34, %35}, %36, p, 1, 1;\n}\n"
+               : CONV2D_WGMMA_ACC8(d, 0), CONV2D_WGMMA_ACC8(d, 8), CONV2D_WGMMA_ACC8(d, 16),
+                 CONV2D_WGMMA_ACC8(d, 24)
+               : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(desc), "r"(scale_d));
 }
 
 __device__ __forceinline__ void WgmmaTf32(float (&d)[56], const uint32_t (&a)[4], uint64_t desc,
                                           int scale_d) {  // N = 112
-  asm volatile(
-      "{\n.reg .pred p;\nsetp.ne.b32 p, %61, 0;\n"
-      "wgmma.mma_async.sync.aligned.m64n112k8.f32.tf32.tf32 "
-      "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, "
-      "%16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31, "
-      "%32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, %43, %44, %45, %46, %47, "
-      "%48, %49, %50, %51, %52, %53, %54, %55}, "
-      "{%56, %57, %58, %59}, %60, p, 1, 1;\n}\n"
-      : CONV2D_WGMMA_ACC8(d, 0), CONV2D_WGMMA_ACC8(d, 8), CONV2D_WGMMA_ACC8(d, 16),
-        CONV2D_WGMMA_ACC8(d, 24), CONV2D_WGMMA_ACC8(d, 32), CONV2D_WGMMA_ACC8(d, 40),
-        CONV2D_WGMMA_ACC8(d, 48)
-      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(desc), "r"(scale_d));
+  asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %61, 0;\n"
+               "wgmma.mma_async.sync.aligned.m64n112k8.f32.tf32.tf32 "
+               "{" CONV2D_WGMMA_D56 "}, {%56, %57, %58, %59}, %60, p, 1, 1;\n}\n"
+               : CONV2D_WGMMA_ACC8(d, 0), CONV2D_WGMMA_ACC8(d, 8), CONV2D_WGMMA_ACC8(d, 16),
+                 CONV2D_WGMMA_ACC8(d, 24), CONV2D_WGMMA_ACC8(d, 32), CONV2D_WGMMA_ACC8(d, 40),
+                 CONV2D_WGMMA_ACC8(d, 48)
+               : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(desc), "r"(scale_d));
 }
 
 __device__ __forceinline__ void WgmmaTf32(float (&d)[64], const uint32_t (&a)[4], uint64_t desc,
                                           int scale_d) {  // N = 128
-  asm volatile(
-      "{\n.reg .pred p;\nsetp.ne.b32 p, %69, 0;\n"
-      "wgmma.mma_async.sync.aligned.m64n128k8.f32.tf32.tf32 "
-      "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, "
-      "%16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31, "
-      "%32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, %43, %44, %45, %46, %47, "
-      "%48, %49, %50, %51, %52, %53, %54, %55, %56, %57, %58, %59, %60, %61, %62, %63}, "
-      "{%64, %65, %66, %67}, %68, p, 1, 1;\n}\n"
-      : CONV2D_WGMMA_ACC8(d, 0), CONV2D_WGMMA_ACC8(d, 8), CONV2D_WGMMA_ACC8(d, 16),
-        CONV2D_WGMMA_ACC8(d, 24), CONV2D_WGMMA_ACC8(d, 32), CONV2D_WGMMA_ACC8(d, 40),
-        CONV2D_WGMMA_ACC8(d, 48), CONV2D_WGMMA_ACC8(d, 56)
-      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(desc), "r"(scale_d));
+  asm volatile("{\n.reg .pred p;\nsetp.ne.b32 p, %69, 0;\n"
+               "wgmma.mma_async.sync.aligned.m64n128k8.f32.tf32.tf32 "
+               "{" CONV2D_WGMMA_D64 "}, {%64, %65, %66, %67}, %68, p, 1, 1;\n}\n"
+               : CONV2D_WGMMA_ACC8(d, 0), CONV2D_WGMMA_ACC8(d, 8), CONV2D_WGMMA_ACC8(d, 16),
+                 CONV2D_WGMMA_ACC8(d, 24), CONV2D_WGMMA_ACC8(d, 32), CONV2D_WGMMA_ACC8(d, 40),
+                 CONV2D_WGMMA_ACC8(d, 48), CONV2D_WGMMA_ACC8(d, 56)
+               : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(desc), "r"(scale_d));
 }
 
+#undef CONV2D_WGMMA_D64
+#undef CONV2D_WGMMA_D56
+#undef CONV2D_WGMMA_D32
+#undef CONV2D_WGMMA_D16
 #undef CONV2D_WGMMA_ACC8
 
 #endif  // CONV2D_HAS_WGMMA

@@ -39,6 +39,24 @@ constexpr int kWarpM = 32;  // ...by 32 columns of m (four n8 tiles)
 // distinct bank pairs.
 constexpr int kPad = 4;
 
+// What both mix kernels (this one and cgemm_3xtf32_sm90) take by value: the layout's operands
+// and extents, and their CTA tile grid. Cplx is float2 on the device.
+template <class Cplx>
+struct MixParams {
+  const Cplx* a;
+  const Cplx* b;
+  Cplx* c;
+  int m, n, k, lda, ldb, ldc;
+  int64_t stride_a, stride_b, stride_c;
+  int tiles_m, tiles_n;
+};
+template <class Cplx>
+MixParams<Cplx> MakeMixParams(const fft_tiled::GemmLayout& l, const void* a, const void* b,
+                              void* c, int tiles_m, int tiles_n) {
+  return {static_cast<const Cplx*>(a), static_cast<const Cplx*>(b), static_cast<Cplx*>(c),
+          l.m, l.n, l.k, l.lda, l.ldb, l.ldc, l.stride_a, l.stride_b, l.stride_c, tiles_m, tiles_n};
+}
+
 struct Tile {
   int bn = 0, bm = 0;            // CTA tile: rows of n, columns of m
   int warps_n = 0, warps_m = 0;  // warps along n and m

@@ -35,13 +35,8 @@ namespace conv2d {
 namespace cgemm_3xtf32_sm90 {
 namespace {
 
-struct Params {
-  const float2* a;
-  const float2* b;
-  float2* c;
-  int m, n, k, lda, ldb, ldc;
-  int64_t stride_a, stride_b, stride_c;
-  int tiles_m, tiles_n;
+// The mma.sync kernel's parameters, then the persistent CTAs' count of work items.
+struct Params : cgemm_3xtf32::MixParams<float2> {
   int items;
 };
 
@@ -394,21 +389,7 @@ absl::Status CgemmConjBatched3xTf32Sm90(const fft_tiled::GemmLayout& l, const vo
   using namespace cgemm_3xtf32_sm90;  // NOLINT: the file's own internals
   const Tile tile = ChooseTile(l);
   const Grid grid = MakeGrid(l, tile);
-  Params p;
-  p.a = static_cast<const float2*>(a);
-  p.b = static_cast<const float2*>(b);
-  p.c = static_cast<float2*>(c);
-  p.m = l.m;
-  p.n = l.n;
-  p.k = l.k;
-  p.lda = l.lda;
-  p.ldb = l.ldb;
-  p.ldc = l.ldc;
-  p.stride_a = l.stride_a;
-  p.stride_b = l.stride_b;
-  p.stride_c = l.stride_c;
-  p.tiles_m = grid.tiles_m;
-  p.tiles_n = grid.tiles_n;
+  Params p{cgemm_3xtf32::MakeMixParams<float2>(l, a, b, c, grid.tiles_m, grid.tiles_n)};
   if (grid.items > std::numeric_limits<int>::max() / 2) {
     return absl::InvalidArgumentError(
         absl::StrCat("cgemm_3xtf32: ", grid.items, " work items exceed the kernel's int range"));

@@ -218,38 +218,24 @@ absl::StatusOr<Config> ChooseConfig(const Shape& s, const Options& o) {
     return absl::InvalidArgumentError(absl::StrCat(
         "fft_fused: pairs_per_cta ", o.pairs_per_cta, " is not a power of two in [1, 16]"));
   }
-  const std::vector<int64_t> hs =
-      o.tile_h > 0 ? std::vector<int64_t>{o.tile_h} : TileSizeCandidates(s.kernel_h, s.height);
-  const std::vector<int64_t> ws =
-      o.tile_w > 0 ? std::vector<int64_t>{o.tile_w} : TileSizeCandidates(s.kernel_w, s.width);
-  bool have_fit = false, have_any = false;
-  Config best_fit, smallest;
-  for (int64_t th : hs) {
-    for (int64_t tw : ws) {
-      ASSIGN_OR_RETURN(Geometry g, fft_tiled::MakeGeometry(s, th, tw));
-      Config c;
-      c.geometry = g;
-      c.smem = MakeSmemLayout(g, o.pairs_per_cta);
-      if (std::max(c.smem.bytes_fwd, c.smem.bytes_inv) > kMaxSmemBytes) continue;
-      c.workspace = MakeWorkspaceLayout(s, g, o);
-      c.cost = EstimateCost(s, g, c.smem, o);
-      if (c.workspace.total_bytes <= kTargetWorkspaceBytes &&
-          (!have_fit || c.cost.seconds < best_fit.cost.seconds)) {
-        best_fit = c;
-        have_fit = true;
-      }
-      if (!have_any || c.workspace.total_bytes < smallest.workspace.total_bytes) {
-        smallest = c;
-        have_any = true;
-      }
-    }
+  fft_tiled::TileChoice<Config> choice;
+  for (const auto& [th, tw] : fft_tiled::TilePairs(s, o.tile_h, o.tile_w, TileSizeCandidates)) {
+    ASSIGN_OR_RETURN(Geometry g, fft_tiled::MakeGeometry(s, th, tw));
+    Config c;
+    c.geometry = g;
+    c.smem = MakeSmemLayout(g, o.pairs_per_cta);
+    if (std::max(c.smem.bytes_fwd, c.smem.bytes_inv) > kMaxSmemBytes) continue;
+    c.workspace = MakeWorkspaceLayout(s, g, o);
+    c.cost = EstimateCost(s, g, c.smem, o);
+    choice.Offer(c);
   }
-  if (!have_any) {
+  if (!choice.have_any) {
     return absl::InvalidArgumentError(absl::StrCat(
         "fft_fused: ", o.pairs_per_cta, " pairs per CTA need more than ", kMaxSmemBytes,
         " bytes of shared memory"));
   }
-  if (have_fit) return best_fit;
+  if (choice.have_fit) return choice.best_fit;
+  const Config& smallest = choice.smallest;
   if (smallest.workspace.total_bytes > kMaxWorkspaceBytes) {
     return absl::OutOfRangeError(absl::StrCat(
         "fft_fused: shape ", s.ToString(), " needs at least ", smallest.workspace.total_bytes,

@@ -34,6 +34,7 @@
 #include <initializer_list>
 #include <memory>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "absl/status/status.h"
@@ -106,6 +107,42 @@ struct Geometry {
 
 // InvalidArgument unless 2 <= tile_h, kernel_h <= tile_h (same for w).
 absl::StatusOr<Geometry> MakeGeometry(const Shape& shape, int64_t tile_h, int64_t tile_w);
+
+// The tile search of both FFT planners (ChooseConfig here and in fft_fused). The (tile_h, tile_w)
+// pairs to try: in each dimension the forced size, if the options force one (> 0), else
+// candidates(kernel, extent), rows outer.
+template <class Candidates>
+std::vector<std::pair<int64_t, int64_t>> TilePairs(const Shape& s, int64_t tile_h, int64_t tile_w,
+                                                   Candidates candidates) {
+  const std::vector<int64_t> hs =
+      tile_h > 0 ? std::vector<int64_t>{tile_h} : candidates(s.kernel_h, s.height);
+  const std::vector<int64_t> ws =
+      tile_w > 0 ? std::vector<int64_t>{tile_w} : candidates(s.kernel_w, s.width);
+  std::vector<std::pair<int64_t, int64_t>> pairs;
+  for (int64_t th : hs) {
+    for (int64_t tw : ws) pairs.push_back({th, tw});
+  }
+  return pairs;
+}
+// Among the configurations offered, the cheapest by the model whose workspace is within
+// kTargetWorkspaceBytes, and the one with the smallest workspace (what a shape gets when none
+// fits, if it is within the hard limit). Earlier offers win ties.
+template <class Config>
+struct TileChoice {
+  bool have_fit = false, have_any = false;
+  Config best_fit, smallest;
+  void Offer(const Config& c) {
+    if (c.workspace.total_bytes <= kTargetWorkspaceBytes &&
+        (!have_fit || c.cost.seconds < best_fit.cost.seconds)) {
+      best_fit = c;
+      have_fit = true;
+    }
+    if (!have_any || c.workspace.total_bytes < smallest.workspace.total_bytes) {
+      smallest = c;
+      have_any = true;
+    }
+  }
+};
 
 // Tile sizes the model considers in one dimension: n = 2^a or 3 * 2^a (cuFFT's fastest radices;
 // 5 and 7 are supported by cuFFT but slower and would tempt the model with odd sizes like 56),

@@ -202,44 +202,29 @@ Cost EstimateCost(const Shape& s, const Geometry& g, const Options& o) {
 absl::StatusOr<Config> ChooseConfig(const Shape& s, const Options& o) {
   RETURN_IF_ERROR(ValidateShape(s));
   RETURN_IF_ERROR(CheckFitsInt32(s, "fft_tiled"));
-  const std::vector<int64_t> hs =
-      o.tile_h > 0 ? std::vector<int64_t>{o.tile_h} : TileSizeCandidates(s.kernel_h, s.height);
-  const std::vector<int64_t> ws =
-      o.tile_w > 0 ? std::vector<int64_t>{o.tile_w} : TileSizeCandidates(s.kernel_w, s.width);
-  bool have_fit = false, have_any = false;
-  Config best_fit, smallest;
+  TileChoice<Config> choice;
   absl::Status refused;  // the first tile MakeGeometry refused
-  for (int64_t th : hs) {
-    for (int64_t tw : ws) {
-      // A candidate past the largest tile is skipped, not fatal: a smaller one may serve. A
-      // forced tile is the only candidate, so its error still comes back below.
-      absl::StatusOr<Geometry> made = MakeGeometry(s, th, tw);
-      if (!made.ok()) {
-        if (refused.ok()) refused = made.status();
-        continue;
-      }
-      const Geometry& g = *made;
-      Config c;
-      c.geometry = g;
-      c.workspace = MakeWorkspaceLayout(s, g, o, EstimateFftWorkBytes(s, g, o));
-      c.cost = EstimateCost(s, g, o);
-      if (c.workspace.total_bytes <= kTargetWorkspaceBytes &&
-          (!have_fit || c.cost.seconds < best_fit.cost.seconds)) {
-        best_fit = c;
-        have_fit = true;
-      }
-      if (!have_any || c.workspace.total_bytes < smallest.workspace.total_bytes) {
-        smallest = c;
-        have_any = true;
-      }
+  for (const auto& [th, tw] : TilePairs(s, o.tile_h, o.tile_w, TileSizeCandidates)) {
+    // A candidate past the largest tile is skipped, not fatal: a smaller one may serve. A
+    // forced tile is the only candidate, so its error still comes back below.
+    absl::StatusOr<Geometry> made = MakeGeometry(s, th, tw);
+    if (!made.ok()) {
+      if (refused.ok()) refused = made.status();
+      continue;
     }
+    Config c;
+    c.geometry = *made;
+    c.workspace = MakeWorkspaceLayout(s, c.geometry, o, EstimateFftWorkBytes(s, c.geometry, o));
+    c.cost = EstimateCost(s, c.geometry, o);
+    choice.Offer(c);
   }
-  if (have_fit) return best_fit;
-  if (!have_any && !refused.ok()) return refused;
-  if (!have_any || smallest.workspace.total_bytes > kMaxWorkspaceBytes) {
+  if (choice.have_fit) return choice.best_fit;
+  if (!choice.have_any && !refused.ok()) return refused;
+  const Config& smallest = choice.smallest;
+  if (!choice.have_any || smallest.workspace.total_bytes > kMaxWorkspaceBytes) {
     return absl::OutOfRangeError(absl::StrCat(
         "fft_tiled: shape ", s.ToString(), " needs at least ",
-        have_any ? smallest.workspace.total_bytes : 0, " bytes of workspace (tile ",
+        choice.have_any ? smallest.workspace.total_bytes : 0, " bytes of workspace (tile ",
         smallest.geometry.tile_h, "x", smallest.geometry.tile_w, "); the limit is ",
         kMaxWorkspaceBytes, " (all indices are 32-bit)"));
   }

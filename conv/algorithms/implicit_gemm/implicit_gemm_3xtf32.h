@@ -1,10 +1,7 @@
 // "implicit_gemm_3xtf32": the convolution as an implicit GEMM on the tensor cores, in split
-// precision so that it meets the fp32 accuracy bar that plain TF32 misses by 20-470x.
-//
-//   GEMM_M = batch*out_h*out_w (output pixels), GEMM_N = out_channels, GEMM_K = in_channels*kh*kw
-//   A[m][k] = x[b, c, oh+p, ow+q]   gathered on the fly (im2col is never materialised)
-//   B[k][n] = w[n][k]               the OIHW filter is already [Cout][K], K-contiguous
-//   y[b, n, oh, ow] = sum_k A[m][k] * B[k][n]
+// precision so that it meets the fp32 accuracy bar that plain TF32 misses by 20-470x. The GEMM
+// view (M = output pixels, N = output channels, K = Cin*Kh*Kw, A gathered from x on the fly):
+// implicit_gemm_view.h.
 //
 // Each fp32 operand v is split as v = hi + lo, hi = v rounded to TF32, lo = v - hi handed to the
 // tensor core as it is (conv/arch/split_3xtf32.h, which also says why and what it costs), and a*b
@@ -23,6 +20,7 @@
 #include <cstdint>
 
 #include "absl/status/status.h"
+#include "conv/algorithms/implicit_gemm/implicit_gemm_view.h"
 #include "conv/arch/fast_div.h"
 #include "conv/arch/host_device.h"
 #include "conv/core/registry.h"
@@ -35,6 +33,10 @@ void RegisterImplicitGemm3xTf32(Registry& registry);
 // Internals exposed so that the index arithmetic can be tested on a machine without a GPU.
 // Not part of the library's API.
 namespace implicit_gemm_3xtf32_internal {
+
+using implicit_gemm_view::CanVectorizeA;
+using implicit_gemm_view::PixelBase;
+using implicit_gemm_view::YRowBase;
 
 // The block tile: kBM output pixels x kBN output channels, kBK reduction terms per pipeline
 // stage, kStages stages of cp.async in flight. 8 warps as 4 (M) x 2 (N), each a 32x32 warp tile
@@ -95,18 +97,14 @@ Params MakeParams(const Shape& shape);
 // the same input patch run together and share it through L2.
 int64_t NumTiles(const Shape& shape);
 
-// Whether the 16-byte gathers apply. A: Kw = 1 and W % 4 = 0 (then four consecutive output
-// pixels are four consecutive, 16-byte aligned input floats, and M % 4 = 0), x 16-byte aligned.
-// B: K % 4 = 0 and w 16-byte aligned.
-CONV2D_HOST_DEVICE_INLINE bool CanVectorizeA(const Params& p, uintptr_t x) {
-  return p.kw == 1 && p.w % 4 == 0 && x % 16 == 0;
-}
+// Whether the 16-byte gathers apply: for A, CanVectorizeA (implicit_gemm_view.h); for B,
+// K % 4 = 0 and w 16-byte aligned.
 CONV2D_HOST_DEVICE_INLINE bool CanVectorizeB(const Params& p, uintptr_t w) {
   return p.k % 4 == 0 && w % 16 == 0;
 }
 
 // The im2col gather of one thread. Offsets are separable: x offset of A[m][k] is
-// mbase(m) + kofs(k), mbase = b*cin*h*w + oh*w + ow, kofs = c*h*w + p*w + q.
+// mbase(m) + kofs(k), mbase = PixelBase(m), kofs = c*h*w + p*w + q.
 //
 // Scalar form: thread t owns pixel column t % kBM and k rows (t / kBM)*8 .. +7 of the stage;
 // consecutive threads take consecutive pixels, so a warp's 4-byte copies are coalesced, and the
@@ -133,13 +131,7 @@ struct AGather {
     const int m = m0 + col;
     // In the vector form M % 4 = 0 and m % 4 = 0, so m < M covers all four pixels.
     m_valid = m < p.m;
-    if (m_valid) {
-      const int b = p.div_p.Div(m);
-      const int pix = m - b * p.p;
-      const int oh = p.div_ow.Div(pix);
-      const int ow = pix - oh * p.ow;
-      mbase = b * p.cin_hw + oh * p.w + ow;
-    }
+    if (m_valid) mbase = PixelBase(p, m);
   }
 
   // Calls f(shared-memory index within the A stage, x offset, valid) for this thread's copies of
@@ -248,13 +240,6 @@ CONV2D_HOST_DEVICE_INLINE void CFragCoord(int warp_m0, int warp_n0, int mi, int 
 }
 CONV2D_HOST_DEVICE_INLINE int WarpM0(int warp) { return (warp % kWarpsM) * kWarpM; }
 CONV2D_HOST_DEVICE_INLINE int WarpN0(int warp) { return (warp / kWarpsM) * kWarpN; }
-
-// The y offset of GEMM row m (an output pixel) for output channel 0: y is NCHW, so
-// b*cout*p + pix = m + b*(cout-1)*p; channel n adds n*p.
-CONV2D_HOST_DEVICE_INLINE int YRowBase(const Params& p, int m) {
-  const int b = p.div_p.Div(m);
-  return m + b * (p.cout - 1) * p.p;
-}
 
 }  // namespace implicit_gemm_3xtf32_internal
 }  // namespace conv2d

@@ -11,11 +11,9 @@
 #include <random>
 #include <vector>
 
-#include "conv/conv.h"
 #include "conv/algorithms/implicit_gemm/implicit_gemm_3xtf32.h"
-#include "conv/core/registry.h"
+#include "conv/algorithms/implicit_gemm/implicit_gemm_testing.h"
 #include "conv/testing/cpu_replay/tf32_model.h"
-#include "conv/testing/shapes.h"
 #include "gtest/gtest.h"
 #include "reference/random.h"
 #include "reference/reference.h"
@@ -23,6 +21,8 @@
 namespace conv2d {
 namespace implicit_gemm_3xtf32_internal {
 namespace {
+
+using namespace implicit_gemm_testing;  // NOLINT: the family's shared test helpers
 
 // ---- The PTX ISA's fragment tables for mma.m16n8k8 with .tf32 (written out again here, so that
 // the kernel's AFragIndex/BFragIndex/CFragCoord are checked against them, not against themselves).
@@ -93,28 +93,11 @@ void EmulateTile(const Shape& s, const Params& p, int tile, const std::vector<fl
     std::fill(stage_writes.begin(), stage_writes.end(), 0);
     for (int t = 0; t < kThreads; ++t) {
       ag[t].ForEach(p, kt, [&](int si, int g, bool valid) {
-        ASSERT_EQ(si % kWA, 0);
-        ASSERT_EQ(g % kWA, 0) << "16-byte gather from an unaligned x offset";
-        for (int j = 0; j < kWA; ++j) {
-          const int sj = si + j;
-          ASSERT_TRUE(sj >= 0 && sj < kAStageFloats);
-          ASSERT_LT(sj % kAStride, kBM) << "write into the padding";
-          if (valid) {
-            ASSERT_TRUE(g + j >= 0 && g + j < static_cast<int64_t>(x.size()));
-            // The element the GEMM view says belongs there.
-            const int k = kt * kBK + sj / kAStride, m = m0 + sj % kAStride;
-            ASSERT_LT(k, p.k);
-            ASSERT_LT(m, p.m);
-            const int b = m / p.p, pix = m % p.p, oh = pix / p.ow, ow = pix % p.ow;
-            const int c = k / (p.kh * p.kw), kp = (k / p.kw) % p.kh, kq = k % p.kw;
-            ASSERT_EQ(g + j, ((b * p.cin + c) * p.h + oh + kp) * p.w + ow + kq)
-                << "m " << m << " k " << k;
-          } else {
-            ASSERT_EQ(g, 0);
-          }
-          stage[sj] = valid ? x[g + j] : 0.f;
-          ++stage_writes[sj];
-        }
+        ReplayAGatherCopy(p, kt, m0, kBM, kBK, kAStride, kWA, x, si, g, valid,
+                          [&](int sj, float v) {
+                            stage[sj] = v;
+                            ++stage_writes[sj];
+                          });
       });
       bg[t].ForEach(p, kt, [&](int si, int g, bool valid) {
         ASSERT_EQ(si % kWB, 0);
@@ -214,23 +197,11 @@ void CheckShape(const Shape& s, uint64_t seed) {
   EXPECT_EQ(bad, 0);
 }
 
+// Keep the replay fast: the shapes whose padded GEMM is small.
 std::vector<Shape> EmulatedShapes() {
-  std::vector<Shape> shapes = EdgeShapes();
-  for (const Shape& s : KernelBotTestShapes()) shapes.push_back(s);
-  for (const Shape& s : {Shape{3, 8, 65, 10, 12, 2, 1}, Shape{2, 5, 70, 12, 20, 3, 1},
-                         Shape{2, 4, 1, 31, 29, 3, 3}, Shape{1, 33, 130, 9, 11, 3, 2},
-                         Shape{2, 40, 8, 20, 20, 4, 4}, Shape{1, 3, 5, 300, 7, 1, 7},
-                         Shape{1, 64, 64, 8, 8, 1, 1}}) {
-    shapes.push_back(s);
-  }
-  // Keep the replay fast: skip the shapes whose padded GEMM is large.
-  std::vector<Shape> out;
-  for (const Shape& s : shapes) {
-    const double work = static_cast<double>(NumTiles(s)) * kBM * kBN *
-                        (s.in_channels * s.kernel_h * s.kernel_w);
-    if (work <= 3e8) out.push_back(s);
-  }
-  return out;
+  return ReplayShapes({Shape{1, 64, 64, 8, 8, 1, 1}}, [](const Shape& s) {
+    return static_cast<double>(NumTiles(s)) * kBM * kBN * (s.in_channels * s.kernel_h * s.kernel_w);
+  }, 3e8);
 }
 
 TEST(ImplicitGemm3xTf32EmulationTest, ScalarGathersMatchReference) {
@@ -288,27 +259,7 @@ TEST(ImplicitGemm3xTf32EmulationTest, FragmentLoadsAreBankConflictFree) {
   }
 }
 
-TEST(ImplicitGemm3xTf32PlanTest, ShapeLimits) {
-  const Algorithm* a = Registry::Global().Find("implicit_gemm_3xtf32");
-  ASSERT_NE(a, nullptr);
-  EXPECT_EQ(a->name(), "implicit_gemm_3xtf32");
-  for (const Shape& s : EdgeShapes()) EXPECT_TRUE(a->CanImplement(s).ok()) << s.ToString();
-  for (const Shape& s : KernelBotBenchmarkShapes()) EXPECT_TRUE(a->CanImplement(s).ok());
-  // 2^31 input elements: beyond 32-bit indices.
-  EXPECT_EQ(a->CanImplement(Shape{64, 512, 64, 256, 256, 1, 1}).code(),
-            absl::StatusCode::kOutOfRange);
-  // Within int32 but no room for the tile overhang past M.
-  EXPECT_EQ(a->CanImplement(Shape{1, 1, 1, 1, 2147483600, 1, 1}).code(),
-            absl::StatusCode::kOutOfRange);
-  // Reductions past 2^18 terms: accuracy unverified.
-  EXPECT_EQ(a->CanImplement(Shape{1, 1025, 1, 16, 16, 16, 16}).code(),
-            absl::StatusCode::kUnimplemented);
-  EXPECT_TRUE(a->CanImplement(Shape{1, 1024, 1, 16, 16, 16, 16}).ok());
-  for (const Shape& s : KernelBotBenchmarkShapes()) {
-    const double t = a->EstimateSeconds(s);
-    EXPECT_TRUE(std::isfinite(t) && t > 0) << s.ToString();
-  }
-}
+TEST(ImplicitGemm3xTf32PlanTest, ShapeLimits) { ExpectCommonShapeLimits("implicit_gemm_3xtf32"); }
 
 // ---- The accuracy model of the blocked accumulation (the argument at the top of the .cu file;
 // SplitDotModel in conv/testing/cpu_replay/tf32_model.h), on dot products of U(-1, 1) inputs.

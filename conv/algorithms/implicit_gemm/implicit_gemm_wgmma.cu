@@ -99,20 +99,7 @@ int64_t SplitFilterBytes(const Shape& s, int bn) {
 
 Params MakeParams(const Shape& s, int bn, int slots) {
   Params p;
-  p.cin = static_cast<int>(s.in_channels);
-  p.cout = static_cast<int>(s.out_channels);
-  p.h = static_cast<int>(s.height);
-  p.w = static_cast<int>(s.width);
-  p.kh = static_cast<int>(s.kernel_h);
-  p.kw = static_cast<int>(s.kernel_w);
-  p.ow = static_cast<int>(s.out_w());
-  p.hw = p.h * p.w;
-  p.cin_hw = p.cin * p.hw;
-  p.p = static_cast<int>(s.out_h() * s.out_w());
-  p.m = static_cast<int>(s.batch) * p.p;
-  p.k = p.cin * p.kh * p.kw;
-  p.k_tiles = (p.k + kBK - 1) / kBK;
-  p.n_tiles = (p.cout + bn - 1) / bn;
+  implicit_gemm_view::SetGemmView(s, kBK, bn, &p);
   p.m_tiles = (p.m + kBM - 1) / kBM;
   p.tiles = p.m_tiles * p.n_tiles;
   const Schedule sched = ChooseSchedule(p.tiles, p.k_tiles, slots, TailMargin(bn));
@@ -120,10 +107,6 @@ Params MakeParams(const Shape& s, int bn, int slots) {
   p.dp_tiles = sched.dp_tiles;
   p.tail_ctas = sched.tail_ctas;
   p.tail_k = (p.tiles - p.dp_tiles) * p.k_tiles;
-  p.div_p = FastDiv(static_cast<uint32_t>(p.p));
-  p.div_ow = FastDiv(static_cast<uint32_t>(p.ow));
-  p.div_khkw = FastDiv(static_cast<uint32_t>(p.kh * p.kw));
-  p.div_kw = FastDiv(static_cast<uint32_t>(p.kw));
   return p;
 }
 

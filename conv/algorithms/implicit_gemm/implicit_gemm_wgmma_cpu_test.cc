@@ -19,8 +19,9 @@
 #include <string>
 #include <vector>
 
-#include "conv/conv.h"
+#include "conv/algorithms/implicit_gemm/implicit_gemm_testing.h"
 #include "conv/algorithms/implicit_gemm/implicit_gemm_wgmma_internal.h"
+#include "conv/arch/split_3xtf32.h"
 #include "conv/core/registry.h"
 #include "conv/testing/cpu_replay/tf32_model.h"
 #include "conv/testing/shapes.h"
@@ -31,6 +32,8 @@
 namespace conv2d {
 namespace implicit_gemm_wgmma_internal {
 namespace {
+
+using namespace implicit_gemm_testing;  // NOLINT: the family's shared test helpers
 
 // The split of both operands (the filter's in SplitFilterKernel, the input's in the main loop):
 // the kernels' own SplitTf32. The emulated wgmma reads every operand through TensorCoreOperand,
@@ -121,26 +124,11 @@ void EmulateUnit(const Shape& s, const Params& p, const WorkUnit& wu, int g0,
     std::vector<int> written(C::kStageBytes / 4, 0);
     for (int t = 0; t < kCopyThreads; ++t) {
       ag[t].ForEach(p, kt, [&](int si, int g, bool valid) {
-        ASSERT_EQ(si % kWA, 0);
-        ASSERT_EQ(g % kWA, 0) << "16-byte gather from an unaligned x offset";
-        for (int j = 0; j < kWA; ++j) {
-          const int sj = si + j;
-          ASSERT_TRUE(sj >= 0 && sj < kAStageFloats);
-          ASSERT_LT(sj % kAStride, kBM) << "write into the padding";
-          if (valid) {
-            const int k = kt * kBK + sj / kAStride, m = m0 + sj % kAStride;
-            ASSERT_LT(k, p.k);
-            ASSERT_LT(m, p.m);
-            const int b = m / p.p, pix = m % p.p, oh = pix / p.ow, ow = pix % p.ow;
-            const int c = k / (p.kh * p.kw), kp = (k / p.kw) % p.kh, kq = k % p.kw;
-            ASSERT_EQ(g + j, ((b * p.cin + c) * p.h + oh + kp) * p.w + ow + kq)
-                << "m " << m << " k " << k;
-          } else {
-            ASSERT_EQ(g, 0);
-          }
-          at(sa + 4 * sj) = valid ? x[g + j] : 0.f;
-          ++written[(sa - sb) / 4 + sj];
-        }
+        ReplayAGatherCopy(p, kt, m0, kBM, kBK, kAStride, kWA, x, si, g, valid,
+                          [&](int sj, float v) {
+                            at(sa + 4 * sj) = v;
+                            ++written[(sa - sb) / 4 + sj];
+                          });
       });
       if (::testing::Test::HasFatalFailure()) return;
       const int64_t src = WorkspaceTile(BN, p.k_tiles, n_tile, kt, 0);
@@ -350,25 +338,17 @@ void CheckShape(const Shape& s, uint64_t seed, int slots = 3, std::optional<bool
   EXPECT_EQ(bad, 0);
 }
 
+// Keep the replay quick: the shapes whose padded GEMM is small.
 std::vector<Shape> EmulatedShapes() {
-  std::vector<Shape> shapes = EdgeShapes();
-  for (const Shape& s : KernelBotTestShapes()) shapes.push_back(s);
-  for (const Shape& s : {Shape{3, 8, 65, 10, 12, 2, 1}, Shape{2, 5, 70, 12, 20, 3, 1},
-                         Shape{2, 4, 1, 31, 29, 3, 3}, Shape{1, 33, 130, 9, 11, 3, 2},
-                         Shape{2, 40, 8, 20, 20, 4, 4}, Shape{1, 3, 5, 300, 7, 1, 7},
-                         Shape{1, 64, 64, 8, 8, 1, 1}, Shape{2, 8, 136, 8, 12, 1, 1},
-                         Shape{1, 24, 200, 6, 6, 3, 3}}) {
-    shapes.push_back(s);
-  }
-  // Keep the replay quick: skip shapes whose padded GEMM is large.
-  std::vector<Shape> out;
-  for (const Shape& s : shapes) {
-    const int bn = ChooseBN(s);
-    const double work = static_cast<double>(NumTiles(s, bn)) * kBM * bn *
-                        ((s.in_channels * s.kernel_h * s.kernel_w + kBK - 1) / kBK * kBK) * 3;
-    if (work <= 3e9) out.push_back(s);
-  }
-  std::printf("emulating %zu of %zu shapes\n", out.size(), shapes.size());
+  const std::vector<Shape> out = ReplayShapes(
+      {Shape{1, 64, 64, 8, 8, 1, 1}, Shape{2, 8, 136, 8, 12, 1, 1}, Shape{1, 24, 200, 6, 6, 3, 3}},
+      [](const Shape& s) {
+        const int bn = ChooseBN(s);
+        return static_cast<double>(NumTiles(s, bn)) * kBM * bn *
+               ((s.in_channels * s.kernel_h * s.kernel_w + kBK - 1) / kBK * kBK) * 3;
+      },
+      3e9);
+  std::printf("emulating %zu shapes\n", out.size());
   return out;
 }
 
@@ -881,28 +861,12 @@ TEST(ImplicitGemmWgmmaLayoutTest, AFragmentLoadsAreBankConflictFree) {
 }
 
 TEST(ImplicitGemmWgmmaPlanTest, ShapeLimits) {
+  ExpectCommonShapeLimits("implicit_gemm_wgmma");
   const Algorithm* a = Registry::Global().Find("implicit_gemm_wgmma");
   ASSERT_NE(a, nullptr);
-  EXPECT_EQ(a->name(), "implicit_gemm_wgmma");
-  for (const Shape& s : EdgeShapes()) EXPECT_TRUE(a->CanImplement(s).ok()) << s.ToString();
-  for (const Shape& s : KernelBotTestShapes()) EXPECT_TRUE(a->CanImplement(s).ok()) << s.ToString();
-  for (const Shape& s : KernelBotBenchmarkShapes()) {
-    EXPECT_TRUE(a->CanImplement(s).ok()) << s.ToString();
-  }
-  EXPECT_EQ(a->CanImplement(Shape{64, 512, 64, 256, 256, 1, 1}).code(),
-            absl::StatusCode::kOutOfRange);
-  EXPECT_EQ(a->CanImplement(Shape{1, 1, 1, 1, 2147483600, 1, 1}).code(),
-            absl::StatusCode::kOutOfRange);
-  EXPECT_EQ(a->CanImplement(Shape{1, 1025, 1, 16, 16, 16, 16}).code(),
-            absl::StatusCode::kUnimplemented);
-  EXPECT_TRUE(a->CanImplement(Shape{1, 1024, 1, 16, 16, 16, 16}).ok());
   // A split filter beyond 2 GiB of workspace.
   EXPECT_EQ(a->CanImplement(Shape{1, 4096, 8192, 64, 64, 3, 3}).code(),
             absl::StatusCode::kResourceExhausted);
-  for (const Shape& s : KernelBotBenchmarkShapes()) {
-    const double t = a->EstimateSeconds(s);
-    EXPECT_TRUE(std::isfinite(t) && t > 0) << s.ToString();
-  }
   // The tile width follows Cout.
   EXPECT_EQ(ChooseBN(Shape{1, 3, 32, 8, 8, 3, 3}), 32);
   EXPECT_EQ(ChooseBN(Shape{1, 3, 33, 8, 8, 3, 3}), 64);

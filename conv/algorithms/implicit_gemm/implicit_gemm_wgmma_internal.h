@@ -3,7 +3,7 @@
 // split-and-swizzle into the workspace, the stage copies, the wgmma operand maps, the epilogue)
 // against the fp64 reference without a GPU. Not part of the library's API.
 //
-// The GEMM view is implicit_gemm_3xtf32's (see its header): M = output pixels, N = output
+// The GEMM view is implicit_gemm_3xtf32's (implicit_gemm_view.h): M = output pixels, N = output
 // channels, K = Cin*Kh*Kw, A[m][k] = x gathered, B[k][n] = w[n][k].
 //
 // A CTA computes kBM x BN tiles (persistent: it walks a static list of work units, UnitWalk) with
@@ -29,12 +29,17 @@
 #include <cstdint>
 
 #include "absl/status/status.h"
+#include "conv/algorithms/implicit_gemm/implicit_gemm_view.h"
 #include "conv/arch/fast_div.h"
 #include "conv/arch/host_device.h"
 #include "conv/shape.h"
 
 namespace conv2d {
 namespace implicit_gemm_wgmma_internal {
+
+using implicit_gemm_view::CanVectorizeA;  // Kw = 1, W % 4 = 0, x 16-byte aligned
+using implicit_gemm_view::PixelBase;
+using implicit_gemm_view::YRowBase;
 
 constexpr int kBM = 128;             // output pixels per CTA: two warpgroups of 64 rows
 constexpr int kBK = 32;              // reduction terms per stage: one 128-byte swizzle row of fp32
@@ -356,12 +361,6 @@ CONV2D_HOST_DEVICE_INLINE void AccCoord(int wg, int warp, int lane, int reg, int
   *n = (reg >> 2) * 8 + 2 * tig + (reg & 1);
 }
 
-// The y offset of GEMM row m for output channel 0 (y is NCHW; channel n adds n*p).
-CONV2D_HOST_DEVICE_INLINE int YRowBase(const Params& p, int m) {
-  const int b = p.div_p.Div(m);
-  return m + b * (p.cout - 1) * p.p;
-}
-
 // The tail tiles' outputs, which the split kernel zeroes for the pieces' atomics: one block of
 // kSplitThreads per tail tile, after the split's own blocks. (An element-wise grid-stride loop
 // over all tail outputs, two 64-bit divisions per element, ran by the split's few blocks, took
@@ -382,12 +381,6 @@ CONV2D_HOST_DEVICE_INLINE void ForEachTailZero(const Params& p, int bn, int z, i
   const int base = YRowBase(p, m);
   const int n_end = (nt + 1) * bn < p.cout ? (nt + 1) * bn : p.cout;
   for (int n = nt * bn + t / kBM; n < n_end; n += kSplitThreads / kBM) f(base + n * p.p);
-}
-
-// Whether the 16-byte input gather applies: Kw = 1 and W % 4 = 0 (four consecutive output
-// pixels are four consecutive, 16-byte aligned input floats; M % 4 = 0), x 16-byte aligned.
-CONV2D_HOST_DEVICE_INLINE bool CanVectorizeA(const Params& p, uintptr_t x) {
-  return p.kw == 1 && p.w % 4 == 0 && x % 16 == 0;
 }
 
 // ---- The im2col gather of one copy thread (x offset of A[m][k] = mbase(m) + kofs(k)); t is the
@@ -414,14 +407,6 @@ struct AGather {
   // The stage row of this thread's j-th k row.
   CONV2D_HOST_DEVICE_INLINE int Row(int j) const {
     return kVec ? row0 + j * (kCopyThreads / 32) : row0 + (j & 1) + 4 * (j >> 1);
-  }
-
-  CONV2D_HOST_DEVICE_INLINE static int PixelBase(const Params& p, int m) {
-    const int b = p.div_p.Div(m);
-    const int pix = m - b * p.p;
-    const int oh = p.div_ow.Div(pix);
-    const int ow = pix - oh * p.ow;
-    return b * p.cin_hw + oh * p.w + ow;
   }
 
   CONV2D_HOST_DEVICE_INLINE void Init(const Params& p, int m0, int t) {
