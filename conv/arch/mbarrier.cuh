@@ -11,7 +11,13 @@
 
 namespace conv2d {
 
-// `bar`: the barrier's shared-memory address (as __cvta_generic_to_shared gives it).
+// A generic pointer into shared memory as the 32-bit shared-window address that mbarriers, bulk
+// copies and wgmma descriptors take.
+__device__ __forceinline__ uint32_t SharedAddress(const void* p) {
+  return static_cast<uint32_t>(__cvta_generic_to_shared(p));
+}
+
+// `bar`: the barrier's shared-memory address (SharedAddress), or below, the barrier itself.
 __device__ __forceinline__ void MbarInit(uint32_t bar, int count) {
   asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;\n" ::"r"(bar), "r"(count) : "memory");
 }
@@ -60,6 +66,18 @@ __device__ __forceinline__ void BulkCopyToShared(uint32_t dst, const void* src, 
           dst),
       "l"(src), "r"(bytes), "r"(bar)
       : "memory");
+}
+
+// The same on a barrier named by its generic pointer (a uint64_t in shared memory).
+__device__ __forceinline__ void MbarInit(uint64_t* bar, int count) {
+  MbarInit(SharedAddress(bar), count);
+}
+__device__ __forceinline__ void MbarArrive(uint64_t* bar) { MbarArrive(SharedAddress(bar)); }
+__device__ __forceinline__ void MbarWait(uint64_t* bar, int parity) {
+  MbarWait(SharedAddress(bar), parity);
+}
+__device__ __forceinline__ void CpAsyncArriveOnMbar(uint64_t* bar) {
+  CpAsyncArriveOnMbar(SharedAddress(bar));
 }
 
 // This warpgroup's registers per thread, down (Give) or up (Take) to kRegs.

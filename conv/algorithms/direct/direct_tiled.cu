@@ -20,7 +20,7 @@
 // Indices. Global offsets are 64-bit; tile-local and shared-memory ones 32-bit, which the
 // planner guarantees by bounding every dimension by 2^30 and the grid by 2^31-1 blocks.
 //
-// The per-thread phases (load a stage, compute a stage, fold, store) are __host__ __device__, so
+// The per-thread phases (load a stage, compute a stage, fold, store) are host+device, so
 // that SimulateOnHost runs the very same index arithmetic on the CPU with bounds checks.
 #include <cuda_runtime.h>
 
@@ -31,6 +31,8 @@
 #include <optional>
 
 #include "absl/strings/str_cat.h"
+#include "conv/arch/host_device.h"
+#include "conv/arch/int_math.h"
 #include "conv/core/cuda_status.h"
 #include "conv/algorithms/direct/direct_tiled.h"
 #include "conv/core/status_macros.h"
@@ -101,20 +103,18 @@ struct Params {
 
 // Bounds checks of the host simulation; nothing on the device.
 int64_t g_sim_violations = 0;
-// Loop unrolling is for the device pass; the host compiler would warn about the pragma.
+// Loop unrolling is for the device pass (CONV2D_UNROLL, conv/arch/host_device.h). The
+// kernel-column loop: 4 copies let loads run ahead of the FMAs. Unmeasured; 8 also compiles to
+// 128 registers without spills, a knob to try on the H200.
 #ifdef __CUDA_ARCH__
-#define CONV2D_UNROLL _Pragma("unroll")
-// The kernel-column loop: 4 copies let loads run ahead of the FMAs. Unmeasured; 8 also compiles
-// to 128 registers without spills, a knob to try on the H200.
 #define CONV2D_UNROLL_Q _Pragma("unroll 4")
 #else
-#define CONV2D_UNROLL
 #define CONV2D_UNROLL_Q
 #endif
 
 // On the host: counts a failed check and says whether the access may go ahead (so that a bug
 // shows as a test failure, not as heap corruption). On the device: always true, compiled away.
-__host__ __device__ __forceinline__ bool SimCheck(bool ok) {
+CONV2D_HOST_DEVICE_INLINE bool SimCheck(bool ok) {
 #ifndef __CUDA_ARCH__
   if (!ok) ++g_sim_violations;
   return ok;
@@ -124,7 +124,7 @@ __host__ __device__ __forceinline__ bool SimCheck(bool ok) {
 }
 
 // Inputs are read-only for the kernel's lifetime: the non-coherent path on the device.
-__host__ __device__ __forceinline__ float LoadInput(const float* ptr) {
+CONV2D_HOST_DEVICE_INLINE float LoadInput(const float* ptr) {
 #ifdef __CUDA_ARCH__
   return __ldg(ptr);
 #else
@@ -146,7 +146,7 @@ struct Stage {
 };
 
 template <class C>
-__host__ __device__ __forceinline__ BlockCoords BlockOf(const Params& p, unsigned block) {
+CONV2D_HOST_DEVICE_INLINE BlockCoords BlockOf(const Params& p, unsigned block) {
   BlockCoords bc;
   bc.o0 = static_cast<int>(block % p.channel_blocks) * C::kBlockCh;
   block /= p.channel_blocks;
@@ -158,7 +158,7 @@ __host__ __device__ __forceinline__ BlockCoords BlockOf(const Params& p, unsigne
 }
 
 template <class C>
-__host__ __device__ __forceinline__ ThreadCoords ThreadOf(int tid) {
+CONV2D_HOST_DEVICE_INLINE ThreadCoords ThreadOf(int tid) {
   ThreadCoords tc;
   const int pg = tid % C::kPixelGroups;
   tc.cg = tid / C::kPixelGroups;
@@ -167,9 +167,9 @@ __host__ __device__ __forceinline__ ThreadCoords ThreadOf(int tid) {
   return tc;
 }
 
-__host__ __device__ __forceinline__ int IMin(int a, int b) { return a < b ? a : b; }
+CONV2D_HOST_DEVICE_INLINE int IMin(int a, int b) { return a < b ? a : b; }
 
-__host__ __device__ __forceinline__ Stage MakeStage(const Params& p, int c0, int p0, int q0) {
+CONV2D_HOST_DEVICE_INLINE Stage MakeStage(const Params& p, int c0, int p0, int q0) {
   Stage st;
   st.c0 = c0;
   st.p0 = p0;
@@ -188,7 +188,7 @@ constexpr int kLoadBatch = 8;
 // tile [channel][row][col] (rows of in_stride floats) at s_in. Pixels outside the image read as 0;
 // only outputs outside the image ever use them.
 template <class C>
-__host__ __device__ __forceinline__ void LoadStage(const Params& p, int tid, const BlockCoords& bc,
+CONV2D_HOST_DEVICE_INLINE void LoadStage(const Params& p, int tid, const BlockCoords& bc,
                                                    const Stage& st, float* s_w, float* s_in) {
   // Filter: for output channel o the stage's terms are w[base(o) + t], t < T (the planner's
   // chunking guarantees contiguity), stored at s_w[t * kWStride + m]. A warp takes 8 consecutive
@@ -287,7 +287,7 @@ __host__ __device__ __forceinline__ void LoadStage(const Params& p, int tid, con
 // One stage's products for this thread's 4 pixels x 8 channels, in fp32.
 //   acc[r][m] += sum_{cc,pp,q} in[cc][ly0 + r*kRowStep + pp][lx + q] * w[(cc,pp,q)][cg*8 + m]
 template <class C>
-__host__ __device__ __forceinline__ void ComputeStage(const Params& p, const ThreadCoords& tc,
+CONV2D_HOST_DEVICE_INLINE void ComputeStage(const Params& p, const ThreadCoords& tc,
                                                       const Stage& st, const float* s_w,
                                                       const float* s_in, float (&acc)[kPix][kCh]) {
   const int S = p.in_stride;
@@ -334,7 +334,7 @@ __host__ __device__ __forceinline__ void ComputeStage(const Params& p, const Thr
 // consecutive doubles, free of bank conflicts.
 constexpr int kAccDoubles = kPix * kCh * kThreads;
 
-__host__ __device__ __forceinline__ void Fold(int tid, const float (&acc)[kPix][kCh],
+CONV2D_HOST_DEVICE_INLINE void Fold(int tid, const float (&acc)[kPix][kCh],
                                               double* s_acc) {
   CONV2D_UNROLL
   for (int r = 0; r < kPix; ++r) {
@@ -346,7 +346,7 @@ __host__ __device__ __forceinline__ void Fold(int tid, const float (&acc)[kPix][
 }
 
 template <class C>
-__host__ __device__ __forceinline__ void StoreOutputs(const Params& p, const BlockCoords& bc,
+CONV2D_HOST_DEVICE_INLINE void StoreOutputs(const Params& p, const BlockCoords& bc,
                                                       int tid, const ThreadCoords& tc,
                                                       const double* s_acc) {
   const int ox = bc.ox0 + tc.lx;
@@ -495,8 +495,6 @@ absl::Status LaunchConfig(const Params& p, const Tiling& t, cudaStream_t stream)
       <<<static_cast<unsigned>(t.blocks), kThreads, static_cast<size_t>(t.smem_bytes), stream>>>(p);
   return LaunchStatus("direct_tiled kernel launch");
 }
-
-int64_t CeilDiv(int64_t a, int64_t b) { return (a + b - 1) / b; }
 
 // Staged input row stride: at least the row, and congruent to the tile width mod 32 when a warp
 // spans several tile rows, so that those rows fall in disjoint banks.

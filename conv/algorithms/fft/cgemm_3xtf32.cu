@@ -30,14 +30,7 @@ namespace conv2d {
 namespace cgemm_3xtf32 {
 namespace {
 
-struct Params {
-  const float2* a;
-  const float2* b;
-  float2* c;
-  int m, n, k, lda, ldb, ldc;
-  int64_t stride_a, stride_b, stride_c;
-  int tiles_m, tiles_n;
-};
+struct Params : MixParams<float2> {};
 
 // The compile-time view of MakeTile(BN, BM) (checked equal below).
 template <int BN, int BM>
@@ -326,21 +319,8 @@ absl::Status CgemmConjBatched3xTf32(const fft_tiled::GemmLayout& l, const void* 
     return absl::InvalidArgumentError(
         absl::StrCat("cgemm_3xtf32: ", grid.blocks, " thread blocks exceed the grid limit"));
   }
-  Params p;
-  p.a = static_cast<const float2*>(a);
-  p.b = static_cast<const float2*>(b);
-  p.c = static_cast<float2*>(c);
-  p.m = l.m;
-  p.n = l.n;
-  p.k = l.k;
-  p.lda = l.lda;
-  p.ldb = l.ldb;
-  p.ldc = l.ldc;
-  p.stride_a = l.stride_a;
-  p.stride_b = l.stride_b;
-  p.stride_c = l.stride_c;
-  p.tiles_m = static_cast<int>(grid.tiles_m);
-  p.tiles_n = static_cast<int>(grid.tiles_n);
+  const Params p{MakeMixParams<float2>(l, a, b, c, static_cast<int>(grid.tiles_m),
+                                       static_cast<int>(grid.tiles_n))};
   if (tile.bn == 128) {
     return tile.bm == 64 ? Launch<128, 64>(p, grid.blocks, stream)
                          : Launch<128, 32>(p, grid.blocks, stream);

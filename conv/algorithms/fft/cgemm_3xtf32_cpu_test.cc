@@ -2,7 +2,7 @@
 // into a NaN-filled shared-memory image, per-lane fragment loads and TF32 splits, the epilogue's
 // masks), with mma.m16n8k8 emulated from the PTX ISA's fragment maps written out independently
 // here. The replayed C is compared with fp64 on every element, and checked written exactly on
-// the m x n blocks. Also: the split itself, the tile choice and the bank-conflict claim. No GPU.
+// the m x n blocks. Also: the tile choice and the bank-conflict claim. No GPU.
 #include <algorithm>
 #include <cmath>
 #include <complex>
@@ -14,6 +14,7 @@
 
 #include "conv/algorithms/fft/cgemm_3xtf32_internal.h"
 #include "conv/algorithms/fft/fft_tiled_internal.h"
+#include "conv/testing/cpu_replay/tf32_model.h"
 #include "gtest/gtest.h"
 #include "reference/random.h"
 
@@ -34,10 +35,10 @@ struct Cplx {
 //   A 16x8: a0 (g, t), a1 (g+8, t), a2 (g, t+4), a3 (g+8, t+4)
 //   B 8x8:  b0 (row t, col g), b1 (row t+4, col g)
 //   C 16x8: c0 (g, 2t), c1 (g, 2t+1), c2 (g+8, 2t), c3 (g+8, 2t+1)
-// The hardware reads only the TF32 bits of each operand; this emulation truncates to them (the
-// split's lo keeps its low bits, SplitTf32 says why), requires the low 13 bits to be clear on
-// the operands that must be TF32 already (a_clean, b_clean: the hi parts), and sums the exact
-// products in double.
+// The operands are read as the tensor core reads them (TensorCoreOperand: truncated to TF32; the
+// split's lo keeps its low bits, conv/arch/split_3xtf32.h says why), the ones that must be TF32
+// already (a_clean, b_clean: the hi parts) are checked to be, and the exact products are summed
+// in double.
 struct WarpMma {
   uint32_t a[32][4];
   uint32_t b[32][2];
@@ -46,8 +47,7 @@ void EmulateMma(const WarpMma& in, float (&acc)[32][4], int* dirty_operands, boo
                 bool b_clean) {
   double A[16][8], B[8][8];
   auto value = [&](uint32_t bits, bool clean) {
-    if (clean && (bits & 0x1fffu) != 0) ++*dirty_operands;
-    return static_cast<double>(BitsFloat(bits & 0xffffe000u));
+    return TensorCoreOperand(bits, clean, dirty_operands);
   };
   for (int lane = 0; lane < 32; ++lane) {
     const int g = lane / 4, t = lane % 4;
@@ -361,54 +361,8 @@ TEST(Cgemm3xTf32Replay, PaddedLayouts) {
   ExpectClean(Replay(50, 128, 20, 2, 3, 13));
 }
 
-// The split: hi is TF32 (low 13 bits clear), x rounded to nearest (ties away); lo is x - hi
-// exactly; what the tensor core reads of lo (its top 19 bits) leaves x - hi - lo within
-// 2^-21 |x|; and negation commutes.
-TEST(Cgemm3xTf32Split, RoundsAndBounds) {
-  int64_t checked = 0;
-  for (uint64_t i = 0; i < 200000; ++i) {
-    const uint64_t h = SplitMix64(i);
-    const int exponent = static_cast<int>(h % 200) - 100;
-    const float x = std::ldexp(RandomValue(7, 0, i), exponent);
-    uint32_t hi, lo;
-    SplitTf32(x, hi, lo);
-    ASSERT_EQ(hi & 0x1fffu, 0u);
-    const double xd = x, hd = BitsFloat(hi), ld = BitsFloat(lo & 0xffffe000u);
-    // hi = x rounded to 11 significant bits, ties away from zero.
-    if (x != 0) {
-      int e;
-      std::frexp(xd, &e);  // |x| in [2^(e-1), 2^e)
-      const double ulp = std::ldexp(1.0, e - 11);
-      const double scaled = std::fabs(xd) / ulp;
-      const double want = std::copysign(std::floor(scaled + 0.5) * ulp, xd);
-      ASSERT_EQ(hd, want) << x;
-    }
-    ASSERT_EQ(static_cast<double>(BitsFloat(lo)), xd - hd) << x;  // lo = x - hi, exact
-    ASSERT_LE(std::fabs(xd - hd - ld), std::ldexp(std::fabs(xd), -21)) << x;
-    uint32_t nhi, nlo;
-    SplitTf32(-x, nhi, nlo);
-    ASSERT_EQ(nhi, hi ^ 0x80000000u);
-    ASSERT_EQ(BitsFloat(nlo), -BitsFloat(lo));  // as values: x - hi = 0 gives +0 either way
-    ++checked;
-  }
-  EXPECT_EQ(checked, 200000);
-}
-
-// A NaN or inf must survive the split as the tensor core reads it (the top 19 bits): otherwise
-// the mix would treat a poisoned spectrum as zeros and return a finite, wrong result. 0x7fffffff
-// is the NaN the GPU writes; rounding its bits carries into the sign and gives -0.
-TEST(Cgemm3xTf32Split, NonFiniteInputsStayNonFinite) {
-  auto as_tf32 = [](uint32_t bits) { return BitsFloat(bits & 0xffffe000u); };
-  for (uint32_t bits : {0x7fffffffu, 0xffffffffu, 0x7fc00000u, 0xffc00000u, 0x7ffff000u,
-                        0x7f800000u, 0xff800000u}) {
-    uint32_t hi, lo;
-    SplitTf32(BitsFloat(bits), hi, lo);
-    EXPECT_TRUE(!std::isfinite(as_tf32(hi)) || !std::isfinite(as_tf32(lo)))
-        << std::hex << bits << ": hi " << hi << ", lo " << lo;
-    // And a product with any finite nonzero operand is not finite: hi*b + lo*b (+ hi*b_lo).
-    EXPECT_FALSE(std::isfinite(as_tf32(hi) * 1.5f + as_tf32(lo) * 1.5f)) << std::hex << bits;
-  }
-}
+// The split itself (rounding, exactness, the bounds, NaN and inf) is tested where it lives:
+// conv/arch/split_3xtf32_test.
 
 TEST(Cgemm3xTf32Tile, ChoiceFitsTheSm) {
   for (int m : {1, 28, 32, 33, 49, 50, 100, 200}) {

@@ -1,5 +1,5 @@
 // cgemm_3xtf32 internals, plain C++ shared by the kernel and a CPU test that replays the kernel's
-// index algebra lane by lane (tile choice, shared-memory layout, fragment maps, TF32 split).
+// index algebra lane by lane (tile choice, shared-memory layout, fragment maps).
 //
 // The complex product with conj(B) as one real GEMM. The kernel computes the transpose,
 // C_f^T (n x m) = conj(B_f) (n x k) * A_f^T (k x m), because n (output channels: 64, 128) fills
@@ -10,16 +10,17 @@
 //   MMA operand A (row j, k q) = (Br, Bi)[j, l0+t]           (from B, the filter spectrum)
 //   MMA operand B for Cr       = (Ar, Ai)[i, l0+t]           sum: Br*Ar + Bi*Ai = Re(A conj B)
 //   MMA operand B for Ci       = (Ai, -Ar)[i, l0+t]          sum: Br*Ai - Bi*Ar = Im(A conj B)
-// Each real product is split (3xTF32): x = hi + lo, hi = tf32(x), lo = tf32(x - hi), and
-// a*b ~ lo_a*hi_b + hi_a*lo_b + hi_a*hi_b (small terms first), accumulated in fp32.
+// Each real product is split (3xTF32, conv/arch/split_3xtf32.h): x = hi + lo, hi = x rounded to
+// TF32, lo = x - hi handed to the tensor core unrounded, and a*b ~ lo_a*hi_b + hi_a*lo_b +
+// hi_a*hi_b (small terms first), accumulated in fp32.
 #ifndef CONV2D_CONV_CGEMM_3XTF32_INTERNAL_H_
 #define CONV2D_CONV_CGEMM_3XTF32_INTERNAL_H_
 
 #include <cstddef>
 #include <cstdint>
-#include <cstring>
 
 #include "conv/algorithms/fft/fft_tiled_internal.h"  // GemmLayout, CONV2D_HOST_DEVICE
+#include "conv/arch/split_3xtf32.h"
 
 namespace conv2d {
 
@@ -37,6 +38,24 @@ constexpr int kWarpM = 32;  // ...by 32 columns of m (four n8 tiles)
 // (g < 8); with a row stride = 4 (mod 16) complex, each half-warp's 16 8-byte loads hit 16
 // distinct bank pairs.
 constexpr int kPad = 4;
+
+// What both mix kernels (this one and cgemm_3xtf32_sm90) take by value: the layout's operands
+// and extents, and their CTA tile grid. Cplx is float2 on the device.
+template <class Cplx>
+struct MixParams {
+  const Cplx* a;
+  const Cplx* b;
+  Cplx* c;
+  int m, n, k, lda, ldb, ldc;
+  int64_t stride_a, stride_b, stride_c;
+  int tiles_m, tiles_n;
+};
+template <class Cplx>
+MixParams<Cplx> MakeMixParams(const fft_tiled::GemmLayout& l, const void* a, const void* b,
+                              void* c, int tiles_m, int tiles_n) {
+  return {static_cast<const Cplx*>(a), static_cast<const Cplx*>(b), static_cast<Cplx*>(c),
+          l.m, l.n, l.k, l.lda, l.ldb, l.ldc, l.stride_a, l.stride_b, l.stride_c, tiles_m, tiles_n};
+}
 
 struct Tile {
   int bn = 0, bm = 0;            // CTA tile: rows of n, columns of m
@@ -115,42 +134,6 @@ CONV2D_HOST_DEVICE inline int LaneGroup(int lane) { return lane >> 2; }
 CONV2D_HOST_DEVICE inline int LaneInGroup(int lane) { return lane & 3; }
 CONV2D_HOST_DEVICE inline int AccRow(int lane, int v) { return LaneGroup(lane) + 8 * (v >> 1); }
 CONV2D_HOST_DEVICE inline int AccCol(int lane, int v) { return 2 * LaneInGroup(lane) + (v & 1); }
-
-// Round to TF32 (10 explicit mantissa bits), to nearest with ties away from zero, as
-// cvt.rna.tf32.f32 does; the low 13 bits are cleared, so hi is exact in fp32 and x - hi exact.
-CONV2D_HOST_DEVICE inline uint32_t RoundToTf32Bits(uint32_t bits) {
-  return (bits + 0x1000u) & 0xffffe000u;
-}
-CONV2D_HOST_DEVICE inline uint32_t FloatBits(float x) {
-#if defined(__CUDA_ARCH__)
-  return __float_as_uint(x);
-#else
-  uint32_t u;
-  std::memcpy(&u, &x, sizeof u);
-  return u;
-#endif
-}
-CONV2D_HOST_DEVICE inline float BitsFloat(uint32_t u) {
-#if defined(__CUDA_ARCH__)
-  return __uint_as_float(u);
-#else
-  float x;
-  std::memcpy(&x, &u, sizeof x);
-  return x;
-#endif
-}
-// x = hi + lo: hi is x rounded to TF32; lo = x - hi (exact in fp32) is handed to the tensor core
-// as it is, not rounded again. The tensor core reads a .tf32 operand's top 19 bits, so lo counts
-// as truncated at worst (2^-21|x| off instead of 2^-22|x|, the size of the lo*lo term the split
-// drops anyway); round 80 measured the mix both faster (one rounding fewer on every element of
-// the inner loop) and more accurate this way. It also keeps non-finite values: for a NaN x,
-// rounding the bits of hi can carry into the sign bit and give a zero (the GPU's own NaN,
-// 0x7fffffff, does), but lo = x - hi is NaN and reaches the result, where a rounded lo would be
-// a zero too and the NaN would vanish; for inf, hi = inf.
-CONV2D_HOST_DEVICE inline void SplitTf32(float x, uint32_t& hi, uint32_t& lo) {
-  hi = RoundToTf32Bits(FloatBits(x));
-  lo = FloatBits(x - BitsFloat(hi));
-}
 
 }  // namespace cgemm_3xtf32
 }  // namespace conv2d

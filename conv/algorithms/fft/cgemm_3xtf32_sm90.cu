@@ -25,6 +25,8 @@
 #include "conv/algorithms/fft/cgemm_3xtf32_sm90_internal.h"
 #include "conv/arch/cp_async.cuh"
 #include "conv/arch/mbarrier.cuh"
+#include "conv/arch/split_3xtf32.h"
+#include "conv/arch/wgmma.cuh"
 #include "conv/core/cuda_status.h"
 #include "conv/arch/pdl.cuh"
 #include "conv/core/status_macros.h"
@@ -33,87 +35,12 @@ namespace conv2d {
 namespace cgemm_3xtf32_sm90 {
 namespace {
 
-using cgemm_3xtf32::SplitTf32;
-
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900 && defined(__CUDA_ARCH_FEAT_SM90_ALL)
-#define CONV2D_HAS_WGMMA 1
-#else
-#define CONV2D_HAS_WGMMA 0
-#endif
-
-struct Params {
-  const float2* a;
-  const float2* b;
-  float2* c;
-  int m, n, k, lda, ldb, ldc;
-  int64_t stride_a, stride_b, stride_c;
-  int tiles_m, tiles_n;
+// The mma.sync kernel's parameters, then the persistent CTAs' count of work items.
+struct Params : cgemm_3xtf32::MixParams<float2> {
   int items;
 };
 
-template <int kN>
-struct Cols {};
-
 #if CONV2D_HAS_WGMMA
-// d (64 x kN, fp32) = a (64 x 8, TF32 registers) * b (8 x kN, TF32 in shared memory) + (scale_d ?
-// d : 0), issued by the whole warpgroup, completing asynchronously (wgmma.wait_group).
-__device__ __forceinline__ void Wgmma(float (&d)[32], const uint32_t (&a)[4], uint64_t desc,
-                                      int scale_d, Cols<64>) {
-  asm volatile(
-      "{\n.reg .pred p;\nsetp.ne.b32 p, %37, 0;\n"
-      "wgmma.mma_async.sync.aligned.m64n64k8.f32.tf32.tf32 "
-      "{%0, %1, %2, %3, %4, %5, %6, %7, "
-      "%8, %9, %10, %11, %12, %13, %14, %15, "
-      "%16, %17, %18, %19, %20, %21, %22, %23, "
-      "%24, %25, %26, %27, %28, %29, %30, %31}, "
-      "{%32, %33, %34, %35}, %36, p, 1, 1;\n}\n"
-      : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]),
-        "+f"(d[6]), "+f"(d[7]), "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]),
-        "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]), "+f"(d[16]), "+f"(d[17]),
-        "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]),
-        "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]),
-        "+f"(d[30]), "+f"(d[31])
-      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(desc), "r"(scale_d));
-}
-
-__device__ __forceinline__ void Wgmma(float (&d)[56], const uint32_t (&a)[4], uint64_t desc,
-                                      int scale_d, Cols<112>) {
-  asm volatile(
-      "{\n.reg .pred p;\nsetp.ne.b32 p, %61, 0;\n"
-      "wgmma.mma_async.sync.aligned.m64n112k8.f32.tf32.tf32 "
-      "{%0, %1, %2, %3, %4, %5, %6, %7, "
-      "%8, %9, %10, %11, %12, %13, %14, %15, "
-      "%16, %17, %18, %19, %20, %21, %22, %23, "
-      "%24, %25, %26, %27, %28, %29, %30, %31, "
-      "%32, %33, %34, %35, %36, %37, %38, %39, "
-      "%40, %41, %42, %43, %44, %45, %46, %47, "
-      "%48, %49, %50, %51, %52, %53, %54, %55}, "
-      "{%56, %57, %58, %59}, %60, p, 1, 1;\n}\n"
-      : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]),
-        "+f"(d[6]), "+f"(d[7]), "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]),
-        "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]), "+f"(d[16]), "+f"(d[17]),
-        "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]),
-        "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]),
-        "+f"(d[30]), "+f"(d[31]), "+f"(d[32]), "+f"(d[33]), "+f"(d[34]), "+f"(d[35]),
-        "+f"(d[36]), "+f"(d[37]), "+f"(d[38]), "+f"(d[39]), "+f"(d[40]), "+f"(d[41]),
-        "+f"(d[42]), "+f"(d[43]), "+f"(d[44]), "+f"(d[45]), "+f"(d[46]), "+f"(d[47]),
-        "+f"(d[48]), "+f"(d[49]), "+f"(d[50]), "+f"(d[51]), "+f"(d[52]), "+f"(d[53]),
-        "+f"(d[54]), "+f"(d[55])
-      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(desc), "r"(scale_d));
-}
-
-__device__ __forceinline__ void WgmmaFence() {
-  asm volatile("wgmma.fence.sync.aligned;\n" ::: "memory");
-}
-__device__ __forceinline__ void WgmmaCommit() {
-  asm volatile("wgmma.commit_group.sync.aligned;\n" ::: "memory");
-}
-__device__ __forceinline__ void WgmmaWaitAll() {
-  asm volatile("wgmma.wait_group.sync.aligned 0;\n" ::: "memory");
-}
-// Ties a register to this point of the program: reads of accumulators after the wait cannot be
-// hoisted above it.
-__device__ __forceinline__ void PinRegister(float& r) { asm volatile("" : "+f"(r)::"memory"); }
 // Makes the compiler compute a wgmma operand before this point (before the wgmma.fence): an
 // operand register written between two wgmma makes ptxas insert a warpgroup.arrive there.
 __device__ __forceinline__ void PinOperand(uint32_t& r) { asm volatile("" : "+r"(r)); }
@@ -122,9 +49,7 @@ __device__ __forceinline__ void PinOperand(uint64_t& r) { asm volatile("" : "+l"
 __device__ __forceinline__ void FenceProxyAsync() {
   asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");
 }
-#endif
 
-#if CONV2D_HAS_WGMMA
 // A CTA's walk over its stages: item blockIdx.x + i * gridDim.x, chunk (k range) c, advanced by
 // one stage at a time, so that no stage divides (only a new item does, once per `chunks`).
 struct Cursor {
@@ -145,23 +70,6 @@ __device__ __forceinline__ void NextStage(const Params& p, int chunks, Cursor& c
 #endif
 
 #if CONV2D_HAS_WGMMA
-__device__ __forceinline__ uint32_t SmemAddress(const void* p) {
-  return static_cast<uint32_t>(__cvta_generic_to_shared(p));
-}
-__device__ __forceinline__ void MbarInit(uint64_t* bar, int count) {
-  conv2d::MbarInit(SmemAddress(bar), count);
-}
-__device__ __forceinline__ void MbarArrive(uint64_t* bar) { conv2d::MbarArrive(SmemAddress(bar)); }
-__device__ __forceinline__ void MbarWait(uint64_t* bar, int parity) {
-  conv2d::MbarWait(SmemAddress(bar), parity);
-}
-// An arrival on `bar` once every cp.async this thread has issued so far has landed (counted in
-// the barrier's expected arrivals: .noinc).
-__device__ __forceinline__ void CpAsyncArrive(uint64_t* bar) {
-  asm volatile("cp.async.mbarrier.arrive.noinc.shared::cta.b64 [%0];\n" ::"r"(SmemAddress(bar))
-               : "memory");
-}
-
 // The copy warpgroup: the raw copies of every stage into its slot, as soon as the slot is free;
 // the slot's "loaded" barrier completes when they have landed. kWide: the filter spectrum is
 // 16-byte aligned (even ldb and stride_b), copied two rows a copy.
@@ -230,7 +138,7 @@ __device__ __forceinline__ void CopyStages(const Params& p, unsigned char* smem,
     // The slot's last stage, s - kSlots, is done with (its wgmma complete, fragments read).
     if (s >= kSlots) MbarWait(&empty[slot], (s / kSlots - 1) & 1);
     fetch(at, slot);
-    CpAsyncArrive(&loaded[slot]);
+    CpAsyncArriveOnMbar(&loaded[slot]);
     NextStage(p, chunks, at);
   }
   CpAsyncWait<0>();  // no copy may outlive the CTA's shared memory
@@ -291,7 +199,7 @@ __device__ __forceinline__ void Consume(const Params& p, unsigned char* smem, ui
   const int ctid = static_cast<int>(threadIdx.x) - kProducerThreads;
   const int lane = ctid & 31, warp = (ctid >> 5) & 3, wg = ctid >> 7;
   const int t = lane & 3;
-  const uint32_t smem_base = SmemAddress(smem);
+  const uint32_t smem_base = SharedAddress(smem);
 
   float2 fa[kSteps][2];  // the filter fragments of a stage: K step s, rows g and g + 8
   const int frag_row = kRowsPerWg * wg + FragRow(warp, lane, 0);
@@ -342,14 +250,14 @@ __device__ __forceinline__ void Consume(const Params& p, unsigned char* smem, ui
     WgmmaFence();
 #pragma unroll
     for (int s = 0; s < kSteps; ++s) {
-      Wgmma(par, a_lo[s], desc_hi[s], s > 0, Cols<2 * kN>());
-      Wgmma(par, a_hi[s], desc_lo[s], 1, Cols<2 * kN>());
-      Wgmma(par, a_hi[s], desc_hi[s], 1, Cols<2 * kN>());
+      WgmmaTf32(par, a_lo[s], desc_hi[s], s > 0);
+      WgmmaTf32(par, a_hi[s], desc_lo[s], 1);
+      WgmmaTf32(par, a_hi[s], desc_hi[s], 1);
     }
     WgmmaCommit();
 
     // The slot is free once the wgmma have read it; then the next stage's filter fragments.
-    WgmmaWaitAll();
+    WgmmaWait<0>();
     MbarArrive(&empty[slot]);
     if (q + 1 < stages) {
       const int next = q + 1;
@@ -358,7 +266,7 @@ __device__ __forceinline__ void Consume(const Params& p, unsigned char* smem, ui
     }
 #pragma unroll
     for (int v = 0; v < 2 * kAcc; ++v) {
-      PinRegister(par[v]);
+      WgmmaFenceOperand(par[v]);
       run[v] += par[v];
     }
     if (at.chunk == chunks - 1) {
@@ -481,21 +389,7 @@ absl::Status CgemmConjBatched3xTf32Sm90(const fft_tiled::GemmLayout& l, const vo
   using namespace cgemm_3xtf32_sm90;  // NOLINT: the file's own internals
   const Tile tile = ChooseTile(l);
   const Grid grid = MakeGrid(l, tile);
-  Params p;
-  p.a = static_cast<const float2*>(a);
-  p.b = static_cast<const float2*>(b);
-  p.c = static_cast<float2*>(c);
-  p.m = l.m;
-  p.n = l.n;
-  p.k = l.k;
-  p.lda = l.lda;
-  p.ldb = l.ldb;
-  p.ldc = l.ldc;
-  p.stride_a = l.stride_a;
-  p.stride_b = l.stride_b;
-  p.stride_c = l.stride_c;
-  p.tiles_m = grid.tiles_m;
-  p.tiles_n = grid.tiles_n;
+  Params p{cgemm_3xtf32::MakeMixParams<float2>(l, a, b, c, grid.tiles_m, grid.tiles_n)};
   if (grid.items > std::numeric_limits<int>::max() / 2) {
     return absl::InvalidArgumentError(
         absl::StrCat("cgemm_3xtf32: ", grid.items, " work items exceed the kernel's int range"));

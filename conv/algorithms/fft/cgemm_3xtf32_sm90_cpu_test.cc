@@ -18,6 +18,7 @@
 #include "conv/algorithms/fft/cgemm_3xtf32_internal.h"
 #include "conv/algorithms/fft/cgemm_3xtf32_sm90_internal.h"
 #include "conv/algorithms/fft/fft_tiled_internal.h"
+#include "conv/testing/cpu_replay/tf32_model.h"
 #include "gtest/gtest.h"
 #include "reference/random.h"
 
@@ -25,9 +26,6 @@ namespace conv2d {
 namespace cgemm_3xtf32_sm90 {
 namespace {
 
-using cgemm_3xtf32::BitsFloat;
-using cgemm_3xtf32::FloatBits;
-using cgemm_3xtf32::SplitTf32;
 using fft_tiled::GemmLayout;
 
 struct Cplx {
@@ -133,17 +131,14 @@ TEST(Sm90LayoutTest, TilesAndPlanes) {
 //   B 8xN:  element (k, col) of a K-major operand without swizzle at
 //           start + (k / 4) * LBO + (col / 8) * SBO + (col % 8) * 16 + (k % 4) * 4 bytes
 //   D 64xN: d[4j + v] at row 16w + g + 8 (v >> 1), column 8j + 2t + (v & 1)
-// Operands truncated to TF32 as the hardware reads them (the split's lo keeps its low bits;
-// the hi operands, a_clean / b_clean, must have them clear), products exact, summed in double,
-// rounded once.
+// Operands read as the tensor core reads them (TensorCoreOperand: truncated to TF32; the split's
+// lo keeps its low bits; the hi operands, a_clean / b_clean, must have them clear), products
+// exact, summed in double, rounded once.
 void EmulateWgmma(int n_cols, const uint32_t (&a)[128][4], const std::vector<uint32_t>& smem,
                   uint32_t start, uint32_t lbo, uint32_t sbo, bool scale_d,
                   std::vector<std::vector<float>>& d, int* dirty, bool a_clean, bool b_clean) {
   double A[64][8];
-  auto value = [&](uint32_t bits, bool clean) {
-    if (clean && (bits & 0x1fffu) != 0) ++*dirty;
-    return static_cast<double>(BitsFloat(bits & 0xffffe000u));
-  };
+  auto value = [&](uint32_t bits, bool clean) { return TensorCoreOperand(bits, clean, dirty); };
   for (int tid = 0; tid < 128; ++tid) {
     const int w = tid / 32, g = (tid % 32) / 4, t = tid % 4;
     A[16 * w + g][t] = value(a[tid][0], a_clean);

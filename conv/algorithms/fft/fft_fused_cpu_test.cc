@@ -797,26 +797,7 @@ TEST(FftFusedPlanTest, BenchmarkShapesPrediction) {
   }
 }
 
-// ---- Pinned kernels and the multiplicative division -------------------------------------------
-
-TEST(FftFusedFastDivTest, MatchesDivision) {
-  std::vector<int> divisors = {1, 2, 3, 5, 7, 9, 16, 17, 25, 33, 49, 100, 113, 121, 241, 1000,
-                               65537, (1 << 30) + 3, std::numeric_limits<int>::max()};
-  for (int d : divisors) {
-    const FastDiv f = FastDiv::Make(d);
-    const int max = std::numeric_limits<int>::max();
-    std::vector<int> xs = {0, 1, d - 1, d, d < max ? d + 1 : d, max, max - 1};
-    for (int i = 0; i < 20000; ++i) {
-      xs.push_back(static_cast<int>(RandomValue(9, d, i) * 1e9 + 1e9) & max);
-    }
-    for (int x : xs) {
-      int q = -1, r = -1;
-      f.DivMod(x, &q, &r);
-      ASSERT_EQ(q, x / d) << x << " / " << d;
-      ASSERT_EQ(r, x % d) << x << " % " << d;
-    }
-  }
-}
+// ---- Pinned kernels (FastDiv, the multiplicative division, is tested in conv/arch) ----------------
 
 // The GPU launches a pinned copy of each kernel (KernelParams fields as compile-time constants)
 // whenever PinnedIndex finds one that changes no value: every benchmark configuration must have

@@ -56,6 +56,8 @@
 #include "conv/core/algorithm.h"
 #include "conv/algorithms/fft/cgemm_3xtf32_internal.h"  // CgemmKernel
 #include "conv/algorithms/fft/fft_tiled_internal.h"
+#include "conv/arch/fast_div.h"
+#include "conv/arch/host_device.h"
 #include "conv/shape.h"
 
 namespace conv2d {
@@ -210,36 +212,6 @@ std::vector<int64_t> TileSizeCandidates(int64_t kernel, int64_t extent);
 // or int32 indexing. Never touches the GPU.
 absl::StatusOr<Config> ChooseConfig(const Shape& shape, const Options& options);
 
-// Division of 0 <= x < 2^31 by a run-time constant 1 <= d < 2^31 without a division
-// instruction: q = (umulhi(x, mul) + x) >> shift with shift = ceil(log2 d) and
-// mul = floor(2^32 (2^shift - d) / d) + 1 (Granlund and Montgomery; (umulhi + x) < 2^32 for
-// x < 2^31). Made on the host (Make), used per item by the kernels.
-struct FastDiv {
-  int d = 1;
-  unsigned mul = 0;
-  int shift = 0;
-  static FastDiv Make(int divisor) {
-    FastDiv f;
-    f.d = divisor;
-    while ((int64_t{1} << f.shift) < divisor) ++f.shift;
-    f.mul = static_cast<unsigned>(((uint64_t{1} << 32) * ((uint64_t{1} << f.shift) - divisor)) /
-                                      static_cast<uint64_t>(divisor) +
-                                  1);
-    return f;
-  }
-  // x = q * d + r.
-  CONV2D_HOST_DEVICE void DivMod(int x, int* q, int* r) const {
-    const unsigned ux = static_cast<unsigned>(x);
-#if defined(__CUDA_ARCH__)
-    const unsigned hi = __umulhi(ux, mul);
-#else
-    const unsigned hi = static_cast<unsigned>((static_cast<uint64_t>(ux) * mul) >> 32);
-#endif
-    *q = static_cast<int>((hi + ux) >> shift);
-    *r = x - *q * d;
-  }
-};
-
 // Everything the kernels need, by value.
 struct KernelParams {
   Dims d;
@@ -253,7 +225,8 @@ struct KernelParams {
   int n_input = 0;           // Cin * M
   int n_output = 0;          // Cout * M
   float scale = 0;           // 1 / (Th * Tw), exact
-  // The inverse's output phase: by step_w, and by its chunks of four rows, ceil(step_h / 4).
+  // The inverse's output phase: by step_w, and by its chunks of four rows, ceil(step_h / 4)
+  // (conv/arch/fast_div.h; every item index is below 2^31).
   FastDiv div_step_w, div_out_chunks;
 };
 KernelParams MakeKernelParams(const Shape& shape, const Config& config, bool inverse);
@@ -314,12 +287,6 @@ absl::StatusOr<std::unique_ptr<Runner>> CreateRunner(const Shape& shape, const O
 enum Stage { kFilterStage, kInputStage, kMixStage, kInverseStage, kNumStages };
 
 // ---- Host and device code ----------------------------------------------------------------------
-
-#if defined(__CUDACC__)
-#define FFT_FUSED_UNROLL _Pragma("unroll")
-#else
-#define FFT_FUSED_UNROLL
-#endif
 
 #if defined(__CUDACC__)
 using Cf = float2;
@@ -425,16 +392,16 @@ CONV2D_HOST_DEVICE inline void DifGroup(Ctx& ctx, int base, int row_pitch, int m
   const int start = ((grp >> lg_hl) << (m - stage)) | lo;
   int at[kN];
   Cf v[kN];
-FFT_FUSED_UNROLL
+CONV2D_UNROLL
   for (int t = 0; t < kN; ++t) {
     const int i = start + (t << lg_hl);
     at[t] = base + (kRow ? i + (i >> 4) : i * row_pitch);
     v[t] = kZeroUpper && t >= kN / 2 ? MakeCf(0.0f, 0.0f) : ctx.Ld(at[t]);
   }
-FFT_FUSED_UNROLL
+CONV2D_UNROLL
   for (int q = 0; q < R; ++q) {
     const int hr = kN >> (q + 1);  // the stage's half distance, in group elements
-FFT_FUSED_UNROLL
+CONV2D_UNROLL
     for (int t = 0; t < kN; ++t) {
       if (t & hr) continue;
       const Cf a = v[t], b = v[t + hr];
@@ -447,10 +414,10 @@ FFT_FUSED_UNROLL
   if (!kLast) {
     // W_L^(lo k) = W_128^((lo k) << (7 - log2 L)); lo k < L, so the index is < 128.
     const int shift = kMaxLog2Tile - (m - stage);
-FFT_FUSED_UNROLL
+CONV2D_UNROLL
     for (int t = 1; t < kN; ++t) v[t] = CMul(v[t], ctx.Tw((lo * BitReverseConst(t, R)) << shift));
   }
-FFT_FUSED_UNROLL
+CONV2D_UNROLL
   for (int t = 0; t < kN; ++t) ctx.St(at[t], v[t]);
 }
 
@@ -645,7 +612,7 @@ CONV2D_HOST_DEVICE void LoadRowsItem(Ctx& ctx, const KernelParams& k, const floa
   const unsigned pitch_a = 4u * static_cast<unsigned>(a.pitch);
   const unsigned pitch_b = 4u * static_cast<unsigned>(b.pitch);
   const bool in_a = v < a.cols, in_b = v < b.cols;
-  FFT_FUSED_UNROLL
+  CONV2D_UNROLL
   for (int j = 0; j < 4; ++j) {
     if (j >= per) continue;
     const int u = row0 + uq + j * q;
@@ -709,7 +676,7 @@ CONV2D_HOST_DEVICE void StoreSpectrum(Ctx& ctx, const KernelParams& k, Cf* out, 
     const int mrow1 = BitReverse((-k0 - 4) & (th - 1), lth);
     const int n = n0 + 2 * p;
     Cf* dst = out + (static_cast<int64_t>(k0) * half + k1) * n_total + n;
-FFT_FUSED_UNROLL
+CONV2D_UNROLL
     for (int j = 0; j < 4; ++j) {
       const int row = row0 + (BitReverseConst(j, 2) << (lth - 2));
       const int mrow = j == 0 ? mrow0 : mrow1 + (BitReverseConst(4 - j, 2) << (lth - 2));
@@ -846,13 +813,13 @@ CONV2D_HOST_DEVICE void InverseCta(Ctx& ctx, const KernelParams& k, const Cf* sp
     const int n = n0 + 2 * p;
     const bool own_mirror = k1 == 0 || k1 == tw / 2;
     Cf a[2], b[2], am[2], bm[2];
-    FFT_FUSED_UNROLL
+    CONV2D_UNROLL
     for (int h = 0; h < 2; ++h) {
       const int k0 = q.k0 + h * th / 2;
       read(k0 * half + k1, n, &a[h], &b[h]);
       if (own_mirror) read((-k0 & (th - 1)) * half + k1, n, &am[h], &bm[h]);
     }
-    FFT_FUSED_UNROLL
+    CONV2D_UNROLL
     for (int h = 0; h < 2; ++h) {
       const int k0 = q.k0 + h * th / 2;
       Cf ah = a[h], bh = b[h];
@@ -887,7 +854,7 @@ CONV2D_HOST_DEVICE void InverseCta(Ctx& ctx, const KernelParams& k, const Cf* sp
     const TransformMeta t = ctx.meta()[g];
     const int col = BitReverse(j, k.log2_tw);
     const int row0 = BitReverse(4 * c, k.log2_th);
-FFT_FUSED_UNROLL
+CONV2D_UNROLL
     for (int r = 0; r < 4; ++r) {
       const int i = 4 * c + r;
       if (i < t.rows && j < t.cols) {

@@ -19,33 +19,9 @@ using fft_tiled::kAlignment;
 using fft_tiled::kBlasWorkspaceBytes;
 using fft_tiled::kMaxWorkspaceBytes;
 using fft_tiled::kTargetWorkspaceBytes;
-
-constexpr uint64_t kSaturated = uint64_t{1} << 62;
-
-uint64_t Mul(std::initializer_list<int64_t> factors) {
-  uint64_t p = 1;
-  for (int64_t f : factors) {
-    const uint64_t u = static_cast<uint64_t>(f);
-    if (u != 0 && p > kSaturated / u) return kSaturated;
-    p *= u;
-  }
-  return p;
-}
-
-uint64_t Align(uint64_t bytes) {
-  if (bytes >= kSaturated) return kSaturated;
-  return (bytes + kAlignment - 1) / kAlignment * kAlignment;
-}
-
-bool IsPow2(int64_t n) { return n > 0 && (n & (n - 1)) == 0; }
-
-int Log2(int64_t n) {
-  int l = 0;
-  while ((int64_t{1} << l) < n) ++l;
-  return l;
-}
-
-int64_t CeilDiv(int64_t a, int64_t b) { return (a + b - 1) / b; }
+using fft_tiled::SaturatingAdd;
+using fft_tiled::SaturatingAlign;
+using fft_tiled::SaturatingMul;
 
 size_t SmemBytes(int pairs, int pair_stride) {
   return sizeof(TransformMeta) * 2 * pairs + 8 * kTwiddles + size_t{8} * pairs * pair_stride;
@@ -66,7 +42,7 @@ std::vector<int64_t> TileSizeCandidates(int64_t kernel, int64_t extent) {
 
 SmemLayout MakeSmemLayout(const Geometry& g, int pairs_per_cta) {
   SmemLayout s;
-  s.row_pitch = RowPitch(Log2(g.tile_w));
+  s.row_pitch = RowPitch(CeilLog2(g.tile_w));
   const int64_t pair_elements = g.tile_h * s.row_pitch;
   int pairs = pairs_per_cta;
   if (pairs <= 0) {
@@ -79,8 +55,9 @@ SmemLayout MakeSmemLayout(const Geometry& g, int pairs_per_cta) {
     }
   }
   s.pairs = pairs;
-  s.pair_stride_fwd = PairStride(Log2(g.tile_h), Log2(g.tile_w), pairs, /*inverse=*/false);
-  s.pair_stride_inv = PairStride(Log2(g.tile_h), Log2(g.tile_w), pairs, /*inverse=*/true);
+  const int log2_th = CeilLog2(g.tile_h), log2_tw = CeilLog2(g.tile_w);
+  s.pair_stride_fwd = PairStride(log2_th, log2_tw, pairs, /*inverse=*/false);
+  s.pair_stride_inv = PairStride(log2_th, log2_tw, pairs, /*inverse=*/true);
   s.bytes_fwd = SmemBytes(pairs, s.pair_stride_fwd);
   s.bytes_inv = SmemBytes(pairs, s.pair_stride_inv);
   return s;
@@ -99,17 +76,17 @@ const char* BufferName(Buffer buffer) {
 
 WorkspaceLayout MakeWorkspaceLayout(const Shape& s, const Geometry& g, const Options& o) {
   WorkspaceLayout w;
-  w.bytes[kFilterSpectrum] = Mul({g.freqs, s.in_channels, s.out_channels, 8});
-  w.bytes[kInputSpectrum] = Mul({g.freqs, s.in_channels, g.tiles, 8});
-  w.bytes[kOutputSpectrum] = Mul({g.freqs, s.out_channels, g.tiles, 8});
+  w.bytes[kFilterSpectrum] = SaturatingMul({g.freqs, s.in_channels, s.out_channels, 8});
+  w.bytes[kInputSpectrum] = SaturatingMul({g.freqs, s.in_channels, g.tiles, 8});
+  w.bytes[kOutputSpectrum] = SaturatingMul({g.freqs, s.out_channels, g.tiles, 8});
   w.bytes[kBlasWork] = o.gemm_3xtf32 ? 0 : kBlasWorkspaceBytes;
   uint64_t at = 0;
   for (int b = 0; b < kNumBuffers; ++b) {
     w.offset[b] = at;
-    at = std::min(at + Align(w.bytes[b]), kSaturated);
+    at = SaturatingAdd(at, SaturatingAlign(w.bytes[b]));
   }
   w.used_bytes = at;
-  w.total_bytes = std::min(at + kAlignment, kSaturated);
+  w.total_bytes = SaturatingAdd(at, kAlignment);
   return w;
 }
 
@@ -145,11 +122,12 @@ Cost EstimateCost(const Shape& s, const Geometry& g, const SmemLayout& smem, con
   constexpr double kWgmmaRate = 54e12;
   const double ci = s.in_channels, co = s.out_channels, m = g.tiles, f = g.freqs;
   const double th = g.tile_h, tw = g.tile_w;
-  const int mh = Log2(g.tile_h), mw = Log2(g.tile_w);
+  const int mh = CeilLog2(g.tile_h), mw = CeilLog2(g.tile_w);
   const double passes_h = mh <= 4 ? 1 : 2, passes_w = mw <= 4 ? 1 : 2;
   const double group = 2.0 * smem.pairs;
   auto pairs_for = [&](double n) { return std::ceil(n / group) * smem.pairs; };
-  const double filter_rows = std::min<double>(g.tile_h, double(int64_t{1} << Log2(s.kernel_h)));
+  const double filter_rows =
+      std::min<double>(g.tile_h, double(int64_t{1} << CeilLog2(s.kernel_h)));
 
   Cost c;
   // One kernel over `pairs` complex 2D FFTs, each transforming `rows` rows and `cols` columns;
@@ -240,38 +218,24 @@ absl::StatusOr<Config> ChooseConfig(const Shape& s, const Options& o) {
     return absl::InvalidArgumentError(absl::StrCat(
         "fft_fused: pairs_per_cta ", o.pairs_per_cta, " is not a power of two in [1, 16]"));
   }
-  const std::vector<int64_t> hs =
-      o.tile_h > 0 ? std::vector<int64_t>{o.tile_h} : TileSizeCandidates(s.kernel_h, s.height);
-  const std::vector<int64_t> ws =
-      o.tile_w > 0 ? std::vector<int64_t>{o.tile_w} : TileSizeCandidates(s.kernel_w, s.width);
-  bool have_fit = false, have_any = false;
-  Config best_fit, smallest;
-  for (int64_t th : hs) {
-    for (int64_t tw : ws) {
-      ASSIGN_OR_RETURN(Geometry g, fft_tiled::MakeGeometry(s, th, tw));
-      Config c;
-      c.geometry = g;
-      c.smem = MakeSmemLayout(g, o.pairs_per_cta);
-      if (std::max(c.smem.bytes_fwd, c.smem.bytes_inv) > kMaxSmemBytes) continue;
-      c.workspace = MakeWorkspaceLayout(s, g, o);
-      c.cost = EstimateCost(s, g, c.smem, o);
-      if (c.workspace.total_bytes <= kTargetWorkspaceBytes &&
-          (!have_fit || c.cost.seconds < best_fit.cost.seconds)) {
-        best_fit = c;
-        have_fit = true;
-      }
-      if (!have_any || c.workspace.total_bytes < smallest.workspace.total_bytes) {
-        smallest = c;
-        have_any = true;
-      }
-    }
+  fft_tiled::TileChoice<Config> choice;
+  for (const auto& [th, tw] : fft_tiled::TilePairs(s, o.tile_h, o.tile_w, TileSizeCandidates)) {
+    ASSIGN_OR_RETURN(Geometry g, fft_tiled::MakeGeometry(s, th, tw));
+    Config c;
+    c.geometry = g;
+    c.smem = MakeSmemLayout(g, o.pairs_per_cta);
+    if (std::max(c.smem.bytes_fwd, c.smem.bytes_inv) > kMaxSmemBytes) continue;
+    c.workspace = MakeWorkspaceLayout(s, g, o);
+    c.cost = EstimateCost(s, g, c.smem, o);
+    choice.Offer(c);
   }
-  if (!have_any) {
+  if (!choice.have_any) {
     return absl::InvalidArgumentError(absl::StrCat(
         "fft_fused: ", o.pairs_per_cta, " pairs per CTA need more than ", kMaxSmemBytes,
         " bytes of shared memory"));
   }
-  if (have_fit) return best_fit;
+  if (choice.have_fit) return choice.best_fit;
+  const Config& smallest = choice.smallest;
   if (smallest.workspace.total_bytes > kMaxWorkspaceBytes) {
     return absl::OutOfRangeError(absl::StrCat(
         "fft_fused: shape ", s.ToString(), " needs at least ", smallest.workspace.total_bytes,
@@ -285,19 +249,19 @@ KernelParams MakeKernelParams(const Shape& s, const Config& c, bool inverse) {
   const Geometry& g = c.geometry;
   KernelParams k;
   k.d = fft_tiled::MakeDims(s, g);
-  k.log2_th = Log2(g.tile_h);
-  k.log2_tw = Log2(g.tile_w);
+  k.log2_th = CeilLog2(g.tile_h);
+  k.log2_tw = CeilLog2(g.tile_w);
   k.pairs = c.smem.pairs;
-  k.log2_pairs = Log2(c.smem.pairs);
+  k.log2_pairs = CeilLog2(c.smem.pairs);
   k.row_pitch = c.smem.row_pitch;
   k.pair_stride = inverse ? c.smem.pair_stride_inv : c.smem.pair_stride_fwd;
-  k.filter_row_log2 = std::min(Log2(s.kernel_h), k.log2_th);
+  k.filter_row_log2 = std::min(CeilLog2(s.kernel_h), k.log2_th);
   k.n_filter = static_cast<int>(s.in_channels * s.out_channels);
   k.n_input = static_cast<int>(s.in_channels * g.tiles);
   k.n_output = static_cast<int>(s.out_channels * g.tiles);
   k.scale = static_cast<float>(1.0 / static_cast<double>(g.tile_h * g.tile_w));
-  k.div_step_w = FastDiv::Make(k.d.step_w);
-  k.div_out_chunks = FastDiv::Make((k.d.step_h + 3) / 4);
+  k.div_step_w = FastDiv(static_cast<uint32_t>(k.d.step_w));
+  k.div_out_chunks = FastDiv(static_cast<uint32_t>((k.d.step_h + 3) / 4));
   return k;
 }
 

@@ -28,16 +28,20 @@
 #ifndef CONV2D_CONV_FFT_TILED_INTERNAL_H_
 #define CONV2D_CONV_FFT_TILED_INTERNAL_H_
 
+#include <algorithm>
 #include <cstddef>
 #include <cstdint>
+#include <initializer_list>
 #include <memory>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
 #include "conv/core/algorithm.h"
 #include "conv/arch/host_device.h"
+#include "conv/arch/int_math.h"
 #include "conv/shape.h"
 
 namespace conv2d {
@@ -70,6 +74,28 @@ constexpr size_t kAlignment = 256;                          // of every buffer (
 // cuBLAS's workspace (its documented recommendation for a user workspace is >= 4 MiB).
 constexpr size_t kBlasWorkspaceBytes = size_t{4} << 20;
 
+// Workspace byte counts, shared by the two FFT planners (fft_tiled, fft_fused). They saturate at
+// kSaturatedBytes instead of wrapping: an absurd shape's count then stays absurd and the
+// workspace limit refuses it, where a wrapped one could pass. Every operand is <= 2^62, so the
+// sums below cannot overflow before they saturate.
+constexpr uint64_t kSaturatedBytes = uint64_t{1} << 62;
+// The product of non-negative factors.
+inline uint64_t SaturatingMul(std::initializer_list<int64_t> factors) {
+  uint64_t p = 1;
+  for (int64_t f : factors) {
+    const uint64_t u = static_cast<uint64_t>(f);
+    if (u != 0 && p > kSaturatedBytes / u) return kSaturatedBytes;
+    p *= u;
+  }
+  return p;
+}
+inline uint64_t SaturatingAdd(uint64_t a, uint64_t b) { return std::min(a + b, kSaturatedBytes); }
+// Rounded up to kAlignment.
+inline uint64_t SaturatingAlign(uint64_t bytes) {
+  if (bytes >= kSaturatedBytes) return kSaturatedBytes;
+  return static_cast<uint64_t>(RoundUp(static_cast<int64_t>(bytes), kAlignment));
+}
+
 struct Geometry {
   int64_t tile_h = 0, tile_w = 0;    // Th, Tw: the FFT size
   int64_t step_h = 0, step_w = 0;    // Sh = Th - Kh + 1, Sw = Tw - Kw + 1: output per tile
@@ -81,6 +107,42 @@ struct Geometry {
 
 // InvalidArgument unless 2 <= tile_h, kernel_h <= tile_h (same for w).
 absl::StatusOr<Geometry> MakeGeometry(const Shape& shape, int64_t tile_h, int64_t tile_w);
+
+// The tile search of both FFT planners (ChooseConfig here and in fft_fused). The (tile_h, tile_w)
+// pairs to try: in each dimension the forced size, if the options force one (> 0), else
+// candidates(kernel, extent), rows outer.
+template <class Candidates>
+std::vector<std::pair<int64_t, int64_t>> TilePairs(const Shape& s, int64_t tile_h, int64_t tile_w,
+                                                   Candidates candidates) {
+  const std::vector<int64_t> hs =
+      tile_h > 0 ? std::vector<int64_t>{tile_h} : candidates(s.kernel_h, s.height);
+  const std::vector<int64_t> ws =
+      tile_w > 0 ? std::vector<int64_t>{tile_w} : candidates(s.kernel_w, s.width);
+  std::vector<std::pair<int64_t, int64_t>> pairs;
+  for (int64_t th : hs) {
+    for (int64_t tw : ws) pairs.push_back({th, tw});
+  }
+  return pairs;
+}
+// Among the configurations offered, the cheapest by the model whose workspace is within
+// kTargetWorkspaceBytes, and the one with the smallest workspace (what a shape gets when none
+// fits, if it is within the hard limit). Earlier offers win ties.
+template <class Config>
+struct TileChoice {
+  bool have_fit = false, have_any = false;
+  Config best_fit, smallest;
+  void Offer(const Config& c) {
+    if (c.workspace.total_bytes <= kTargetWorkspaceBytes &&
+        (!have_fit || c.cost.seconds < best_fit.cost.seconds)) {
+      best_fit = c;
+      have_fit = true;
+    }
+    if (!have_any || c.workspace.total_bytes < smallest.workspace.total_bytes) {
+      smallest = c;
+      have_any = true;
+    }
+  }
+};
 
 // Tile sizes the model considers in one dimension: n = 2^a or 3 * 2^a (cuFFT's fastest radices;
 // 5 and 7 are supported by cuFFT but slower and would tempt the model with odd sizes like 56),

@@ -19,28 +19,6 @@ constexpr int64_t kMaxTileSize = int64_t{1} << 24;
 
 static_assert(sizeof(size_t) == sizeof(uint64_t), "64-bit size_t expected");
 
-// Byte counts saturate here instead of overflowing (shapes that large are refused anyway).
-constexpr uint64_t kSaturated = uint64_t{1} << 62;
-
-uint64_t Mul(std::initializer_list<int64_t> factors) {
-  uint64_t p = 1;
-  for (int64_t f : factors) {
-    const uint64_t u = static_cast<uint64_t>(f);
-    if (u != 0 && p > kSaturated / u) return kSaturated;
-    p *= u;
-  }
-  return p;
-}
-
-uint64_t Align(uint64_t bytes) {
-  if (bytes >= kSaturated) return kSaturated;
-  return (bytes + kAlignment - 1) / kAlignment * kAlignment;
-}
-
-uint64_t Add(uint64_t a, uint64_t b) { return std::min(a + b, kSaturated); }
-
-int64_t CeilDiv(int64_t a, int64_t b) { return (a + b - 1) / b; }
-
 }  // namespace
 
 absl::StatusOr<Geometry> MakeGeometry(const Shape& s, int64_t tile_h, int64_t tile_w) {
@@ -122,43 +100,45 @@ WorkspaceLayout MakeWorkspaceLayout(const Shape& s, const Geometry& g, const Opt
   const int64_t t2 = g.tile_elements();
   WorkspaceLayout w;
   size_t* bytes = w.bytes;
-  bytes[kFilterTiles] = Mul({ci, co, t2, o.filter_fp64 ? 8 : 4});
-  bytes[kFilterSpectrum64] = o.filter_fp64 ? Mul({f, ci, co, 16}) : 0;
-  bytes[kFilterSpectrum] = Mul({f, ci, co, 8});
-  bytes[kInputTiles] = Mul({ci, m, t2, 4});
-  bytes[kInputSpectrum] = Mul({f, ci, m, 8});
-  bytes[kOutputSpectrum] = Mul({f, co, m, 8});
-  bytes[kOutputTiles] = Mul({co, m, t2, 4});
+  bytes[kFilterTiles] = SaturatingMul({ci, co, t2, o.filter_fp64 ? 8 : 4});
+  bytes[kFilterSpectrum64] = o.filter_fp64 ? SaturatingMul({f, ci, co, 16}) : 0;
+  bytes[kFilterSpectrum] = SaturatingMul({f, ci, co, 8});
+  bytes[kInputTiles] = SaturatingMul({ci, m, t2, 4});
+  bytes[kInputSpectrum] = SaturatingMul({f, ci, m, 8});
+  bytes[kOutputSpectrum] = SaturatingMul({f, co, m, 8});
+  bytes[kOutputTiles] = SaturatingMul({co, m, t2, 4});
   bytes[kFftWork] = fft_work_bytes;
   bytes[kBlasWork] = kBlasWorkspaceBytes;
 
   // Region A: the forward transforms' real inputs (filter tiles, dead before the gather writes
   // the input tiles), then the GEMM's output.
-  const uint64_t a_size = std::max({Align(bytes[kFilterTiles]), Align(bytes[kInputTiles]),
-                                    Align(bytes[kOutputSpectrum])});
+  const uint64_t a_size =
+      std::max({SaturatingAlign(bytes[kFilterTiles]), SaturatingAlign(bytes[kInputTiles]),
+                SaturatingAlign(bytes[kOutputSpectrum])});
   w.offset[kFilterTiles] = w.offset[kInputTiles] = w.offset[kOutputSpectrum] = 0;
   // Region B: the filter spectrum (live until the GEMM) followed by the fp64 filter spectrum or
   // the input spectrum (one after the other); the inverse transform's output reuses all of it.
   const uint64_t b = a_size;
-  const uint64_t fs = Align(bytes[kFilterSpectrum]);
-  const uint64_t b_size =
-      std::max(Add(fs, std::max(Align(bytes[kFilterSpectrum64]), Align(bytes[kInputSpectrum]))),
-               Align(bytes[kOutputTiles]));
+  const uint64_t fs = SaturatingAlign(bytes[kFilterSpectrum]);
+  const uint64_t b_size = std::max(
+      SaturatingAdd(fs, std::max(SaturatingAlign(bytes[kFilterSpectrum64]),
+                                 SaturatingAlign(bytes[kInputSpectrum]))),
+      SaturatingAlign(bytes[kOutputTiles]));
   w.offset[kFilterSpectrum] = b;
-  w.offset[kFilterSpectrum64] = Add(b, fs);
-  w.offset[kInputSpectrum] = Add(b, fs);
+  w.offset[kFilterSpectrum64] = SaturatingAdd(b, fs);
+  w.offset[kInputSpectrum] = SaturatingAdd(b, fs);
   w.offset[kOutputTiles] = b;
-  w.offset[kFftWork] = Add(b, b_size);
-  w.offset[kBlasWork] = Add(w.offset[kFftWork], Align(bytes[kFftWork]));
-  w.used_bytes = Add(w.offset[kBlasWork], Align(bytes[kBlasWork]));
-  w.total_bytes = Add(w.used_bytes, kAlignment);
+  w.offset[kFftWork] = SaturatingAdd(b, b_size);
+  w.offset[kBlasWork] = SaturatingAdd(w.offset[kFftWork], SaturatingAlign(bytes[kFftWork]));
+  w.used_bytes = SaturatingAdd(w.offset[kBlasWork], SaturatingAlign(bytes[kBlasWork]));
+  w.total_bytes = SaturatingAdd(w.used_bytes, kAlignment);
   return w;
 }
 
 size_t EstimateFftWorkBytes(const Shape& s, const Geometry& g, const Options& o) {
   const int64_t ci = s.in_channels, co = s.out_channels;
-  return std::max(Mul({g.freqs, ci, co, o.filter_fp64 ? 16 : 8}),
-                  Mul({g.freqs, ci, g.tiles, 8}));
+  return std::max(SaturatingMul({g.freqs, ci, co, o.filter_fp64 ? 16 : 8}),
+                  SaturatingMul({g.freqs, ci, g.tiles, 8}));
 }
 
 // The cost model. Each pass over memory costs max(bytes / kBandwidth, flops / rate); the sum
@@ -196,8 +176,7 @@ Cost EstimateCost(const Shape& s, const Geometry& g, const Options& o) {
     c.seconds += std::max(bytes / kBandwidth, flops / kFlopRate) / efficiency;
     ++c.kernels;
   };
-  auto pow2 = [](int64_t n) { return (n & (n - 1)) == 0; };
-  const double fft_efficiency = pow2(g.tile_h) && pow2(g.tile_w) ? 1.0 : kRadix3Efficiency;
+  const double fft_efficiency = IsPow2(g.tile_h) && IsPow2(g.tile_w) ? 1.0 : kRadix3Efficiency;
   pass(4.0 * s.filter_elements() + rf * ci * co * t2, 0);
   pass(ci * co * fft_bytes(rf), ci * co * fft_flops, fft_efficiency);
   ++c.kernels;  // second pass of the 2D transform, counted in the bytes above
@@ -223,44 +202,29 @@ Cost EstimateCost(const Shape& s, const Geometry& g, const Options& o) {
 absl::StatusOr<Config> ChooseConfig(const Shape& s, const Options& o) {
   RETURN_IF_ERROR(ValidateShape(s));
   RETURN_IF_ERROR(CheckFitsInt32(s, "fft_tiled"));
-  const std::vector<int64_t> hs =
-      o.tile_h > 0 ? std::vector<int64_t>{o.tile_h} : TileSizeCandidates(s.kernel_h, s.height);
-  const std::vector<int64_t> ws =
-      o.tile_w > 0 ? std::vector<int64_t>{o.tile_w} : TileSizeCandidates(s.kernel_w, s.width);
-  bool have_fit = false, have_any = false;
-  Config best_fit, smallest;
+  TileChoice<Config> choice;
   absl::Status refused;  // the first tile MakeGeometry refused
-  for (int64_t th : hs) {
-    for (int64_t tw : ws) {
-      // A candidate past the largest tile is skipped, not fatal: a smaller one may serve. A
-      // forced tile is the only candidate, so its error still comes back below.
-      absl::StatusOr<Geometry> made = MakeGeometry(s, th, tw);
-      if (!made.ok()) {
-        if (refused.ok()) refused = made.status();
-        continue;
-      }
-      const Geometry& g = *made;
-      Config c;
-      c.geometry = g;
-      c.workspace = MakeWorkspaceLayout(s, g, o, EstimateFftWorkBytes(s, g, o));
-      c.cost = EstimateCost(s, g, o);
-      if (c.workspace.total_bytes <= kTargetWorkspaceBytes &&
-          (!have_fit || c.cost.seconds < best_fit.cost.seconds)) {
-        best_fit = c;
-        have_fit = true;
-      }
-      if (!have_any || c.workspace.total_bytes < smallest.workspace.total_bytes) {
-        smallest = c;
-        have_any = true;
-      }
+  for (const auto& [th, tw] : TilePairs(s, o.tile_h, o.tile_w, TileSizeCandidates)) {
+    // A candidate past the largest tile is skipped, not fatal: a smaller one may serve. A
+    // forced tile is the only candidate, so its error still comes back below.
+    absl::StatusOr<Geometry> made = MakeGeometry(s, th, tw);
+    if (!made.ok()) {
+      if (refused.ok()) refused = made.status();
+      continue;
     }
+    Config c;
+    c.geometry = *made;
+    c.workspace = MakeWorkspaceLayout(s, c.geometry, o, EstimateFftWorkBytes(s, c.geometry, o));
+    c.cost = EstimateCost(s, c.geometry, o);
+    choice.Offer(c);
   }
-  if (have_fit) return best_fit;
-  if (!have_any && !refused.ok()) return refused;
-  if (!have_any || smallest.workspace.total_bytes > kMaxWorkspaceBytes) {
+  if (choice.have_fit) return choice.best_fit;
+  if (!choice.have_any && !refused.ok()) return refused;
+  const Config& smallest = choice.smallest;
+  if (!choice.have_any || smallest.workspace.total_bytes > kMaxWorkspaceBytes) {
     return absl::OutOfRangeError(absl::StrCat(
         "fft_tiled: shape ", s.ToString(), " needs at least ",
-        have_any ? smallest.workspace.total_bytes : 0, " bytes of workspace (tile ",
+        choice.have_any ? smallest.workspace.total_bytes : 0, " bytes of workspace (tile ",
         smallest.geometry.tile_h, "x", smallest.geometry.tile_w, "); the limit is ",
         kMaxWorkspaceBytes, " (all indices are 32-bit)"));
   }

@@ -3,10 +3,10 @@
 // the GEMM view and the tiling.
 //
 // Why the error stays inside |y - y64| <= 1e-3 + 1e-3|y64|:
-//  - Products. v = hi + lo with hi = rna_tf32(v), lo = rna_tf32(v - hi): v - hi is exact in fp32,
-//    |v - hi| <= 2^-11|v| and lo carries it to 2^-22|v|. a_lo*b_lo (<= 2^-22|ab|) is dropped.
-//    Each product is off by at most ~3*2^-22|ab|, with random sign: over 131072 terms of U(-1,1)
-//    inputs that is ~1e-5 rms, negligible.
+//  - Products. The split of conv/arch/split_3xtf32.h: v = hi + lo, hi = v rounded to TF32,
+//    lo = v - hi (exact) handed to the tensor core unrounded; a_lo*b_lo is dropped. Each product
+//    is off by at most ~2^-21|ab| (half of it the dropped a_lo*b_lo), with random sign: over
+//    131072 terms of U(-1,1) inputs that is ~1e-5 rms, negligible.
 //  - Accumulation. The tensor core adds into its fp32 accumulator without IEEE round-to-nearest
 //    (published measurements on A100 show truncation). Modelled pessimistically -- every mma
 //    returns its exact sum rounded toward zero, a bias of about half an ulp of the partial sum
@@ -34,6 +34,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "conv/arch/cp_async.cuh"
+#include "conv/arch/split_3xtf32.h"
 #include "conv/core/cuda_status.h"
 #include "conv/core/status_macros.h"
 #include "conv/algorithms/implicit_gemm/implicit_gemm_3xtf32.h"
@@ -69,35 +70,11 @@ int64_t NumTiles(const Shape& s) {
 
 Params MakeParams(const Shape& s) {
   Params p;
-  p.cin = static_cast<int>(s.in_channels);
-  p.cout = static_cast<int>(s.out_channels);
-  p.h = static_cast<int>(s.height);
-  p.w = static_cast<int>(s.width);
-  p.kh = static_cast<int>(s.kernel_h);
-  p.kw = static_cast<int>(s.kernel_w);
-  p.ow = static_cast<int>(s.out_w());
-  p.hw = p.h * p.w;
-  p.cin_hw = p.cin * p.hw;
-  p.p = static_cast<int>(s.out_h() * s.out_w());
-  p.m = static_cast<int>(s.batch) * p.p;
-  p.k = p.cin * p.kh * p.kw;
-  p.k_tiles = (p.k + kBK - 1) / kBK;
-  p.n_tiles = (p.cout + kBN - 1) / kBN;
-  p.div_p = FastDiv(static_cast<uint32_t>(p.p));
-  p.div_ow = FastDiv(static_cast<uint32_t>(p.ow));
-  p.div_khkw = FastDiv(static_cast<uint32_t>(p.kh * p.kw));
-  p.div_kw = FastDiv(static_cast<uint32_t>(p.kw));
+  implicit_gemm_view::SetGemmView(s, kBK, kBN, &p);
   return p;
 }
 
 namespace {
-
-// v = hi + lo in TF32, both rounded to nearest (ties away), as the header describes.
-__device__ __forceinline__ void Split(float v, uint32_t& hi, uint32_t& lo) {
-  asm("cvt.rna.tf32.f32 %0, %1;\n" : "=r"(hi) : "f"(v));
-  const float rest = __fsub_rn(v, __uint_as_float(hi));
-  asm("cvt.rna.tf32.f32 %0, %1;\n" : "=r"(lo) : "f"(rest));
-}
 
 // d += a * b on a 16x8x8 TF32 tile, fp32 accumulation.
 __device__ __forceinline__ void Mma(float (&d)[4], const uint32_t (&a)[4], const uint32_t (&b)[2]) {
@@ -105,6 +82,15 @@ __device__ __forceinline__ void Mma(float (&d)[4], const uint32_t (&a)[4], const
       "{%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};\n"
       : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
       : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b[0]), "r"(b[1]));
+}
+
+// f(mi, ni) for each of the warp's mma tiles, unrolled: the accumulators stay in registers.
+template <class F>
+__device__ __forceinline__ void ForEachMmaTile(F&& f) {
+#pragma unroll
+  for (int mi = 0; mi < kMmaTilesM; ++mi)
+#pragma unroll
+    for (int ni = 0; ni < kMmaTilesN; ++ni) f(mi, ni);
 }
 
 // One block computes a kBM x kBN tile of the GEMM (pixels x output channels) over all of K,
@@ -150,12 +136,10 @@ __global__ void __launch_bounds__(kThreads, 2)
 
   float acc[kMmaTilesM][kMmaTilesN][4];  // the current chunk of <= 128 terms
   float sum[kMmaTilesM][kMmaTilesN][4];  // the chunks so far
+  ForEachMmaTile([&](int mi, int ni) {
 #pragma unroll
-  for (int mi = 0; mi < kMmaTilesM; ++mi)
-#pragma unroll
-    for (int ni = 0; ni < kMmaTilesN; ++ni)
-#pragma unroll
-      for (int r = 0; r < 4; ++r) acc[mi][ni][r] = sum[mi][ni][r] = 0.f;
+    for (int r = 0; r < 4; ++r) acc[mi][ni][r] = sum[mi][ni][r] = 0.f;
+  });
 
   const int warp_m0 = WarpM0(warp);
   const int warp_n0 = WarpN0(warp);
@@ -185,14 +169,15 @@ __global__ void __launch_bounds__(kThreads, 2)
       for (int mi = 0; mi < kMmaTilesM; ++mi)
 #pragma unroll
         for (int r = 0; r < 4; ++r)
-          Split(sa[AFragIndex(warp_m0, mi, kk, lane, r)], a_hi[mi][r], a_lo[mi][r]);
+          SplitTf32(sa[AFragIndex(warp_m0, mi, kk, lane, r)], a_hi[mi][r], a_lo[mi][r]);
 #pragma unroll
       for (int ni = 0; ni < kMmaTilesN; ++ni)
 #pragma unroll
         for (int r = 0; r < 2; ++r)
-          Split(sb[BFragIndex(warp_n0, ni, kk, lane, r)], b_hi[ni][r], b_lo[ni][r]);
+          SplitTf32(sb[BFragIndex(warp_n0, ni, kk, lane, r)], b_hi[ni][r], b_lo[ni][r]);
       // The small cross terms first; each pass touches all 8 accumulators, so consecutive mma on
-      // one accumulator are 8 instructions apart.
+      // one accumulator are 8 instructions apart. (Written out: through ForEachMmaTile the
+      // compiler emits different code for them, not measured.)
 #pragma unroll
       for (int mi = 0; mi < kMmaTilesM; ++mi)
 #pragma unroll
@@ -209,15 +194,13 @@ __global__ void __launch_bounds__(kThreads, 2)
 
     if (++fold_count == kFoldTiles) {
       fold_count = 0;
+      ForEachMmaTile([&](int mi, int ni) {
 #pragma unroll
-      for (int mi = 0; mi < kMmaTilesM; ++mi)
-#pragma unroll
-        for (int ni = 0; ni < kMmaTilesN; ++ni)
-#pragma unroll
-          for (int r = 0; r < 4; ++r) {
-            sum[mi][ni][r] = __fadd_rn(sum[mi][ni][r], acc[mi][ni][r]);
-            acc[mi][ni][r] = 0.f;
-          }
+        for (int r = 0; r < 4; ++r) {
+          sum[mi][ni][r] = __fadd_rn(sum[mi][ni][r], acc[mi][ni][r]);
+          acc[mi][ni][r] = 0.f;
+        }
+      });
     }
     if (++stage == kStages) stage = 0;
   }
@@ -236,20 +219,16 @@ __global__ void __launch_bounds__(kThreads, 2)
       const int m = m0 + ml;
       y_row[mi][half] = m < p.m ? YRowBase(p, m) : -1;
     }
+  ForEachMmaTile([&](int mi, int ni) {
 #pragma unroll
-  for (int mi = 0; mi < kMmaTilesM; ++mi)
-#pragma unroll
-    for (int ni = 0; ni < kMmaTilesN; ++ni)
-#pragma unroll
-      for (int r = 0; r < 4; ++r) {
-        int ml, nl;
-        CFragCoord(warp_m0, warp_n0, mi, ni, lane, r, &ml, &nl);
-        const int row = y_row[mi][r >> 1];
-        const int n = n0 + nl;
-        if (row >= 0 && n < p.cout) {
-          y[row + n * p.p] = __fadd_rn(sum[mi][ni][r], acc[mi][ni][r]);
-        }
-      }
+    for (int r = 0; r < 4; ++r) {
+      int ml, nl;
+      CFragCoord(warp_m0, warp_n0, mi, ni, lane, r, &ml, &nl);
+      const int row = y_row[mi][r >> 1];
+      const int n = n0 + nl;
+      if (row >= 0 && n < p.cout) y[row + n * p.p] = __fadd_rn(sum[mi][ni][r], acc[mi][ni][r]);
+    }
+  });
 }
 
 class ImplicitGemm3xTf32Runner : public Runner {

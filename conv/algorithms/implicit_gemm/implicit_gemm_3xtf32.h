@@ -1,16 +1,14 @@
 // "implicit_gemm_3xtf32": the convolution as an implicit GEMM on the tensor cores, in split
-// precision so that it meets the fp32 accuracy bar that plain TF32 misses by 20-470x.
+// precision so that it meets the fp32 accuracy bar that plain TF32 misses by 20-470x. The GEMM
+// view (M = output pixels, N = output channels, K = Cin*Kh*Kw, A gathered from x on the fly):
+// implicit_gemm_view.h.
 //
-//   GEMM_M = batch*out_h*out_w (output pixels), GEMM_N = out_channels, GEMM_K = in_channels*kh*kw
-//   A[m][k] = x[b, c, oh+p, ow+q]   gathered on the fly (im2col is never materialised)
-//   B[k][n] = w[n][k]               the OIHW filter is already [Cout][K], K-contiguous
-//   y[b, n, oh, ow] = sum_k A[m][k] * B[k][n]
-//
-// Each fp32 operand v is split as v = hi + lo, hi = tf32(v), lo = tf32(v - hi), and a*b is taken
-// as a_lo*b_hi + a_hi*b_lo + a_hi*b_hi (three mma.sync m16n8k8 TF32 products; a_lo*b_lo, about
-// 2^-22 of a*b, is dropped). Long reductions are accumulated in blocks: the mma accumulators
-// hold 128 terms at most, then are folded into a second set of fp32 registers; the error
-// argument is at the top of implicit_gemm_3xtf32.cu.
+// Each fp32 operand v is split as v = hi + lo, hi = v rounded to TF32, lo = v - hi handed to the
+// tensor core as it is (conv/arch/split_3xtf32.h, which also says why and what it costs), and a*b
+// is taken as a_lo*b_hi + a_hi*b_lo + a_hi*b_hi (three mma.sync m16n8k8 TF32 products; a_lo*b_lo,
+// at most 2^-22 of a*b, is dropped). Long reductions are accumulated in blocks: the mma
+// accumulators hold 128 terms at most, then are folded into a second set of fp32 registers; the
+// error argument is at the top of implicit_gemm_3xtf32.cu.
 //
 // This header is plain C++ (no CUDA types): the index arithmetic that the kernel uses is here,
 // as functions that compile both for the device and the host, so that a CPU test can replay the
@@ -23,16 +21,11 @@
 #include <memory>
 
 #include "absl/status/status.h"
+#include "conv/algorithms/implicit_gemm/implicit_gemm_view.h"
+#include "conv/arch/fast_div.h"
+#include "conv/arch/host_device.h"
 #include "conv/core/algorithm.h"
 #include "conv/shape.h"
-
-#if defined(__CUDACC__)
-#define CONV2D_IG3_HD __host__ __device__ __forceinline__
-#define CONV2D_IG3_UNROLL _Pragma("unroll")
-#else
-#define CONV2D_IG3_HD inline
-#define CONV2D_IG3_UNROLL
-#endif
 
 namespace conv2d {
 
@@ -41,6 +34,10 @@ std::unique_ptr<Algorithm> MakeImplicitGemm3xTf32();
 // Internals exposed so that the index arithmetic can be tested on a machine without a GPU.
 // Not part of the library's API.
 namespace implicit_gemm_3xtf32_internal {
+
+using implicit_gemm_view::CanVectorizeA;
+using implicit_gemm_view::PixelBase;
+using implicit_gemm_view::YRowBase;
 
 // The block tile: kBM output pixels x kBN output channels, kBK reduction terms per pipeline
 // stage, kStages stages of cp.async in flight. 8 warps as 4 (M) x 2 (N), each a 32x32 warp tile
@@ -78,31 +75,6 @@ static_assert(kAStride % 4 == 0 && kBStride % 4 == 0 && kAStageFloats % 4 == 0,
               "16-byte cp.async destinations");
 static_assert(kSmemBytes <= 48 * 1024, "static shared memory limit");
 
-// Unsigned division by a runtime constant with a multiply and a shift (Granlund-Montgomery, the
-// form CUTLASS's FastDivmod uses). Exact for every dividend below 2^31, which is all this kernel
-// divides (CanImplement bounds every index below 2^31).
-struct FastDiv {
-  uint32_t divisor = 1;
-  uint32_t mul = 1;
-  uint32_t shift = 0;
-  FastDiv() = default;
-  explicit FastDiv(uint32_t d) : divisor(d) {
-    uint32_t l = 0;
-    while ((uint64_t{1} << l) < d) ++l;
-    shift = l;
-    mul = static_cast<uint32_t>(((uint64_t{1} << 32) * ((uint64_t{1} << l) - d)) / d + 1);
-  }
-  CONV2D_IG3_HD int Div(int n) const {
-    const uint32_t u = static_cast<uint32_t>(n);
-#if defined(__CUDA_ARCH__)
-    const uint32_t hi = __umulhi(u, mul);
-#else
-    const uint32_t hi = static_cast<uint32_t>((uint64_t{u} * mul) >> 32);
-#endif
-    return static_cast<int>((hi + u) >> shift);
-  }
-};
-
 // Everything the kernel needs to know about the shape, in 32-bit integers (CanImplement has
 // checked that they fit, with the margins the kernel's out-of-range indices need).
 struct Params {
@@ -115,7 +87,7 @@ struct Params {
   int k = 0;         // GEMM_K = cin*kh*kw
   int k_tiles = 0;   // ceil(k / kBK)
   int n_tiles = 0;   // ceil(cout / kBN)
-  FastDiv div_p, div_ow, div_khkw, div_kw;
+  FastDiv div_p, div_ow, div_khkw, div_kw;  // conv/arch/fast_div.h: every index is below 2^31
 };
 
 // The reasons (if any) that `shape` cannot be run with this kernel's 32-bit indices.
@@ -126,18 +98,14 @@ Params MakeParams(const Shape& shape);
 // the same input patch run together and share it through L2.
 int64_t NumTiles(const Shape& shape);
 
-// Whether the 16-byte gathers apply. A: Kw = 1 and W % 4 = 0 (then four consecutive output
-// pixels are four consecutive, 16-byte aligned input floats, and M % 4 = 0), x 16-byte aligned.
-// B: K % 4 = 0 and w 16-byte aligned.
-CONV2D_IG3_HD bool CanVectorizeA(const Params& p, uintptr_t x) {
-  return p.kw == 1 && p.w % 4 == 0 && x % 16 == 0;
-}
-CONV2D_IG3_HD bool CanVectorizeB(const Params& p, uintptr_t w) {
+// Whether the 16-byte gathers apply: for A, CanVectorizeA (implicit_gemm_view.h); for B,
+// K % 4 = 0 and w 16-byte aligned.
+CONV2D_HOST_DEVICE_INLINE bool CanVectorizeB(const Params& p, uintptr_t w) {
   return p.k % 4 == 0 && w % 16 == 0;
 }
 
 // The im2col gather of one thread. Offsets are separable: x offset of A[m][k] is
-// mbase(m) + kofs(k), mbase = b*cin*h*w + oh*w + ow, kofs = c*h*w + p*w + q.
+// mbase(m) + kofs(k), mbase = PixelBase(m), kofs = c*h*w + p*w + q.
 //
 // Scalar form: thread t owns pixel column t % kBM and k rows (t / kBM)*8 .. +7 of the stage;
 // consecutive threads take consecutive pixels, so a warp's 4-byte copies are coalesced, and the
@@ -153,7 +121,7 @@ struct AGather {
   int mbase = 0;
   bool m_valid = false;
 
-  CONV2D_IG3_HD void Init(const Params& p, int m0, int tid) {
+  CONV2D_HOST_DEVICE_INLINE void Init(const Params& p, int m0, int tid) {
     if (kVec) {
       col = 4 * (tid % 32);
       row0 = tid / 32;
@@ -164,21 +132,15 @@ struct AGather {
     const int m = m0 + col;
     // In the vector form M % 4 = 0 and m % 4 = 0, so m < M covers all four pixels.
     m_valid = m < p.m;
-    if (m_valid) {
-      const int b = p.div_p.Div(m);
-      const int pix = m - b * p.p;
-      const int oh = p.div_ow.Div(pix);
-      const int ow = pix - oh * p.ow;
-      mbase = b * p.cin_hw + oh * p.w + ow;
-    }
+    if (m_valid) mbase = PixelBase(p, m);
   }
 
   // Calls f(shared-memory index within the A stage, x offset, valid) for this thread's copies of
   // k-tile kt. Invalid copies (pixel past M or k past K) must zero-fill; their offset is 0.
   template <class F>
-  CONV2D_IG3_HD void ForEach(const Params& p, int kt, F&& f) const {
+  CONV2D_HOST_DEVICE_INLINE void ForEach(const Params& p, int kt, F&& f) const {
     if (kVec) {
-CONV2D_IG3_UNROLL
+CONV2D_UNROLL
       for (int i = 0; i < kRows; ++i) {
         const int row = row0 + i * kRowStep;
         const int kg = kt * kBK + row;
@@ -194,7 +156,7 @@ CONV2D_IG3_UNROLL
       int kp = p.div_kw.Div(r);
       int kq = r - kp * p.kw;
       int kofs = c * p.hw + kp * p.w + kq;
-CONV2D_IG3_UNROLL
+CONV2D_UNROLL
       for (int i = 0; i < kRows; ++i) {
         const bool valid = m_valid && kg + i < p.k;
         f((row0 + i) * kAStride + col, valid ? mbase + kofs : 0, valid);
@@ -225,7 +187,7 @@ struct BGather {
   int row0 = 0;
   int n0 = 0;
 
-  CONV2D_IG3_HD void Init(const Params&, int n_tile_start, int tid) {
+  CONV2D_HOST_DEVICE_INLINE void Init(const Params&, int n_tile_start, int tid) {
     n0 = n_tile_start;
     if (kVec) {
       kcol = 4 * (tid % 4);
@@ -239,9 +201,9 @@ struct BGather {
   // Calls f(shared-memory index within the B stage, w offset, valid) for this thread's copies
   // of k-tile kt. In the vector form K % 4 = 0, so k < K covers all four floats.
   template <class F>
-  CONV2D_IG3_HD void ForEach(const Params& p, int kt, F&& f) const {
+  CONV2D_HOST_DEVICE_INLINE void ForEach(const Params& p, int kt, F&& f) const {
     const int k = kt * kBK + kcol;
-CONV2D_IG3_UNROLL
+CONV2D_UNROLL
     for (int i = 0; i < kCopies; ++i) {
       const int row = row0 + i * (kThreads / kBK);
       const int n = n0 + row;
@@ -258,34 +220,27 @@ CONV2D_IG3_UNROLL
 //   C (16x8):            c0 (gid, 2tig), c1 (gid, 2tig+1), c2 (gid+8, 2tig), c3 (gid+8, 2tig+1)
 // warp_m0/warp_n0: the warp tile's origin in the block tile; mi/ni: the mma tile in the warp
 // tile; kk: the k8 step (0 or 8) in the stage; reg: the fragment register.
-CONV2D_IG3_HD int AFragIndex(int warp_m0, int mi, int kk, int lane, int reg) {
+CONV2D_HOST_DEVICE_INLINE int AFragIndex(int warp_m0, int mi, int kk, int lane, int reg) {
   const int gid = lane >> 2, tig = lane & 3;
   const int m = warp_m0 + mi * 16 + gid + ((reg & 1) ? 8 : 0);
   const int k = kk + tig + ((reg & 2) ? 4 : 0);
   return k * kAStride + m;
 }
-CONV2D_IG3_HD int BFragIndex(int warp_n0, int ni, int kk, int lane, int reg) {
+CONV2D_HOST_DEVICE_INLINE int BFragIndex(int warp_n0, int ni, int kk, int lane, int reg) {
   const int gid = lane >> 2, tig = lane & 3;
   const int n = warp_n0 + ni * 8 + gid;
   const int k = kk + tig + (reg ? 4 : 0);
   return n * kBStride + k;
 }
 // The block-tile coordinates (m, n) of accumulator register `reg` of mma tile (mi, ni).
-CONV2D_IG3_HD void CFragCoord(int warp_m0, int warp_n0, int mi, int ni, int lane, int reg,
-                              int* m, int* n) {
+CONV2D_HOST_DEVICE_INLINE void CFragCoord(int warp_m0, int warp_n0, int mi, int ni, int lane,
+                                          int reg, int* m, int* n) {
   const int gid = lane >> 2, tig = lane & 3;
   *m = warp_m0 + mi * 16 + gid + ((reg & 2) ? 8 : 0);
   *n = warp_n0 + ni * 8 + 2 * tig + (reg & 1);
 }
-CONV2D_IG3_HD int WarpM0(int warp) { return (warp % kWarpsM) * kWarpM; }
-CONV2D_IG3_HD int WarpN0(int warp) { return (warp / kWarpsM) * kWarpN; }
-
-// The y offset of GEMM row m (an output pixel) for output channel 0: y is NCHW, so
-// b*cout*p + pix = m + b*(cout-1)*p; channel n adds n*p.
-CONV2D_IG3_HD int YRowBase(const Params& p, int m) {
-  const int b = p.div_p.Div(m);
-  return m + b * (p.cout - 1) * p.p;
-}
+CONV2D_HOST_DEVICE_INLINE int WarpM0(int warp) { return (warp % kWarpsM) * kWarpM; }
+CONV2D_HOST_DEVICE_INLINE int WarpN0(int warp) { return (warp / kWarpsM) * kWarpN; }
 
 }  // namespace implicit_gemm_3xtf32_internal
 }  // namespace conv2d

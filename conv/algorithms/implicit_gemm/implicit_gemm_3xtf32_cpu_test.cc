@@ -2,20 +2,18 @@
 // for the host) replayed block by block -- every thread's gathers into a shared-memory stage,
 // every lane's fragment loads, an mma emulated from the PTX ISA's fragment tables (coded here
 // independently of the kernel's helpers), the epilogue's stores -- in exact double arithmetic and
-// compared with the fp64 reference. Plus the division helper, the shape limits, the bank-conflict
-// claims and the accuracy model behind the blocked accumulation.
+// compared with the fp64 reference. Plus the shape limits, the bank-conflict claims and the
+// accuracy model behind the blocked accumulation (FastDiv is tested in conv/arch).
 #include <cmath>
 #include <cstdint>
 #include <cstdio>
-#include <cstring>
 #include <limits>
 #include <random>
 #include <vector>
 
-#include "conv/conv.h"
 #include "conv/algorithms/implicit_gemm/implicit_gemm_3xtf32.h"
-#include "conv/core/registry.h"
-#include "conv/testing/shapes.h"
+#include "conv/algorithms/implicit_gemm/implicit_gemm_testing.h"
+#include "conv/testing/cpu_replay/tf32_model.h"
 #include "gtest/gtest.h"
 #include "reference/random.h"
 #include "reference/reference.h"
@@ -23,6 +21,8 @@
 namespace conv2d {
 namespace implicit_gemm_3xtf32_internal {
 namespace {
+
+using namespace implicit_gemm_testing;  // NOLINT: the family's shared test helpers
 
 // ---- The PTX ISA's fragment tables for mma.m16n8k8 with .tf32 (written out again here, so that
 // the kernel's AFragIndex/BFragIndex/CFragCoord are checked against them, not against themselves).
@@ -93,28 +93,11 @@ void EmulateTile(const Shape& s, const Params& p, int tile, const std::vector<fl
     std::fill(stage_writes.begin(), stage_writes.end(), 0);
     for (int t = 0; t < kThreads; ++t) {
       ag[t].ForEach(p, kt, [&](int si, int g, bool valid) {
-        ASSERT_EQ(si % kWA, 0);
-        ASSERT_EQ(g % kWA, 0) << "16-byte gather from an unaligned x offset";
-        for (int j = 0; j < kWA; ++j) {
-          const int sj = si + j;
-          ASSERT_TRUE(sj >= 0 && sj < kAStageFloats);
-          ASSERT_LT(sj % kAStride, kBM) << "write into the padding";
-          if (valid) {
-            ASSERT_TRUE(g + j >= 0 && g + j < static_cast<int64_t>(x.size()));
-            // The element the GEMM view says belongs there.
-            const int k = kt * kBK + sj / kAStride, m = m0 + sj % kAStride;
-            ASSERT_LT(k, p.k);
-            ASSERT_LT(m, p.m);
-            const int b = m / p.p, pix = m % p.p, oh = pix / p.ow, ow = pix % p.ow;
-            const int c = k / (p.kh * p.kw), kp = (k / p.kw) % p.kh, kq = k % p.kw;
-            ASSERT_EQ(g + j, ((b * p.cin + c) * p.h + oh + kp) * p.w + ow + kq)
-                << "m " << m << " k " << k;
-          } else {
-            ASSERT_EQ(g, 0);
-          }
-          stage[sj] = valid ? x[g + j] : 0.f;
-          ++stage_writes[sj];
-        }
+        ReplayAGatherCopy(p, kt, m0, kBM, kBK, kAStride, kWA, x, si, g, valid,
+                          [&](int sj, float v) {
+                            stage[sj] = v;
+                            ++stage_writes[sj];
+                          });
       });
       bg[t].ForEach(p, kt, [&](int si, int g, bool valid) {
         ASSERT_EQ(si % kWB, 0);
@@ -214,23 +197,11 @@ void CheckShape(const Shape& s, uint64_t seed) {
   EXPECT_EQ(bad, 0);
 }
 
+// Keep the replay fast: the shapes whose padded GEMM is small.
 std::vector<Shape> EmulatedShapes() {
-  std::vector<Shape> shapes = EdgeShapes();
-  for (const Shape& s : KernelBotTestShapes()) shapes.push_back(s);
-  for (const Shape& s : {Shape{3, 8, 65, 10, 12, 2, 1}, Shape{2, 5, 70, 12, 20, 3, 1},
-                         Shape{2, 4, 1, 31, 29, 3, 3}, Shape{1, 33, 130, 9, 11, 3, 2},
-                         Shape{2, 40, 8, 20, 20, 4, 4}, Shape{1, 3, 5, 300, 7, 1, 7},
-                         Shape{1, 64, 64, 8, 8, 1, 1}}) {
-    shapes.push_back(s);
-  }
-  // Keep the replay fast: skip the shapes whose padded GEMM is large.
-  std::vector<Shape> out;
-  for (const Shape& s : shapes) {
-    const double work = static_cast<double>(NumTiles(s)) * kBM * kBN *
-                        (s.in_channels * s.kernel_h * s.kernel_w);
-    if (work <= 3e8) out.push_back(s);
-  }
-  return out;
+  return ReplayShapes({Shape{1, 64, 64, 8, 8, 1, 1}}, [](const Shape& s) {
+    return static_cast<double>(NumTiles(s)) * kBM * kBN * (s.in_channels * s.kernel_h * s.kernel_w);
+  }, 3e8);
 }
 
 TEST(ImplicitGemm3xTf32EmulationTest, ScalarGathersMatchReference) {
@@ -288,110 +259,19 @@ TEST(ImplicitGemm3xTf32EmulationTest, FragmentLoadsAreBankConflictFree) {
   }
 }
 
-TEST(ImplicitGemm3xTf32PlanTest, FastDivIsExact) {
-  std::mt19937_64 rng(3);
-  std::vector<uint32_t> divisors;
-  for (uint32_t d = 1; d <= 3000; ++d) divisors.push_back(d);
-  for (uint32_t d : {4095u, 4096u, 4097u, 50625u, 65536u, 1000003u, (1u << 30) - 1, 1u << 30,
-                     (1u << 30) + 1, (1u << 31) - 1}) {
-    divisors.push_back(d);
-  }
-  for (int i = 0; i < 2000; ++i) divisors.push_back(1 + rng() % ((1u << 31) - 1));
-  for (uint32_t d : divisors) {
-    const FastDiv f(d);
-    std::vector<int64_t> ns = {0, 1, d - 1, d, d + 1, 2 * int64_t{d} - 1, 2 * int64_t{d},
-                               (int64_t{1} << 31) - 1, (int64_t{1} << 31) - 2};
-    for (int i = 0; i < 200; ++i) ns.push_back(rng() % (uint64_t{1} << 31));
-    for (int64_t n : ns) {
-      if (n < 0 || n >= (int64_t{1} << 31)) continue;
-      ASSERT_EQ(f.Div(static_cast<int>(n)), n / d) << n << " / " << d;
-    }
-  }
-}
+TEST(ImplicitGemm3xTf32PlanTest, ShapeLimits) { ExpectCommonShapeLimits("implicit_gemm_3xtf32"); }
 
-TEST(ImplicitGemm3xTf32PlanTest, ShapeLimits) {
-  const Algorithm* a = Registry::Global().Find("implicit_gemm_3xtf32");
-  ASSERT_NE(a, nullptr);
-  EXPECT_EQ(a->name(), "implicit_gemm_3xtf32");
-  for (const Shape& s : EdgeShapes()) EXPECT_TRUE(a->CanImplement(s).ok()) << s.ToString();
-  for (const Shape& s : KernelBotBenchmarkShapes()) EXPECT_TRUE(a->CanImplement(s).ok());
-  // 2^31 input elements: beyond 32-bit indices.
-  EXPECT_EQ(a->CanImplement(Shape{64, 512, 64, 256, 256, 1, 1}).code(),
-            absl::StatusCode::kOutOfRange);
-  // Within int32 but no room for the tile overhang past M.
-  EXPECT_EQ(a->CanImplement(Shape{1, 1, 1, 1, 2147483600, 1, 1}).code(),
-            absl::StatusCode::kOutOfRange);
-  // Reductions past 2^18 terms: accuracy unverified.
-  EXPECT_EQ(a->CanImplement(Shape{1, 1025, 1, 16, 16, 16, 16}).code(),
-            absl::StatusCode::kUnimplemented);
-  EXPECT_TRUE(a->CanImplement(Shape{1, 1024, 1, 16, 16, 16, 16}).ok());
-  for (const Shape& s : KernelBotBenchmarkShapes()) {
-    const double t = a->EstimateSeconds(s);
-    EXPECT_TRUE(std::isfinite(t) && t > 0) << s.ToString();
-  }
-}
-
-// ---- The accuracy model of the blocked accumulation (the argument at the top of the .cu file).
-float RoundTf32(float v) {  // cvt.rna.tf32.f32: round the low 13 bits, ties away from zero
-  uint32_t u;
-  std::memcpy(&u, &v, 4);
-  u = (u + 0x1000u) & 0xFFFFE000u;
-  float r;
-  std::memcpy(&r, &u, 4);
-  return r;
-}
-
-// The pessimistic tensor-core model: the exact c + sum of 8 products, rounded toward zero.
-float MmaTruncating(float c, const float* a, const float* b) {
-  double s = c;
-  for (int i = 0; i < 8; ++i) s += static_cast<double>(a[i]) * b[i];  // exact: 11x11-bit products
-  float f = static_cast<float>(s);
-  if (std::abs(static_cast<double>(f)) > std::abs(s)) f = std::nextafter(f, 0.0f);
-  return f;
-}
-
-struct ModelResult {
-  double rms_error = 0;
-  double worst_abs_error = 0;
-};
-
-// One output's dot product of length k, as the kernel orders it: per 8 terms lo*hi, hi*lo, hi*hi
-// into the fp32 accumulator; every fold_terms terms the accumulator is added into an fp32 sum.
-ModelResult Model(int k, int fold_terms, int samples, uint64_t seed) {
+// ---- The accuracy model of the blocked accumulation (the argument at the top of the .cu file;
+// SplitDotModel in conv/testing/cpu_replay/tf32_model.h), on dot products of U(-1, 1) inputs.
+DotModelError Model(int k, int fold_terms, int samples, uint64_t seed) {
   std::mt19937_64 rng(seed);
   std::uniform_real_distribution<float> u(-1.f, 1.f);
-  std::vector<float> x(k), w(k);
-  double sum_sq = 0, worst = 0;
-  for (int s = 0; s < samples; ++s) {
-    double exact = 0;
-    for (int i = 0; i < k; ++i) {
-      x[i] = u(rng);
-      w[i] = u(rng);
-      exact += static_cast<double>(x[i]) * w[i];
-    }
-    float acc = 0, sum = 0;
-    for (int k0 = 0; k0 < k; k0 += 8) {
-      float ah[8], al[8], bh[8], bl[8];
-      for (int i = 0; i < 8; ++i) {
-        const float a = k0 + i < k ? x[k0 + i] : 0.f, b = k0 + i < k ? w[k0 + i] : 0.f;
-        ah[i] = RoundTf32(a);
-        al[i] = RoundTf32(a - ah[i]);
-        bh[i] = RoundTf32(b);
-        bl[i] = RoundTf32(b - bh[i]);
-      }
-      acc = MmaTruncating(acc, al, bh);
-      acc = MmaTruncating(acc, ah, bl);
-      acc = MmaTruncating(acc, ah, bh);
-      if ((k0 + 8) % fold_terms == 0) {
-        sum += acc;
-        acc = 0;
-      }
-    }
-    const double err = std::abs(static_cast<double>(sum + acc) - exact);
-    sum_sq += err * err;
-    worst = std::max(worst, err);
+  std::vector<float> x(static_cast<size_t>(k) * samples), w(x.size());
+  for (size_t i = 0; i < x.size(); ++i) {
+    x[i] = u(rng);
+    w[i] = u(rng);
   }
-  return {std::sqrt(sum_sq / samples), worst};
+  return SplitDotModel(x.data(), w.data(), k, samples, fold_terms);
 }
 
 TEST(ImplicitGemm3xTf32AccuracyModel, BlockedAccumulationMeetsTheBar) {
@@ -399,16 +279,15 @@ TEST(ImplicitGemm3xTf32AccuracyModel, BlockedAccumulationMeetsTheBar) {
   // The longest KernelBot reduction (128 channels, 32x32) and the longest "cnn" one (512, 3x3).
   for (int k : {131072, 4608}) {
     const int samples = k > 10000 ? 48 : 400;
-    const ModelResult folded = Model(k, kFoldTerms, samples, 1);
-    const ModelResult unfolded = Model(k, 1 << 30, samples, 1);
+    const DotModelError folded = Model(k, kFoldTerms, samples, 1);
+    const DotModelError unfolded = Model(k, 1 << 30, samples, 1);
     std::printf("K=%-7d fold every %d: rms %.3e worst %.3e | one accumulator: rms %.3e worst %.3e\n",
-                k, kFoldTerms, folded.rms_error, folded.worst_abs_error, unfolded.rms_error,
-                unfolded.worst_abs_error);
+                k, kFoldTerms, folded.rms, folded.worst, unfolded.rms, unfolded.worst);
     // Outputs near zero get the tightest tolerance, 1e-3: the folded error must stay well under
     // it (4 sigma of the rms), and the single accumulator must be shown to need the folding.
-    EXPECT_LT(4 * folded.rms_error, 1e-3) << "K=" << k;
-    EXPECT_LT(folded.worst_abs_error, 1e-3) << "K=" << k;
-    EXPECT_GT(unfolded.rms_error, 4 * folded.rms_error) << "K=" << k;
+    EXPECT_LT(4 * folded.rms, 1e-3) << "K=" << k;
+    EXPECT_LT(folded.worst, 1e-3) << "K=" << k;
+    EXPECT_GT(unfolded.rms, 4 * folded.rms) << "K=" << k;
   }
 }
 

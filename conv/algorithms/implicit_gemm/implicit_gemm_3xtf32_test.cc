@@ -5,10 +5,10 @@
 #include <cuda_runtime_api.h>
 
 #include <cstdio>
-#include <ostream>
 #include <string>
 #include <vector>
 
+#include "conv/algorithms/implicit_gemm/implicit_gemm_testing.h"
 #include "conv/conv.h"
 #include "conv/testing/shapes.h"
 #include "conv/testing/testbed.h"
@@ -19,42 +19,14 @@ namespace {
 
 constexpr char kAlgorithm[] = "implicit_gemm_3xtf32";
 
-struct Case {
-  Shape shape;
-  int64_t max_positions;
-};
+using implicit_gemm_testing::Case;
 
-void PrintTo(const Case& c, std::ostream* os) {
-  *os << c.shape.ToString() << " (" << c.max_positions << " positions)";
-}
-
-// (B, Cin, Cout, H = W, K).
-Shape Cnn(int64_t b, int64_t cin, int64_t cout, int64_t hw, int64_t k) {
-  return Shape{b, cin, cout, hw, hw, k, k};
-}
-
+// The shared cases (implicit_gemm_testing.h) and five of the "cnn" shapes.
 std::vector<Case> Cases() {
-  std::vector<Case> cases;
-  constexpr int64_t kAll = 1 << 16;
-  for (const Shape& s : EdgeShapes()) cases.push_back({s, kAll});
-  for (const Shape& s : KernelBotTestShapes()) cases.push_back({s, kAll});
-  // Each of the four gather variants with overhang in M, N and K:
-  //   Kw = 1, W % 4 = 0: 16-byte input gather; K % 4 = 0: 16-byte filter gather.
-  cases.push_back({Shape{3, 8, 65, 10, 12, 2, 1}, kAll});    // both 16-byte, K = 16, Cout = 65
-  cases.push_back({Shape{2, 5, 70, 12, 20, 3, 1}, kAll});    // 16-byte input, K = 15
-  cases.push_back({Shape{2, 4, 1, 31, 29, 3, 3}, kAll});     // 16-byte filter (K = 36), Cout = 1
-  cases.push_back({Shape{1, 33, 130, 9, 11, 3, 2}, kAll});   // scalar both, K = 198, 3 N tiles
-  cases.push_back({Shape{2, 40, 8, 20, 20, 4, 4}, kAll});    // K = 640: several folds + K tail 0
-  cases.push_back({Shape{1, 3, 5, 300, 7, 1, 7}, kAll});     // K = 21, tall thin image
-  // Long reductions: 16384 and 131072 terms.
-  cases.push_back({Shape::KernelBot(128, 16, 64, 4), 4096});
-  cases.push_back({Shape::KernelBot(256, 32, 128, 1), 4096});
-  // The "cnn" suite.
-  for (const Shape& s : {Cnn(32, 64, 64, 56, 3), Cnn(32, 256, 256, 14, 3), Cnn(8, 3, 64, 224, 7),
-                         Cnn(64, 32, 32, 33, 3), Cnn(32, 256, 256, 56, 1)}) {
-    cases.push_back({s, 4096});
-  }
-  return cases;
+  return implicit_gemm_testing::GpuCases(
+      {}, {Shape{32, 64, 64, 56, 56, 3, 3}, Shape{32, 256, 256, 14, 14, 3, 3},
+           Shape{8, 3, 64, 224, 224, 7, 7}, Shape{64, 32, 32, 33, 33, 3, 3},
+           Shape{32, 256, 256, 56, 56, 1, 1}});
 }
 
 TEST(ImplicitGemm3xTf32GpuTest, HasDevice) {

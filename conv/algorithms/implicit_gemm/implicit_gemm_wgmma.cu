@@ -3,9 +3,10 @@
 //
 // Accuracy. The arithmetic is implicit_gemm_3xtf32's, whose error argument (top of
 // implicit_gemm_3xtf32.cu, model replayed in its CPU test) carries over unchanged:
-//  - v = hi + lo, hi = rna_tf32(v), lo = rna_tf32(v - hi); a*b ~ a_lo*b_hi + a_hi*b_lo + a_hi*b_hi,
-//    each product off by ~3*2^-22|ab| at most. (The input's lo is truncated to TF32 by the tensor
-//    core instead of rounded, see SplitA: still ~2^-22|ab| per product, negligible.)
+//  - The split of conv/arch/split_3xtf32.h, for the input (per element in the main loop) and the
+//    filter (once per call, SplitFilterKernel) alike: v = hi + lo, hi = v rounded to TF32,
+//    lo = v - hi unrounded; a*b ~ a_lo*b_hi + a_hi*b_lo + a_hi*b_hi, each product off by
+//    ~2^-21|ab| at most.
 //  - Per k8 step the three products go into one fp32 accumulator in that order (small terms
 //    first); the accumulator holds kFoldTiles*kBK = 128 terms, then is added with IEEE fp32
 //    round-to-nearest into a second register set, and the next chunk's first wgmma overwrites
@@ -47,6 +48,8 @@
 #include "absl/strings/str_cat.h"
 #include "conv/arch/cp_async.cuh"
 #include "conv/arch/mbarrier.cuh"
+#include "conv/arch/split_3xtf32.h"
+#include "conv/arch/wgmma.cuh"
 #include "conv/core/cuda_status.h"
 #include "conv/algorithms/implicit_gemm/implicit_gemm_wgmma.h"
 #include "conv/algorithms/implicit_gemm/implicit_gemm_wgmma_internal.h"
@@ -96,20 +99,7 @@ int64_t SplitFilterBytes(const Shape& s, int bn) {
 
 Params MakeParams(const Shape& s, int bn, int slots) {
   Params p;
-  p.cin = static_cast<int>(s.in_channels);
-  p.cout = static_cast<int>(s.out_channels);
-  p.h = static_cast<int>(s.height);
-  p.w = static_cast<int>(s.width);
-  p.kh = static_cast<int>(s.kernel_h);
-  p.kw = static_cast<int>(s.kernel_w);
-  p.ow = static_cast<int>(s.out_w());
-  p.hw = p.h * p.w;
-  p.cin_hw = p.cin * p.hw;
-  p.p = static_cast<int>(s.out_h() * s.out_w());
-  p.m = static_cast<int>(s.batch) * p.p;
-  p.k = p.cin * p.kh * p.kw;
-  p.k_tiles = (p.k + kBK - 1) / kBK;
-  p.n_tiles = (p.cout + bn - 1) / bn;
+  implicit_gemm_view::SetGemmView(s, kBK, bn, &p);
   p.m_tiles = (p.m + kBM - 1) / kBM;
   p.tiles = p.m_tiles * p.n_tiles;
   const Schedule sched = ChooseSchedule(p.tiles, p.k_tiles, slots, TailMargin(bn));
@@ -117,22 +107,10 @@ Params MakeParams(const Shape& s, int bn, int slots) {
   p.dp_tiles = sched.dp_tiles;
   p.tail_ctas = sched.tail_ctas;
   p.tail_k = (p.tiles - p.dp_tiles) * p.k_tiles;
-  p.div_p = FastDiv(static_cast<uint32_t>(p.p));
-  p.div_ow = FastDiv(static_cast<uint32_t>(p.ow));
-  p.div_khkw = FastDiv(static_cast<uint32_t>(p.kh * p.kw));
-  p.div_kw = FastDiv(static_cast<uint32_t>(p.kw));
   return p;
 }
 
 namespace {
-
-// v = hi + lo in TF32, both rounded to nearest (ties away): the split of the header. Used for the
-// filter, once per call.
-__device__ __forceinline__ void Split(float v, uint32_t& hi, uint32_t& lo) {
-  asm("cvt.rna.tf32.f32 %0, %1;\n" : "=r"(hi) : "f"(v));
-  const float rest = __fsub_rn(v, __uint_as_float(hi));
-  asm("cvt.rna.tf32.f32 %0, %1;\n" : "=r"(lo) : "f"(rest));
-}
 
 // The filter split into the workspace: one block per (N tile, k-tile), see SplitFilterTarget;
 // then one block per tail tile zeroes its outputs for the main kernel's atomics
@@ -180,124 +158,17 @@ __global__ void __launch_bounds__(kSplitThreads)
   for (int j = 0; j < kPerThread; ++j) {
     const Target t = target(j);
     uint32_t hi, lo;
-    Split(v[j], hi, lo);
+    SplitTf32(v[j], hi, lo);
     ws[t.hi_at] = __uint_as_float(hi);
     ws[t.hi_at + BN * kBK] = __uint_as_float(lo);
   }
 }
 
-// The wgmma path exists only in the sm_90a pass; the compute_80 PTX gets a kernel that traps
-// (Initialize refuses other devices, so it is never launched).
-#if defined(__CUDA_ARCH__) && defined(__CUDA_ARCH_FEAT_SM90_ALL)
-#define CONV2D_IGW_HAVE_WGMMA 1
-#else
-#define CONV2D_IGW_HAVE_WGMMA 0
-#endif
+// The wgmma path exists only in the sm_90a pass (CONV2D_HAS_WGMMA, conv/arch/wgmma.cuh); the
+// compute_80 PTX gets a kernel that traps (Initialize refuses other devices, so it is never
+// launched).
 
-#if CONV2D_IGW_HAVE_WGMMA
-
-__device__ __forceinline__ uint32_t SharedAddress(const void* p) {
-  return static_cast<uint32_t>(__cvta_generic_to_shared(p));
-}
-
-// The input's split, in the main loop: hi rounded as above, lo = v - hi (exact) handed to wgmma
-// as it is. The tensor core reads a .tf32 operand's top 19 bits only, so lo is truncated to TF32
-// instead of rounded: at most 2^-11|lo| <= 2^-22|v| off instead of 2^-23|v|, the size of the
-// a_lo*b_lo term already dropped, and it saves a rounding on every element. hi is rounded by
-// adding half a TF32 ulp to the bits and truncating: cvt.rna.tf32.f32 for every finite v (ties
-// away; a carry into the exponent is the correct rounding, up to inf), in two instructions
-// where the cvt takes four (sm_90 has no native one; the other two only keep inf and NaN
-// intact). For a non-finite v hi is garbage (inf becomes NaN, a NaN may wrap to 0 or inf), but
-// lo = v - hi is NaN either way, as it is with the cvt (inf - inf), and NaN reaches y.
-__device__ __forceinline__ void SplitA(float v, uint32_t& hi, uint32_t& lo) {
-  hi = (__float_as_uint(v) + 0x1000u) & 0xFFFFE000u;
-  lo = __float_as_uint(__fsub_rn(v, __uint_as_float(hi)));
-}
-
-__device__ __forceinline__ void WgmmaFence() { asm volatile("wgmma.fence.sync.aligned;\n" ::: "memory"); }
-__device__ __forceinline__ void WgmmaCommit() {
-  asm volatile("wgmma.commit_group.sync.aligned;\n" ::: "memory");
-}
-template <int kPending>
-__device__ __forceinline__ void WgmmaWait() {
-  asm volatile("wgmma.wait_group.sync.aligned %0;\n" ::"n"(kPending) : "memory");
-}
-// Keeps the compiler from moving an accumulator across the asynchronous region (it cannot see
-// that wgmma reads and writes it after the issuing instruction).
-template <int kN>
-__device__ __forceinline__ void FenceRegisters(float (&r)[kN]) {
-#pragma unroll
-  for (int i = 0; i < kN; ++i) asm volatile("" : "+f"(r[i])::"memory");
-}
-
-// d[0..31] += A (4 registers, tf32) * B (descriptor), m64n64k8, fp32 accumulation;
-// with scale_d = 0 the old d is ignored (d = A*B), which starts a fold chunk without writing
-// the accumulators outside wgmma (ptxas serializes wgmma when other instructions define them).
-__device__ __forceinline__ void WgmmaM64N64K8(float (&d)[32], const uint32_t (&a)[4], uint64_t desc, int scale_d) {
-  asm volatile(
-      "{\n.reg .pred p;\nsetp.ne.b32 p, %37, 0;\n"
-      "wgmma.mma_async.sync.aligned.m64n64k8.f32.tf32.tf32 "
-      "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, "
-      "%16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31}, "
-      "{%32, %33, %34, %35}, %36, p, 1, 1;\n}\n"
-      : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]),
-        "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]),
-        "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]),
-        "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31])
-      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(desc), "r"(scale_d));
-}
-
-// d[0..63] += A (4 registers, tf32) * B (descriptor), m64n128k8, fp32 accumulation;
-// with scale_d = 0 the old d is ignored (d = A*B), which starts a fold chunk without writing
-// the accumulators outside wgmma (ptxas serializes wgmma when other instructions define them).
-__device__ __forceinline__ void WgmmaM64N128K8(float (&d)[64], const uint32_t (&a)[4], uint64_t desc, int scale_d) {
-  asm volatile(
-      "{\n.reg .pred p;\nsetp.ne.b32 p, %69, 0;\n"
-      "wgmma.mma_async.sync.aligned.m64n128k8.f32.tf32.tf32 "
-      "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15, "
-      "%16, %17, %18, %19, %20, %21, %22, %23, %24, %25, %26, %27, %28, %29, %30, %31, "
-      "%32, %33, %34, %35, %36, %37, %38, %39, %40, %41, %42, %43, %44, %45, %46, %47, "
-      "%48, %49, %50, %51, %52, %53, %54, %55, %56, %57, %58, %59, %60, %61, %62, %63}, "
-      "{%64, %65, %66, %67}, %68, p, 1, 1;\n}\n"
-      : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]),
-        "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]),
-        "+f"(d[16]), "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]),
-        "+f"(d[24]), "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31]),
-        "+f"(d[32]), "+f"(d[33]), "+f"(d[34]), "+f"(d[35]), "+f"(d[36]), "+f"(d[37]), "+f"(d[38]), "+f"(d[39]),
-        "+f"(d[40]), "+f"(d[41]), "+f"(d[42]), "+f"(d[43]), "+f"(d[44]), "+f"(d[45]), "+f"(d[46]), "+f"(d[47]),
-        "+f"(d[48]), "+f"(d[49]), "+f"(d[50]), "+f"(d[51]), "+f"(d[52]), "+f"(d[53]), "+f"(d[54]), "+f"(d[55]),
-        "+f"(d[56]), "+f"(d[57]), "+f"(d[58]), "+f"(d[59]), "+f"(d[60]), "+f"(d[61]), "+f"(d[62]), "+f"(d[63])
-      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(desc), "r"(scale_d));
-}
-
-// d[0..15] += A (4 registers, tf32) * B (descriptor), m64n32k8, as above.
-__device__ __forceinline__ void WgmmaM64N32K8(float (&d)[16], const uint32_t (&a)[4], uint64_t desc, int scale_d) {
-  asm volatile(
-      "{\n.reg .pred p;\nsetp.ne.b32 p, %21, 0;\n"
-      "wgmma.mma_async.sync.aligned.m64n32k8.f32.tf32.tf32 "
-      "{%0, %1, %2, %3, %4, %5, %6, %7, %8, %9, %10, %11, %12, %13, %14, %15}, "
-      "{%16, %17, %18, %19}, %20, p, 1, 1;\n}\n"
-      : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]),
-        "+f"(d[8]), "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15])
-      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(desc), "r"(scale_d));
-}
-
-template <int BN>
-__device__ __forceinline__ void Wgmma(float (&d)[BN / 2], const uint32_t (&a)[4], uint64_t desc,
-                                      int scale_d) {
-  if constexpr (BN == 128) {
-    WgmmaM64N128K8(d, a, desc, scale_d);
-  } else if constexpr (BN == 64) {
-    WgmmaM64N64K8(d, a, desc, scale_d);
-  } else {
-    WgmmaM64N32K8(d, a, desc, scale_d);
-  }
-}
-
-#endif  // CONV2D_IGW_HAVE_WGMMA
-
-#if CONV2D_IGW_HAVE_WGMMA
-
+#if CONV2D_HAS_WGMMA
 
 // The copy warpgroup: the CTA's stages in order, over all its work units (stage g: the g-th
 // k-tile of the walk), into slot g % kStages as soon as the slot is empty. Nothing here waits for
@@ -376,7 +247,7 @@ __device__ __forceinline__ void StoreQuarter(int q, float (&sum)[BN / 2], const 
   }
 }
 
-#endif  // CONV2D_IGW_HAVE_WGMMA
+#endif  // CONV2D_HAS_WGMMA
 
 // One persistent CTA: its work units (UnitWalk), each a kBM x BN tile of the GEMM over its
 // k-tiles (all of K, or a tail piece). ws: the split filter of this call.
@@ -384,7 +255,7 @@ template <int BN, bool kVecA, bool kTail>
 __global__ void __launch_bounds__(kThreads, Config<BN>::kMinBlocks)
     ImplicitGemmWgmmaKernel(const float* __restrict__ x, const float* __restrict__ ws,
                             float* __restrict__ y, const Params p) {
-#if CONV2D_IGW_HAVE_WGMMA
+#if CONV2D_HAS_WGMMA
   using C = Config<BN>;
   extern __shared__ unsigned char smem_raw[];
   // Stages start 1024-byte aligned (the swizzle is a function of address bits 4-9).
@@ -456,11 +327,11 @@ __global__ void __launch_bounds__(kThreads, Config<BN>::kMinBlocks)
         uint32_t(&hi)[4] = a_hi[j & 1];
         uint32_t(&lo)[4] = a_lo[j & 1];
 #pragma unroll
-        for (int r = 0; r < 4; ++r) SplitA(sa[AFragIndex(wg, warp, j, lane, r)], hi[r], lo[r]);
+        for (int r = 0; r < 4; ++r) SplitTf32(sa[AFragIndex(wg, warp, j, lane, r)], hi[r], lo[r]);
         WgmmaFence();
-        Wgmma<BN>(acc, lo, DescriptorAtStep(desc_hi, j), j == 0 ? keep : 1);
-        Wgmma<BN>(acc, hi, DescriptorAtStep(desc_lo, j), 1);
-        Wgmma<BN>(acc, hi, DescriptorAtStep(desc_hi, j), 1);
+        WgmmaTf32(acc, lo, DescriptorAtStep(desc_hi, j), j == 0 ? keep : 1);
+        WgmmaTf32(acc, hi, DescriptorAtStep(desc_lo, j), 1);
+        WgmmaTf32(acc, hi, DescriptorAtStep(desc_hi, j), 1);
         WgmmaCommit();
         // The previous unit's stores, a quarter per step, while this step's wgmma run (they
         // touch sum only, never acc or the A fragments in flight).
@@ -480,13 +351,13 @@ __global__ void __launch_bounds__(kThreads, Config<BN>::kMinBlocks)
       if (++fold_count == kFoldTiles) {
         fold_count = 0;
         WgmmaWait<0>();
-        FenceRegisters(acc);
+        WgmmaFenceOperand(acc);
 #pragma unroll
         for (int r = 0; r < C::kAccRegs; ++r) sum[r] = __fadd_rn(sum[r], acc[r]);
       }
     }
     WgmmaWait<0>();
-    FenceRegisters(acc);
+    WgmmaFenceOperand(acc);
     // The unit's last stage is complete: free its slot now (not at the next unit's first step),
     // so that the copy warpgroup can fill every slot with the next unit's stages meanwhile.
     MbarArrive(empty + 8 * ring.prev);

@@ -14,15 +14,16 @@
 #include <cmath>
 #include <cstdint>
 #include <cstdio>
-#include <cstring>
 #include <limits>
 #include <optional>
 #include <string>
 #include <vector>
 
-#include "conv/conv.h"
+#include "conv/algorithms/implicit_gemm/implicit_gemm_testing.h"
 #include "conv/algorithms/implicit_gemm/implicit_gemm_wgmma_internal.h"
+#include "conv/arch/split_3xtf32.h"
 #include "conv/core/registry.h"
+#include "conv/testing/cpu_replay/tf32_model.h"
 #include "conv/testing/shapes.h"
 #include "gtest/gtest.h"
 #include "reference/random.h"
@@ -32,36 +33,11 @@ namespace conv2d {
 namespace implicit_gemm_wgmma_internal {
 namespace {
 
-// cvt.rna.tf32.f32 for finite inputs: round the low 13 mantissa bits, ties away from zero.
-float RoundTf32(float v) {
-  uint32_t u;
-  std::memcpy(&u, &v, 4);
-  u = (u + 0x1000u) & 0xFFFFE000u;
-  float r;
-  std::memcpy(&r, &u, 4);
-  return r;
-}
-// The tensor core's view of a .tf32 operand: its top 19 bits (the low 13 ignored).
-float TruncTf32(float v) {
-  uint32_t u;
-  std::memcpy(&u, &v, 4);
-  u &= 0xFFFFE000u;
-  float r;
-  std::memcpy(&r, &u, 4);
-  return r;
-}
-// The filter's split (SplitFilterKernel) ...
-void SplitHost(float v, float* hi, float* lo) {
-  *hi = RoundTf32(v);
-  *lo = RoundTf32(v - *hi);
-}
-// ... and the input's (SplitA: the same rounding by bits, as RoundTf32), lo as the tensor core
-// reads it.
-void SplitHostA(float v, float* hi, float* lo) {
-  *hi = RoundTf32(v);
-  *lo = TruncTf32(v - *hi);
-}
+using namespace implicit_gemm_testing;  // NOLINT: the family's shared test helpers
 
+// The split of both operands (the filter's in SplitFilterKernel, the input's in the main loop):
+// the kernels' own SplitTf32. The emulated wgmma reads every operand through TensorCoreOperand,
+// which requires the hi parts to be TF32 values already.
 // ---- The PTX ISA's tables, written out again (not the kernel's AFragIndex/AccCoord).
 // wgmma .tf32 A register fragment (m64 x k8): warp w rows 16w.., like mma.m16n8k8's A.
 int PtxARow(int warp, int lane, int reg) { return 16 * warp + lane / 4 + (reg % 2) * 8; }
@@ -107,10 +83,10 @@ std::vector<float> SplitFilter(const Shape& s, const Params& p, int bn,
         int64_t hi_at;
         SplitFilterTarget(p, bn, block, e, &n, &k, &hi_at);
         const float v = (n < p.cout && k < p.k) ? w[int64_t{n} * p.k + k] : 0.f;
-        float hi, lo;
-        SplitHost(v, &hi, &lo);
-        ws[hi_at] = hi;
-        ws[hi_at + bn * kBK] = lo;
+        uint32_t hi, lo;
+        SplitTf32(v, hi, lo);
+        ws[hi_at] = BitsFloat(hi);
+        ws[hi_at + bn * kBK] = BitsFloat(lo);
       }
     }
   }
@@ -136,6 +112,7 @@ void EmulateUnit(const Shape& s, const Params& p, const WorkUnit& wu, int g0,
   for (int t = 0; t < kCopyThreads; ++t) ag[t].Init(p, m0, t);
 
   int fold_count = 0;
+  int dirty = 0;  // hi operands with bits below TF32 (TensorCoreOperand)
   constexpr int kWA = kVecA ? 4 : 1;
   for (int kt = kt_begin; kt < kt_end; ++kt) {
     const int stage = RingSlot<C::kStages>(g0 + kt - kt_begin);
@@ -147,26 +124,11 @@ void EmulateUnit(const Shape& s, const Params& p, const WorkUnit& wu, int g0,
     std::vector<int> written(C::kStageBytes / 4, 0);
     for (int t = 0; t < kCopyThreads; ++t) {
       ag[t].ForEach(p, kt, [&](int si, int g, bool valid) {
-        ASSERT_EQ(si % kWA, 0);
-        ASSERT_EQ(g % kWA, 0) << "16-byte gather from an unaligned x offset";
-        for (int j = 0; j < kWA; ++j) {
-          const int sj = si + j;
-          ASSERT_TRUE(sj >= 0 && sj < kAStageFloats);
-          ASSERT_LT(sj % kAStride, kBM) << "write into the padding";
-          if (valid) {
-            const int k = kt * kBK + sj / kAStride, m = m0 + sj % kAStride;
-            ASSERT_LT(k, p.k);
-            ASSERT_LT(m, p.m);
-            const int b = m / p.p, pix = m % p.p, oh = pix / p.ow, ow = pix % p.ow;
-            const int c = k / (p.kh * p.kw), kp = (k / p.kw) % p.kh, kq = k % p.kw;
-            ASSERT_EQ(g + j, ((b * p.cin + c) * p.h + oh + kp) * p.w + ow + kq)
-                << "m " << m << " k " << k;
-          } else {
-            ASSERT_EQ(g, 0);
-          }
-          at(sa + 4 * sj) = valid ? x[g + j] : 0.f;
-          ++written[(sa - sb) / 4 + sj];
-        }
+        ReplayAGatherCopy(p, kt, m0, kBM, kBK, kAStride, kWA, x, si, g, valid,
+                          [&](int sj, float v) {
+                            at(sa + 4 * sj) = v;
+                            ++written[(sa - sb) / 4 + sj];
+                          });
       });
       if (::testing::Test::HasFatalFailure()) return;
       const int64_t src = WorkspaceTile(BN, p.k_tiles, n_tile, kt, 0);
@@ -197,11 +159,11 @@ void EmulateUnit(const Shape& s, const Params& p, const WorkUnit& wu, int g0,
             for (int reg = 0; reg < 4; ++reg) {
               const float v = at(sa + 4 * AFragIndex(wg, warp, j, lane, reg));
               ASSERT_FALSE(std::isnan(v)) << "A fragment reads an unwritten word";
-              float hi, lo;
-              SplitHostA(v, &hi, &lo);
+              uint32_t hi, lo;
+              SplitTf32(v, hi, lo);
               const int r = PtxARow(warp, lane, reg), c = PtxACol(lane, reg);
-              a_hi[r][c] = hi;
-              a_lo[r][c] = lo;
+              a_hi[r][c] = TensorCoreOperand(hi, /*must_be_tf32=*/true, &dirty);
+              a_lo[r][c] = TensorCoreOperand(lo, /*must_be_tf32=*/false, &dirty);
               ++seen[r][c];
             }
         for (int r = 0; r < 64; ++r)
@@ -213,9 +175,11 @@ void EmulateUnit(const Shape& s, const Params& p, const WorkUnit& wu, int g0,
         std::vector<double> b_hi(8 * BN), b_lo(8 * BN);
         for (int n = 0; n < BN; ++n)
           for (int k = 0; k < 8; ++k) {
-            // Already TF32 values (the split rounded them): the tensor core's truncation is exact.
-            b_hi[k * BN + n] = TruncTf32(at(SwizzledAddress(dh, n, k)));
-            b_lo[k * BN + n] = TruncTf32(at(SwizzledAddress(dl, n, k)));
+            // The hi plane must hold TF32 values; lo keeps its low bits for the tensor core to drop.
+            const uint32_t bh = FloatBits(at(SwizzledAddress(dh, n, k)));
+            const uint32_t bl = FloatBits(at(SwizzledAddress(dl, n, k)));
+            b_hi[k * BN + n] = TensorCoreOperand(bh, /*must_be_tf32=*/true, &dirty);
+            b_lo[k * BN + n] = TensorCoreOperand(bl, /*must_be_tf32=*/false, &dirty);
             ASSERT_FALSE(std::isnan(b_hi[k * BN + n]) || std::isnan(b_lo[k * BN + n]));
           }
         // lo*Bhi (scale-d 0 at a chunk's first step), hi*Blo, hi*Bhi.
@@ -232,6 +196,7 @@ void EmulateUnit(const Shape& s, const Params& p, const WorkUnit& wu, int g0,
           }
       }
     }
+    ASSERT_EQ(dirty, 0) << "wgmma hi operands with bits below TF32";
     if (++fold_count == kFoldTiles) {
       fold_count = 0;
       for (size_t i = 0; i < sum.size(); ++i) sum[i] += acc[i];
@@ -349,9 +314,9 @@ void CheckShape(const Shape& s, uint64_t seed, int slots = 3, std::optional<bool
     if (::testing::Test::HasFatalFailure()) return;
   }
   for (int t = 0; t < p.tiles; ++t) ASSERT_EQ(covered[t], p.k_tiles) << "tile " << t;
-  // The split drops a_lo*b_lo and rounds or truncates lo: each product is off by at most
-  // ~2^-21 |ab|. A
-  // misplaced operand would be off by a whole |ab| term, ~sum|ab|/K, far above the bound.
+  // The split drops a_lo*b_lo and the tensor core truncates lo: each product is off by at most
+  // ~2^-21 |ab| (conv/arch/split_3xtf32.h), summed here in double. A misplaced operand would be
+  // off by a whole |ab| term, ~sum|ab|/K, far above the 2^-19 bound.
   std::vector<float> ax(x.size()), aw(w.size());
   for (size_t i = 0; i < x.size(); ++i) ax[i] = std::abs(x[i]);
   for (size_t i = 0; i < w.size(); ++i) aw[i] = std::abs(w[i]);
@@ -373,25 +338,17 @@ void CheckShape(const Shape& s, uint64_t seed, int slots = 3, std::optional<bool
   EXPECT_EQ(bad, 0);
 }
 
+// Keep the replay quick: the shapes whose padded GEMM is small.
 std::vector<Shape> EmulatedShapes() {
-  std::vector<Shape> shapes = EdgeShapes();
-  for (const Shape& s : KernelBotTestShapes()) shapes.push_back(s);
-  for (const Shape& s : {Shape{3, 8, 65, 10, 12, 2, 1}, Shape{2, 5, 70, 12, 20, 3, 1},
-                         Shape{2, 4, 1, 31, 29, 3, 3}, Shape{1, 33, 130, 9, 11, 3, 2},
-                         Shape{2, 40, 8, 20, 20, 4, 4}, Shape{1, 3, 5, 300, 7, 1, 7},
-                         Shape{1, 64, 64, 8, 8, 1, 1}, Shape{2, 8, 136, 8, 12, 1, 1},
-                         Shape{1, 24, 200, 6, 6, 3, 3}}) {
-    shapes.push_back(s);
-  }
-  // Keep the replay quick: skip shapes whose padded GEMM is large.
-  std::vector<Shape> out;
-  for (const Shape& s : shapes) {
-    const int bn = ChooseBN(s);
-    const double work = static_cast<double>(NumTiles(s, bn)) * kBM * bn *
-                        ((s.in_channels * s.kernel_h * s.kernel_w + kBK - 1) / kBK * kBK) * 3;
-    if (work <= 3e9) out.push_back(s);
-  }
-  std::printf("emulating %zu of %zu shapes\n", out.size(), shapes.size());
+  const std::vector<Shape> out = ReplayShapes(
+      {Shape{1, 64, 64, 8, 8, 1, 1}, Shape{2, 8, 136, 8, 12, 1, 1}, Shape{1, 24, 200, 6, 6, 3, 3}},
+      [](const Shape& s) {
+        const int bn = ChooseBN(s);
+        return static_cast<double>(NumTiles(s, bn)) * kBM * bn *
+               ((s.in_channels * s.kernel_h * s.kernel_w + kBK - 1) / kBK * kBK) * 3;
+      },
+      3e9);
+  std::printf("emulating %zu shapes\n", out.size());
   return out;
 }
 
@@ -904,28 +861,12 @@ TEST(ImplicitGemmWgmmaLayoutTest, AFragmentLoadsAreBankConflictFree) {
 }
 
 TEST(ImplicitGemmWgmmaPlanTest, ShapeLimits) {
+  ExpectCommonShapeLimits("implicit_gemm_wgmma");
   const Algorithm* a = Registry::Global().Find("implicit_gemm_wgmma");
   ASSERT_NE(a, nullptr);
-  EXPECT_EQ(a->name(), "implicit_gemm_wgmma");
-  for (const Shape& s : EdgeShapes()) EXPECT_TRUE(a->CanImplement(s).ok()) << s.ToString();
-  for (const Shape& s : KernelBotTestShapes()) EXPECT_TRUE(a->CanImplement(s).ok()) << s.ToString();
-  for (const Shape& s : KernelBotBenchmarkShapes()) {
-    EXPECT_TRUE(a->CanImplement(s).ok()) << s.ToString();
-  }
-  EXPECT_EQ(a->CanImplement(Shape{64, 512, 64, 256, 256, 1, 1}).code(),
-            absl::StatusCode::kOutOfRange);
-  EXPECT_EQ(a->CanImplement(Shape{1, 1, 1, 1, 2147483600, 1, 1}).code(),
-            absl::StatusCode::kOutOfRange);
-  EXPECT_EQ(a->CanImplement(Shape{1, 1025, 1, 16, 16, 16, 16}).code(),
-            absl::StatusCode::kUnimplemented);
-  EXPECT_TRUE(a->CanImplement(Shape{1, 1024, 1, 16, 16, 16, 16}).ok());
   // A split filter beyond 2 GiB of workspace.
   EXPECT_EQ(a->CanImplement(Shape{1, 4096, 8192, 64, 64, 3, 3}).code(),
             absl::StatusCode::kResourceExhausted);
-  for (const Shape& s : KernelBotBenchmarkShapes()) {
-    const double t = a->EstimateSeconds(s);
-    EXPECT_TRUE(std::isfinite(t) && t > 0) << s.ToString();
-  }
   // The tile width follows Cout.
   EXPECT_EQ(ChooseBN(Shape{1, 3, 32, 8, 8, 3, 3}), 32);
   EXPECT_EQ(ChooseBN(Shape{1, 3, 33, 8, 8, 3, 3}), 64);
@@ -972,52 +913,12 @@ TEST(ImplicitGemmWgmmaPlanTest, VectorGatherConditions) {
 }
 
 // ---- The accuracy model of the kernel's arithmetic (implicit_gemm_3xtf32's argument, replayed
-// with this kernel's operands): per k8 step three products into an fp32 accumulator that rounds
-// toward zero (the pessimistic tensor-core model: the exact sum of the accumulator and 8
-// products, truncated), input lo truncated to TF32, filter lo rounded; every 128 terms the
-// accumulator is added (IEEE fp32) into the sum.
-float MmaTruncating(float c, const float* a, const float* b) {
-  double s = c;
-  for (int i = 0; i < 8; ++i) s += static_cast<double>(a[i]) * b[i];  // exact: 11x11-bit products
-  float f = static_cast<float>(s);
-  if (std::abs(static_cast<double>(f)) > std::abs(s)) f = std::nextafter(f, 0.0f);
-  return f;
-}
-
-struct ModelError {
-  double rms = 0, worst = 0;
-};
-
-ModelError Model(int k, int fold_terms, int samples, uint64_t seed) {
-  std::vector<float> x = RandomTensor(seed, kInputTensor, int64_t{k} * samples);
-  std::vector<float> w = RandomTensor(seed, kFilterTensor, int64_t{k} * samples);
-  double sum_sq = 0, worst = 0;
-  for (int s = 0; s < samples; ++s) {
-    const float* xs = &x[int64_t{s} * k];
-    const float* ws = &w[int64_t{s} * k];
-    double exact = 0;
-    for (int i = 0; i < k; ++i) exact += static_cast<double>(xs[i]) * ws[i];
-    float acc = 0, sum = 0;
-    for (int k0 = 0; k0 < k; k0 += 8) {
-      float ah[8], al[8], bh[8], bl[8];
-      for (int i = 0; i < 8; ++i) {
-        const bool in = k0 + i < k;
-        SplitHostA(in ? xs[k0 + i] : 0.f, &ah[i], &al[i]);
-        SplitHost(in ? ws[k0 + i] : 0.f, &bh[i], &bl[i]);
-      }
-      acc = MmaTruncating(acc, al, bh);
-      acc = MmaTruncating(acc, ah, bl);
-      acc = MmaTruncating(acc, ah, bh);
-      if ((k0 + 8) % fold_terms == 0) {
-        sum += acc;
-        acc = 0;
-      }
-    }
-    const double err = std::abs(static_cast<double>(sum + acc) - exact);
-    sum_sq += err * err;
-    worst = std::max(worst, err);
-  }
-  return {std::sqrt(sum_sq / samples), worst};
+// with this kernel's fold length: SplitDotModel in conv/testing/cpu_replay/tf32_model.h), on the
+// testbed's seeded inputs.
+DotModelError Model(int k, int fold_terms, int samples, uint64_t seed) {
+  const std::vector<float> x = RandomTensor(seed, kInputTensor, int64_t{k} * samples);
+  const std::vector<float> w = RandomTensor(seed, kFilterTensor, int64_t{k} * samples);
+  return SplitDotModel(x.data(), w.data(), k, samples, fold_terms);
 }
 
 TEST(ImplicitGemmWgmmaAccuracyModel, BlockedAccumulationMeetsTheBar) {
@@ -1025,7 +926,7 @@ TEST(ImplicitGemmWgmmaAccuracyModel, BlockedAccumulationMeetsTheBar) {
   // The longest KernelBot reduction (128 channels, 32x32) and the longest "cnn" one (512, 3x3).
   for (int k : {131072, 4608}) {
     const int samples = k > 10000 ? 32 : 300;
-    const ModelError folded = Model(k, kFoldTerms, samples, 1);
+    const DotModelError folded = Model(k, kFoldTerms, samples, 1);
     std::printf("K=%-7d fold every %d terms: rms %.3e worst %.3e\n", k, kFoldTerms, folded.rms,
                 folded.worst);
     // Outputs near zero have the tightest tolerance, 1e-3.

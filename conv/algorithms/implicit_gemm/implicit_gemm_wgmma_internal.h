@@ -3,7 +3,7 @@
 // split-and-swizzle into the workspace, the stage copies, the wgmma operand maps, the epilogue)
 // against the fp64 reference without a GPU. Not part of the library's API.
 //
-// The GEMM view is implicit_gemm_3xtf32's (see its header): M = output pixels, N = output
+// The GEMM view is implicit_gemm_3xtf32's (implicit_gemm_view.h): M = output pixels, N = output
 // channels, K = Cin*Kh*Kw, A[m][k] = x gathered, B[k][n] = w[n][k].
 //
 // A CTA computes kBM x BN tiles (persistent: it walks a static list of work units, UnitWalk) with
@@ -29,21 +29,17 @@
 #include <cstdint>
 
 #include "absl/status/status.h"
-#include "conv/algorithms/implicit_gemm/implicit_gemm_3xtf32.h"  // FastDiv
+#include "conv/algorithms/implicit_gemm/implicit_gemm_view.h"
+#include "conv/arch/fast_div.h"
+#include "conv/arch/host_device.h"
 #include "conv/shape.h"
-
-#if defined(__CUDACC__)
-#define CONV2D_IGW_HD __host__ __device__ __forceinline__
-#define CONV2D_IGW_UNROLL _Pragma("unroll")
-#else
-#define CONV2D_IGW_HD inline
-#define CONV2D_IGW_UNROLL
-#endif
 
 namespace conv2d {
 namespace implicit_gemm_wgmma_internal {
 
-using implicit_gemm_3xtf32_internal::FastDiv;
+using implicit_gemm_view::CanVectorizeA;  // Kw = 1, W % 4 = 0, x 16-byte aligned
+using implicit_gemm_view::PixelBase;
+using implicit_gemm_view::YRowBase;
 
 constexpr int kBM = 128;             // output pixels per CTA: two warpgroups of 64 rows
 constexpr int kBK = 32;              // reduction terms per stage: one 128-byte swizzle row of fp32
@@ -126,11 +122,11 @@ inline int CtasPerSm(int bn) {
 // full (parity u & 1); the copies of use u >= 1 wait for phase u - 1 of empty.
 constexpr int kFullArrivals = kCopyThreads + 1;
 template <int kStages>
-CONV2D_IGW_HD int RingSlot(int i) { return i % kStages; }
+CONV2D_HOST_DEVICE_INLINE int RingSlot(int i) { return i % kStages; }
 template <int kStages>
-CONV2D_IGW_HD int FullParity(int i) { return (i / kStages) & 1; }
+CONV2D_HOST_DEVICE_INLINE int FullParity(int i) { return (i / kStages) & 1; }
 template <int kStages>
-CONV2D_IGW_HD int EmptyParity(int i) { return (i / kStages - 1) & 1; }  // i >= kStages
+CONV2D_HOST_DEVICE_INLINE int EmptyParity(int i) { return (i / kStages - 1) & 1; }  // i >= kStages
 
 // The ring position of stage g, stepped from one stage to the next (the kernel's loops carry it
 // instead of dividing g by kStages every k-tile, which cost ~10 instructions per k-tile).
@@ -139,7 +135,7 @@ struct RingCursor {
   int slot = 0;            // RingSlot(g)
   int parity = 0;          // FullParity(g); EmptyParity(g) = parity ^ 1 for g >= kStages
   int prev = kStages - 1;  // RingSlot(g - 1)
-  CONV2D_IGW_HD void Next() {
+  CONV2D_HOST_DEVICE_INLINE void Next() {
     prev = slot;
     if (++slot == kStages) {
       slot = 0;
@@ -243,8 +239,8 @@ struct WorkUnit {
 // Whole tiles only (no tail): the walk of the kernels compiled without the tail's state.
 struct WholeTileWalk {
   int next_tile = 0;
-  CONV2D_IGW_HD WholeTileWalk(const Params&, int cta) : next_tile(cta) {}
-  CONV2D_IGW_HD bool Next(const Params& p, WorkUnit* w) {
+  CONV2D_HOST_DEVICE_INLINE WholeTileWalk(const Params&, int cta) : next_tile(cta) {}
+  CONV2D_HOST_DEVICE_INLINE bool Next(const Params& p, WorkUnit* w) {
     if (next_tile >= p.tiles) return false;
     w->m_tile = next_tile / p.n_tiles;
     w->n_tile = next_tile - w->m_tile * p.n_tiles;
@@ -258,13 +254,13 @@ struct WholeTileWalk {
 struct UnitWalk {
   int next_tile = 0;     // the CTA's next whole tile, while < dp_tiles
   int r = 0, r_end = 0;  // the tail k-tiles [r, r_end) still to do (tail numbering)
-  CONV2D_IGW_HD UnitWalk(const Params& p, int cta) : next_tile(cta) {
+  CONV2D_HOST_DEVICE_INLINE UnitWalk(const Params& p, int cta) : next_tile(cta) {
     if (cta < p.tail_ctas) {
       r = static_cast<int>(int64_t{cta} * p.tail_k / p.tail_ctas);
       r_end = static_cast<int>(int64_t{cta + 1} * p.tail_k / p.tail_ctas);
     }
   }
-  CONV2D_IGW_HD bool Next(const Params& p, WorkUnit* w) {
+  CONV2D_HOST_DEVICE_INLINE bool Next(const Params& p, WorkUnit* w) {
     int tile;
     if (next_tile < p.dp_tiles) {
       tile = next_tile;
@@ -296,18 +292,18 @@ int64_t SplitFilterBytes(const Shape& s, int bn);
 // Element (n, k) lives in row n (128 bytes = kBK floats); rows are grouped by 8 into 1024-byte
 // atoms; inside a row the 16-byte chunk k/4 is stored at chunk position (k/4) XOR (n%8). This is
 // the layout wgmma's 128-byte swizzle mode expects of a 1024-byte aligned K-major operand.
-CONV2D_IGW_HD int BTileOffset(int n, int k) {
+CONV2D_HOST_DEVICE_INLINE int BTileOffset(int n, int k) {
   return (n >> 3) * 256 + (n & 7) * 32 + (((k >> 2) ^ (n & 7)) << 2) + (k & 3);
 }
 // The inverse: which (n, k) a float offset of the tile holds.
-CONV2D_IGW_HD void BTileCoord(int off, int* n, int* k) {
+CONV2D_HOST_DEVICE_INLINE void BTileCoord(int off, int* n, int* k) {
   const int row = off >> 5;  // 32 floats per row
   const int chunk = (off >> 2) & 7;
   *n = row;
   *k = ((chunk ^ (row & 7)) << 2) + (off & 3);
 }
 // Float offset in the workspace of plane `plane` (0 hi, 1 lo) of k-tile kt of N tile nt.
-CONV2D_IGW_HD int64_t WorkspaceTile(int bn, int k_tiles, int nt, int kt, int plane) {
+CONV2D_HOST_DEVICE_INLINE int64_t WorkspaceTile(int bn, int k_tiles, int nt, int kt, int plane) {
   return ((int64_t{nt} * k_tiles + kt) * 2 + plane) * int64_t{bn} * kBK;
 }
 // The split kernel runs one block of kSplitThreads per (N tile, k-tile), blockIdx.x = nt*k_tiles
@@ -317,7 +313,7 @@ CONV2D_IGW_HD int64_t WorkspaceTile(int bn, int k_tiles, int nt, int kt, int pla
 // float *hi_at of the workspace, its lo half bn*kBK floats further (the lo plane). *n >= Cout or
 // *k >= K: zero.
 constexpr int kSplitThreads = 256;
-CONV2D_IGW_HD void SplitFilterTarget(const Params& p, int bn, int block, int e, int* n, int* k,
+CONV2D_HOST_DEVICE_INLINE void SplitFilterTarget(const Params& p, int bn, int block, int e, int* n, int* k,
                                      int64_t* hi_at) {
   const int nt = block / p.k_tiles;
   const int kt = block - nt * p.k_tiles;
@@ -329,7 +325,7 @@ CONV2D_IGW_HD void SplitFilterTarget(const Params& p, int bn, int block, int e, 
 
 // The dynamic shared memory's first 1024-byte aligned address (the kernel asks for 1024 bytes of
 // slack), and where stage s begins.
-CONV2D_IGW_HD uint32_t AlignSmemBase(uint32_t raw) { return (raw + 1023u) & ~1023u; }
+CONV2D_HOST_DEVICE_INLINE uint32_t AlignSmemBase(uint32_t raw) { return (raw + 1023u) & ~1023u; }
 
 // ---- wgmma shared-memory matrix descriptor (sm_90): bits 0-13 start address >> 4, 16-29 leading
 // byte offset >> 4, 32-45 stride byte offset >> 4, 49-51 base offset, 62-63 swizzle mode
@@ -338,20 +334,20 @@ CONV2D_IGW_HD uint32_t AlignSmemBase(uint32_t raw) { return (raw + 1023u) & ~102
 // instruction's K extent (32 bytes here) lies within the swizzle row, and is set to 1 by
 // convention. Base offset 0: every tile starts 1024-byte aligned.
 constexpr uint64_t kDescSwizzle128 = uint64_t{1} << 62;
-CONV2D_IGW_HD uint64_t MakeDescriptor(uint32_t smem_addr) {
+CONV2D_HOST_DEVICE_INLINE uint64_t MakeDescriptor(uint32_t smem_addr) {
   return static_cast<uint64_t>((smem_addr & 0x3FFFF) >> 4) | (uint64_t{1} << 16) |
          (uint64_t{1024 >> 4} << 32) | kDescSwizzle128;
 }
 // The descriptor of k8 step j (0..3) of a tile: 8 tf32 = 32 bytes further along the swizzle row.
 // The hardware applies the swizzle to the computed address, so advancing the start address by
 // the unswizzled byte offset is how one steps along K inside the 128-byte row.
-CONV2D_IGW_HD uint64_t DescriptorAtStep(uint64_t desc, int j) { return desc + uint64_t(2 * j); }
+CONV2D_HOST_DEVICE_INLINE uint64_t DescriptorAtStep(uint64_t desc, int j) { return desc + uint64_t(2 * j); }
 
 // ---- A fragment (register operand) map, PTX ISA "wgmma .tf32 register fragment A" (m64 x k8):
 // warp w of the warpgroup holds rows 16w..16w+15; lane = 4*gid + tig; reg 0 (gid, tig),
 // 1 (gid+8, tig), 2 (gid, tig+4), 3 (gid+8, tig+4). wg: the warpgroup (its 64-row half of the
 // tile); j: the k8 step in the stage. Returns the float index in the A stage.
-CONV2D_IGW_HD int AFragIndex(int wg, int warp, int j, int lane, int reg) {
+CONV2D_HOST_DEVICE_INLINE int AFragIndex(int wg, int warp, int j, int lane, int reg) {
   const int gid = lane >> 2, tig = lane & 3;
   const int m = wg * kWarpgroupRows + warp * 16 + gid + ((reg & 1) ? 8 : 0);
   const int k = j * 8 + tig + ((reg & 2) ? 4 : 0);
@@ -359,30 +355,24 @@ CONV2D_IGW_HD int AFragIndex(int wg, int warp, int j, int lane, int reg) {
 }
 // The accumulator map (m64 x nBN, f32): register r = 4*i + 2*h + c holds row 16w + gid + 8h,
 // column 8i + 2*tig + c. Tile coordinates (m in 0..kBM-1, n in 0..BN-1).
-CONV2D_IGW_HD void AccCoord(int wg, int warp, int lane, int reg, int* m, int* n) {
+CONV2D_HOST_DEVICE_INLINE void AccCoord(int wg, int warp, int lane, int reg, int* m, int* n) {
   const int gid = lane >> 2, tig = lane & 3;
   *m = wg * kWarpgroupRows + warp * 16 + gid + ((reg & 2) ? 8 : 0);
   *n = (reg >> 2) * 8 + 2 * tig + (reg & 1);
-}
-
-// The y offset of GEMM row m for output channel 0 (y is NCHW; channel n adds n*p).
-CONV2D_IGW_HD int YRowBase(const Params& p, int m) {
-  const int b = p.div_p.Div(m);
-  return m + b * (p.cout - 1) * p.p;
 }
 
 // The tail tiles' outputs, which the split kernel zeroes for the pieces' atomics: one block of
 // kSplitThreads per tail tile, after the split's own blocks. (An element-wise grid-stride loop
 // over all tail outputs, two 64-bit divisions per element, ran by the split's few blocks, took
 // 10-12 us on the cnn suite's BN = 128 shapes, more than the split itself; round 52.)
-CONV2D_IGW_HD int TailZeroBlocks(const Params& p) { return p.tiles - p.dp_tiles; }
+CONV2D_HOST_DEVICE_INLINE int TailZeroBlocks(const Params& p) { return p.tiles - p.dp_tiles; }
 // Calls f(y offset) for each output that thread t of zero block z zeroes: pixel row t % kBM of
 // tail tile dp_tiles + z, every (kSplitThreads / kBM)-th of its channels from t / kBM. The
 // threads of a warp write consecutive pixels of one channel (coalesced); rows past M and
 // channels past Cout are skipped.
 static_assert(kSplitThreads % kBM == 0, "whole pixel rows per zero block");
 template <typename F>
-CONV2D_IGW_HD void ForEachTailZero(const Params& p, int bn, int z, int t, F&& f) {
+CONV2D_HOST_DEVICE_INLINE void ForEachTailZero(const Params& p, int bn, int z, int t, F&& f) {
   const int tile = p.dp_tiles + z;
   const int m_tile = tile / p.n_tiles;
   const int nt = tile - m_tile * p.n_tiles;
@@ -391,12 +381,6 @@ CONV2D_IGW_HD void ForEachTailZero(const Params& p, int bn, int z, int t, F&& f)
   const int base = YRowBase(p, m);
   const int n_end = (nt + 1) * bn < p.cout ? (nt + 1) * bn : p.cout;
   for (int n = nt * bn + t / kBM; n < n_end; n += kSplitThreads / kBM) f(base + n * p.p);
-}
-
-// Whether the 16-byte input gather applies: Kw = 1 and W % 4 = 0 (four consecutive output
-// pixels are four consecutive, 16-byte aligned input floats; M % 4 = 0), x 16-byte aligned.
-CONV2D_IGW_HD bool CanVectorizeA(const Params& p, uintptr_t x) {
-  return p.kw == 1 && p.w % 4 == 0 && x % 16 == 0;
 }
 
 // ---- The im2col gather of one copy thread (x offset of A[m][k] = mbase(m) + kofs(k)); t is the
@@ -421,19 +405,11 @@ struct AGather {
   int mbase[kCols] = {};
 
   // The stage row of this thread's j-th k row.
-  CONV2D_IGW_HD int Row(int j) const {
+  CONV2D_HOST_DEVICE_INLINE int Row(int j) const {
     return kVec ? row0 + j * (kCopyThreads / 32) : row0 + (j & 1) + 4 * (j >> 1);
   }
 
-  CONV2D_IGW_HD static int PixelBase(const Params& p, int m) {
-    const int b = p.div_p.Div(m);
-    const int pix = m - b * p.p;
-    const int oh = p.div_ow.Div(pix);
-    const int ow = pix - oh * p.ow;
-    return b * p.cin_hw + oh * p.w + ow;
-  }
-
-  CONV2D_IGW_HD void Init(const Params& p, int m0, int t) {
+  CONV2D_HOST_DEVICE_INLINE void Init(const Params& p, int m0, int t) {
     m_valid = 0;  // Init runs once per work unit
     if (kVec) {
       col = 4 * (t % 32);
@@ -442,7 +418,7 @@ struct AGather {
       col = t % kColStep;
       row0 = 8 * (t / 32) + 2 * ((t / 16) % 2);
     }
-CONV2D_IGW_UNROLL
+CONV2D_UNROLL
     for (int i = 0; i < kCols; ++i) {
       // Vector form: M % 4 = 0 and m % 4 = 0, so m < M covers all four pixels.
       const int m = m0 + col + i * kColStep;
@@ -457,9 +433,9 @@ CONV2D_IGW_UNROLL
   // f(float index in the A stage, x offset, valid) for this thread's copies of k-tile kt; invalid
   // copies (pixel past M or k past K) zero-fill and carry offset 0.
   template <class F>
-  CONV2D_IGW_HD void ForEach(const Params& p, int kt, F&& f) const {
+  CONV2D_HOST_DEVICE_INLINE void ForEach(const Params& p, int kt, F&& f) const {
     if (kVec) {
-CONV2D_IGW_UNROLL
+CONV2D_UNROLL
       for (int i = 0; i < kRows; ++i) {
         const int row = Row(i);
         const int kg = kt * kBK + row;
@@ -471,25 +447,25 @@ CONV2D_IGW_UNROLL
     } else if (kUnmasked && m_valid == (1u << kCols) - 1 && (kt + 1) * kBK <= p.k) {
       // An interior stage (every stage of a tile but the last m-tile's and the last k-tile):
       // no masks, so each copy costs an add and the address, not a mask test and a select too.
-CONV2D_IGW_UNROLL
+CONV2D_UNROLL
       for (int j = 0; j < kRows; ++j) {
         int kofs = KOffset(p, kt * kBK + Row(j));
 #if defined(__CUDA_ARCH__)
         asm("" : "+r"(kofs));  // one add per copy: keeps the compiler from re-associating
 #endif
-CONV2D_IGW_UNROLL
+CONV2D_UNROLL
         for (int i = 0; i < kCols; ++i) {
           f(Row(j) * kAStride + col + i * kColStep, mbase[i] + kofs, true);
         }
       }
     } else {
-CONV2D_IGW_UNROLL
+CONV2D_UNROLL
       for (int j = 0; j < kRows; ++j) {
         const int row = Row(j);
         const int kg = kt * kBK + row;
         const int kofs = KOffset(p, kg);
         const bool k_valid = kg < p.k;
-CONV2D_IGW_UNROLL
+CONV2D_UNROLL
         for (int i = 0; i < kCols; ++i) {
           const bool valid = k_valid && ((m_valid >> i) & 1u);
           f(row * kAStride + col + i * kColStep, valid ? mbase[i] + kofs : 0, valid);
@@ -499,7 +475,7 @@ CONV2D_IGW_UNROLL
   }
 
   // The x offset of reduction term kg (c, kp, kq) from a pixel's base.
-  CONV2D_IGW_HD static int KOffset(const Params& p, int kg) {
+  CONV2D_HOST_DEVICE_INLINE static int KOffset(const Params& p, int kg) {
     const int c = p.div_khkw.Div(kg);
     const int r = kg - c * (p.kh * p.kw);
     const int kp = p.div_kw.Div(r);

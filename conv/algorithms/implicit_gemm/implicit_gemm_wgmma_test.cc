@@ -10,10 +10,10 @@
 #include <cuda_runtime_api.h>
 
 #include <cstdio>
-#include <ostream>
 #include <string>
 #include <vector>
 
+#include "conv/algorithms/implicit_gemm/implicit_gemm_testing.h"
 #include "conv/conv.h"
 #include "conv/testing/expect_reference.h"
 #include "conv/testing/shapes.h"
@@ -25,39 +25,21 @@ namespace {
 
 constexpr char kAlgorithm[] = "implicit_gemm_wgmma";
 
-struct Case {
-  Shape shape;
-  int64_t max_positions;
-};
+using implicit_gemm_testing::Case;
 
-void PrintTo(const Case& c, std::ostream* os) {
-  *os << c.shape.ToString() << " (" << c.max_positions << " positions)";
-}
-
+// The shared cases (implicit_gemm_testing.h), shapes that pick each tile width (Cout <= 32: 32,
+// <= 64: 64, else 128), the 16-byte input gather and overhang in M, N and K, and the "cnn" suite.
 std::vector<Case> Cases() {
-  std::vector<Case> cases;
-  constexpr int64_t kAll = 1 << 16;
-  for (const Shape& s : EdgeShapes()) cases.push_back({s, kAll});
-  for (const Shape& s : KernelBotTestShapes()) cases.push_back({s, kAll});
-  // Tile widths (Cout <= 32: 32, <= 64: 64, else 128), the 16-byte input gather (Kw = 1,
-  // W % 4 = 0), and overhang in M, N and K.
-  cases.push_back({Shape{3, 8, 65, 10, 12, 2, 1}, kAll});    // BN 128, vector A, K = 16
-  cases.push_back({Shape{2, 5, 70, 12, 20, 3, 1}, kAll});    // BN 128, vector A, K = 15
-  cases.push_back({Shape{2, 4, 1, 31, 29, 3, 3}, kAll});     // BN 32, Cout = 1
-  cases.push_back({Shape{2, 8, 24, 8, 12, 1, 1}, kAll});     // BN 32, vector A
-  cases.push_back({Shape{1, 9, 33, 14, 13, 3, 3}, kAll});    // BN 64, Cout just above 32
-  cases.push_back({Shape{1, 33, 130, 9, 11, 3, 2}, kAll});   // BN 128, 2 N tiles, K = 198
-  cases.push_back({Shape{2, 40, 8, 20, 20, 4, 4}, kAll});    // K = 640: 5 folds, no K tail
-  cases.push_back({Shape{2, 40, 8, 20, 20, 3, 4}, kAll});    // K = 480: a partial last chunk
-  cases.push_back({Shape{1, 3, 5, 300, 7, 1, 7}, kAll});     // tall thin image
-  cases.push_back({Shape{2, 8, 136, 8, 12, 1, 1}, kAll});    // vector A, 2 N tiles
-  cases.push_back({Shape{1, 24, 200, 6, 6, 3, 3}, kAll});    // one M tile, partial
-  cases.push_back({Shape{5, 7, 9, 13, 11, 1, 1}, kAll});     // K = 7, odd everything
-  // Long reductions: 16384 and 131072 terms.
-  cases.push_back({Shape::KernelBot(128, 16, 64, 4), 4096});
-  cases.push_back({Shape::KernelBot(256, 32, 128, 1), 4096});
-  for (const Shape& s : CnnShapes()) cases.push_back({s, 4096});
-  return cases;
+  return implicit_gemm_testing::GpuCases(
+      {
+          Shape{2, 8, 24, 8, 12, 1, 1},    // BN 32, vector A
+          Shape{1, 9, 33, 14, 13, 3, 3},   // BN 64, Cout just above 32
+          Shape{2, 40, 8, 20, 20, 3, 4},   // K = 480: a partial last chunk
+          Shape{2, 8, 136, 8, 12, 1, 1},   // vector A, 2 N tiles
+          Shape{1, 24, 200, 6, 6, 3, 3},   // one M tile, partial
+          Shape{5, 7, 9, 13, 11, 1, 1},    // K = 7, odd everything
+      },
+      CnnShapes());
 }
 
 class ImplicitGemmWgmmaTest : public ::testing::TestWithParam<Case> {};

@@ -4,19 +4,15 @@
 
 #include "absl/strings/str_cat.h"
 #include "conv/algorithms/winograd/winograd_internal.h"
+#include "conv/arch/int_math.h"
 
 namespace conv2d {
 namespace winograd {
-namespace {
-
-size_t AlignUp(size_t n) { return (n + kAlignment - 1) / kAlignment * kAlignment; }
-
-}  // namespace
 
 Geometry MakeGeometry(const Shape& s) {
   Geometry g;
-  g.tiles_h = (s.out_h() + kOut - 1) / kOut;
-  g.tiles_w = (s.out_w() + kOut - 1) / kOut;
+  g.tiles_h = CeilDiv(s.out_h(), kOut);
+  g.tiles_w = CeilDiv(s.out_w(), kOut);
   g.tiles = s.batch * g.tiles_h * g.tiles_w;
   return g;
 }
@@ -31,7 +27,7 @@ WorkspaceLayout MakeWorkspaceLayout(const Shape& s) {
   size_t at = 0;
   for (int b = 0; b < kNumBuffers; ++b) {
     l.offset[b] = at;
-    at += AlignUp(l.bytes[b]);
+    at += static_cast<size_t>(RoundUp(static_cast<int64_t>(l.bytes[b]), kAlignment));
   }
   l.total_bytes = at + kAlignment;
   return l;
