@@ -23,6 +23,7 @@
 #include "conv/core/cublas_handle.h"
 #include "conv/core/cuda_status.h"
 #include "tools/lab/fft_tiled.h"
+#include "conv/algorithms/fft/fft_algorithm.h"
 #include "conv/algorithms/fft/fft_tiled_internal.h"
 #include "conv/core/status_macros.h"
 
@@ -279,54 +280,36 @@ class FftTiledRunner : public Runner {
   CublasHandle blas_{"fft_tiled"};
 };
 
-// "fft_tiled" and "fft_tiled_3xtf32": the proposal carries the planner's Config.
-class FftTiled : public AlgorithmWithConfig<Config> {
- public:
-  FftTiled(std::string name, const Options& options, double calibration)
-      : name_(std::move(name)), options_(options), calibration_(calibration) {}
-  std::string name() const override { return name_; }
-  double calibration() const override { return calibration_; }
+absl::StatusOr<std::unique_ptr<Runner>> Build(const Shape& shape, const Options& options,
+                                              const Config& config, const DeviceInfo&) {
+  auto runner = std::make_unique<FftTiledRunner>(shape, options, config.geometry);
+  RETURN_IF_ERROR(runner->Init());
+  return std::unique_ptr<Runner>(std::move(runner));
+}
 
- protected:
-  absl::StatusOr<Config> Choose(const Shape& shape, const DeviceInfo&,
-                                double* seconds) const override {
-    ASSIGN_OR_RETURN(Config c, ChooseConfig(shape, options_));
-    *seconds = c.cost.seconds;
-    return c;
-  }
-  absl::StatusOr<std::unique_ptr<Runner>> Build(const Shape& shape, const Config& config,
-                                                const DeviceInfo&) const override {
-    auto runner = std::make_unique<FftTiledRunner>(shape, options_, config.geometry);
-    RETURN_IF_ERROR(runner->Init());
-    return std::unique_ptr<Runner>(std::move(runner));
-  }
-
- private:
-  std::string name_;
-  Options options_;
-  double calibration_;
-};
+std::unique_ptr<Algorithm> Make(const char* name, const Options& options, double calibration) {
+  return std::make_unique<FftAlgorithm<Options, Config>>(name, options, calibration, &ChooseConfig,
+                                                         &Build);
+}
 
 }  // namespace
 
 absl::StatusOr<std::unique_ptr<Runner>> CreateRunner(const Shape& shape, const Options& options) {
   ASSIGN_OR_RETURN(Config config, ChooseConfig(shape, options));
-  auto runner = std::make_unique<FftTiledRunner>(shape, options, config.geometry);
-  RETURN_IF_ERROR(runner->Init());
-  return std::unique_ptr<Runner>(std::move(runner));
+  return Build(shape, options, config, DeviceInfo::ModelDevice());
 }
 
 }  // namespace fft_tiled
 
 // Calibrations fitted by tools/fit_auto.py (docs/data/round45_fit_*.json).
 std::unique_ptr<Algorithm> MakeFftTiled() {
-  return std::make_unique<fft_tiled::FftTiled>("fft_tiled", fft_tiled::Options{}, 2.302);
+  return fft_tiled::Make("fft_tiled", fft_tiled::Options{}, 2.302);
 }
 
 std::unique_ptr<Algorithm> MakeFftTiled3xTf32() {
   fft_tiled::Options tensor_cores;
   tensor_cores.gemm_3xtf32 = true;
-  return std::make_unique<fft_tiled::FftTiled>("fft_tiled_3xtf32", tensor_cores, 2.203);
+  return fft_tiled::Make("fft_tiled_3xtf32", tensor_cores, 2.203);
 }
 
 }  // namespace conv2d

@@ -18,6 +18,7 @@
 #include "conv/arch/cp_async.cuh"
 #include "conv/core/cublas_handle.h"
 #include "conv/core/cuda_status.h"
+#include "conv/algorithms/fft/fft_algorithm.h"
 #include "conv/algorithms/fft/fft_fused.h"
 #include "conv/algorithms/fft/fft_fused_internal.h"
 #include "conv/algorithms/fft/fft_fused_stages.h"
@@ -254,34 +255,27 @@ class FftFusedRunner : public StagedRunner {
   CublasHandle blas_{"fft_fused"};
 };
 
-// "fft_fused" and "fft_fused_3xtf32": one algorithm, two sets of options. The proposal carries
-// the planner's Config (tile, pairs per CTA, workspace layout) and its cost model's time.
-class FftFused : public AlgorithmWithConfig<Config> {
- public:
-  FftFused(std::string name, const Options& options, double calibration)
-      : name_(std::move(name)), options_(options), calibration_(calibration) {}
-  std::string name() const override { return name_; }
-  double calibration() const override { return calibration_; }
+absl::StatusOr<std::unique_ptr<FftFusedRunner>> BuildRunner(const Shape& shape,
+                                                             const Options& options,
+                                                             const Config& config,
+                                                             const DeviceInfo& device) {
+  auto runner = std::make_unique<FftFusedRunner>(shape, options, config);
+  RETURN_IF_ERROR(runner->Init(device));
+  return runner;
+}
 
- protected:
-  absl::StatusOr<Config> Choose(const Shape& shape, const DeviceInfo&,
-                                double* seconds) const override {
-    ASSIGN_OR_RETURN(Config c, ChooseConfig(shape, options_));
-    *seconds = c.cost.seconds;
-    return c;
-  }
-  absl::StatusOr<std::unique_ptr<Runner>> Build(const Shape& shape, const Config& config,
-                                                const DeviceInfo& device) const override {
-    auto runner = std::make_unique<FftFusedRunner>(shape, options_, config);
-    RETURN_IF_ERROR(runner->Init(device));
-    return std::unique_ptr<Runner>(std::move(runner));
-  }
+absl::StatusOr<std::unique_ptr<Runner>> Build(const Shape& shape, const Options& options,
+                                              const Config& config, const DeviceInfo& device) {
+  ASSIGN_OR_RETURN(std::unique_ptr<FftFusedRunner> runner,
+                   BuildRunner(shape, options, config, device));
+  return std::unique_ptr<Runner>(std::move(runner));
+}
 
- private:
-  std::string name_;
-  Options options_;
-  double calibration_;
-};
+// "fft_fused" and "fft_fused_3xtf32": one algorithm, two sets of options.
+std::unique_ptr<Algorithm> Make(const char* name, const Options& options, double calibration) {
+  return std::make_unique<FftAlgorithm<Options, Config>>(name, options, calibration, &ChooseConfig,
+                                                         &Build);
+}
 
 }  // namespace
 
@@ -289,8 +283,8 @@ absl::StatusOr<std::unique_ptr<StagedRunner>> CreateStagedRunner(const Shape& sh
                                                                  const Options& options) {
   ASSIGN_OR_RETURN(Config config, ChooseConfig(shape, options));
   ASSIGN_OR_RETURN(DeviceInfo device, DeviceInfo::Current());
-  auto runner = std::make_unique<FftFusedRunner>(shape, options, config);
-  RETURN_IF_ERROR(runner->Init(device));
+  ASSIGN_OR_RETURN(std::unique_ptr<FftFusedRunner> runner,
+                   BuildRunner(shape, options, config, device));
   return std::unique_ptr<StagedRunner>(std::move(runner));
 }
 
@@ -303,13 +297,13 @@ absl::StatusOr<std::unique_ptr<Runner>> CreateRunner(const Shape& shape, const O
 
 // Calibrations fitted by tools/fit_auto.py (docs/data/round45_fit_*.json).
 std::unique_ptr<Algorithm> MakeFftFused() {
-  return std::make_unique<fft_fused::FftFused>("fft_fused", fft_fused::Options{}, 1.277);
+  return fft_fused::Make("fft_fused", fft_fused::Options{}, 1.277);
 }
 
 std::unique_ptr<Algorithm> MakeFftFused3xTf32() {
   fft_fused::Options tensor_cores;
   tensor_cores.gemm_3xtf32 = true;
-  return std::make_unique<fft_fused::FftFused>("fft_fused_3xtf32", tensor_cores, 1.239);
+  return fft_fused::Make("fft_fused_3xtf32", tensor_cores, 1.239);
 }
 
 }  // namespace conv2d
