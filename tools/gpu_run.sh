@@ -1,7 +1,7 @@
 #!/bin/bash
 # The GPU check, on a GPU host with no Bazel (packed by tools/make_gpu_bundle.sh).
 #   ./run.sh                      every step
-#   ./run.sh tests regress ...    some steps: tests regress sanitize bench kernelbot
+#   ./run.sh tests regress ...    some steps: tests regress sanitize bench overhead kernelbot
 #                                 (and, not by default: bench_cnn profile)
 # Every step's output is appended to $OUT/all.log (default ./out); per-step logs are kept in
 # $LOGS (default /tmp/conv2d_logs) and packed into $OUT/logs.tgz at the end.
@@ -12,7 +12,7 @@ OUT="${OUT:-$PWD/out}"
 LOGS="${LOGS:-/tmp/conv2d_logs}"
 mkdir -p "$OUT" "$LOGS"
 steps=("$@")
-[ ${#steps[@]} -gt 0 ] || steps=(tests regress sanitize bench kernelbot)
+[ ${#steps[@]} -gt 0 ] || steps=(tests regress sanitize bench overhead kernelbot)
 passed=0
 failed=0
 failed_names=""
@@ -63,6 +63,8 @@ for s in "${steps[@]}"; do
       step profile 600 ncu --clock-control none --metrics gpu__time_duration.sum \
         --print-summary per-kernel bin/benchmark --shape=1,128,128,256,256,32,32 \
         --variants="${PROFILE_VARIANTS:-fft_tiled}" --calls=1 --warmup=0 ;;
+    overhead)
+      step host_overhead 120 bin/host_overhead ;;
     kernelbot)
       CONV2D_LIB="$PWD/lib/libconv2d.so" step kernelbot 600 python3 kernelbot.py --seeds "${SEEDS:-5}" ;;
     *)
