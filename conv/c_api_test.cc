@@ -99,9 +99,6 @@ TEST(CApiTest, NoDeviceOrRunTimeErrors) {
       EXPECT_TRUE(Says("workspace too small")) << conv2d_last_error();
       EXPECT_EQ(conv2d_plan_run(plan, x, w, y, nullptr, ws_bytes, nullptr),
                 CONV2D_INVALID_ARGUMENT);
-      EXPECT_EQ(conv2d_plan_run(plan, x, w, y, static_cast<char*>(ws) + 4, ws_bytes, nullptr),
-                CONV2D_INVALID_ARGUMENT);
-      EXPECT_TRUE(Says("workspace") && Says("not aligned")) << conv2d_last_error();
     }
     // Pointers that would fault the kernel, and with it the caller's context, are refused:
     // misaligned for a float, or pageable host memory the GPU cannot read.
@@ -129,6 +126,12 @@ TEST(CApiTest, NoDeviceOrRunTimeErrors) {
     // And a valid run succeeds.
     EXPECT_EQ(conv2d_plan_run(plan, x, w, y, ws, ws_bytes, nullptr), CONV2D_OK)
         << conv2d_last_error();
+    // The workspace needs no alignment of its own: each runner aligns within it.
+    if (ws_bytes) {
+      EXPECT_EQ(conv2d_plan_run(plan, x, w, y, static_cast<char*>(ws) + 4, ws_bytes, nullptr),
+                CONV2D_OK)
+          << conv2d_last_error();
+    }
     ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
     ASSERT_EQ(cudaMemset(y, 0x5A, ny * 4), cudaSuccess);
     cudaFree(ws);

@@ -56,8 +56,8 @@ class Plan {
 
   // x, w, y: pointers to dense fp32 tensors of the plan's shape, aligned to 4 bytes, in memory
   // the plan's device can read (its own device memory, managed memory, or mapped pinned host
-  // memory). `workspace` may be null only when workspace_bytes() is 0, and is aligned to
-  // kWorkspaceAlignment bytes. y and the workspace must not overlap each other, x or w.
+  // memory). `workspace` may be null only when workspace_bytes() is 0; it needs no
+  // alignment (each runner aligns within it: workspace_bytes() includes the slack). y and the workspace must not overlap each other, x or w.
   // Errors: InvalidArgument (null, misaligned or unreadable pointer, pageable host memory, memory
   // of another device, workspace too small, overlapping buffers), FailedPrecondition (another
   // device is current), Internal (a CUDA error, with its text). On error nothing is written.
@@ -76,9 +76,6 @@ class Plan {
   size_t workspace_bytes_ = 0;
   int device_ = -1;
 };
-
-// The alignment Run requires of the workspace (cudaMalloc and PyTorch's allocator give more).
-constexpr size_t kWorkspaceAlignment = 16;
 
 // Names of the registered algorithms, in registration order.
 std::vector<std::string> Algorithms();

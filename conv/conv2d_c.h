@@ -22,8 +22,8 @@ extern "C" {
 
 enum conv2d_error {
   CONV2D_OK = 0,
-  CONV2D_INVALID_ARGUMENT = 3,   /* bad shape; a pointer that is null, misaligned (x, w, y to 4
-                                    bytes, the workspace to 16), pageable host memory or another
+  CONV2D_INVALID_ARGUMENT = 3,   /* bad shape; a pointer that is null, misaligned (x, w or y not on a
+                                    4-byte boundary), pageable host memory or another
                                     device's memory; workspace too small; y overlapping x, w or
                                     the workspace */
   CONV2D_NOT_FOUND = 5,          /* unknown algorithm name */

@@ -155,11 +155,6 @@ absl::Status ValidateRunArgs(const void* x, const void* w, const void* y, const 
           absl::StrCat(name, " (", Addr(p), ") is not aligned to ", alignof(float), " bytes"));
     }
   }
-  if (workspace_needed > 0 && reinterpret_cast<uintptr_t>(workspace) % kWorkspaceAlignment != 0) {
-    return absl::InvalidArgumentError(absl::StrCat("the workspace (", Addr(workspace),
-                                                   ") is not aligned to ", kWorkspaceAlignment,
-                                                   " bytes"));
-  }
   return absl::OkStatus();
 }
 

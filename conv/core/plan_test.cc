@@ -303,11 +303,8 @@ TEST(RunArgsTest, MisalignedPointersAreRefused) {
     EXPECT_EQ(st.code(), absl::StatusCode::kInvalidArgument) << which;
     EXPECT_NE(st.message().find("not aligned to 4 bytes"), absl::string_view::npos) << st;
   }
-  absl::Status st = ValidateRunArgs(mem, mem, mem, ws + 4, 16, 16);
-  EXPECT_NE(st.message().find("workspace"), absl::string_view::npos) << st;
-  EXPECT_NE(st.message().find("not aligned to 16 bytes"), absl::string_view::npos) << st;
-  // A workspace the plan does not use is not looked at.
-  EXPECT_TRUE(ValidateRunArgs(mem, mem, mem, ws + 4, 16, 0).ok());
+  // The workspace needs no alignment: each runner aligns within it.
+  EXPECT_TRUE(ValidateRunArgs(mem, mem, mem, ws + 1, 16, 16).ok());
 }
 
 TEST(RunArgsTest, MemoryTheDeviceCannotReadIsRefused) {

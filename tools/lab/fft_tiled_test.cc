@@ -13,6 +13,7 @@
 #include "conv/core/cuda_status.h"
 #include "conv/algorithms/fft/fft_tiled_internal.h"
 #include "tools/lab/fft_tiled.h"
+#include "tools/lab/lab.h"
 #include "conv/core/status_macros.h"
 #include "conv/testing/shapes.h"
 #include "conv/testing/testbed.h"
@@ -22,6 +23,10 @@
 namespace conv2d {
 namespace fft_tiled {
 namespace {
+
+// The lab's algorithms are not the library's: registered here, before any test runs.
+[[maybe_unused]] const bool kLabRegistered = RegisterLabAlgorithms().ok();
+
 
 constexpr int64_t kPositions = 1 << 16;
 // What the benchmark shapes must keep: the prototype measured 0.51-0.56 on the K=32 case.
