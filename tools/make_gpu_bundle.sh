@@ -11,7 +11,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 BUNDLE=gpu_bundle
 tests=$(bazel query 'kind("cc_test", //conv/... + //reference/... + //tools/...)' 2>/dev/null)
-bazel build $tests //tools:regress //tools:benchmark //tools:mix_kernels //tools:host_overhead \
+bazel build $tests //tools:regress //tools:benchmark //tools:mix_kernels //tools:host_overhead //tools:input_classes \
   //conv:libconv2d.so
 rm -rf "$BUNDLE"
 mkdir -p "$BUNDLE/bin" "$BUNDLE/tests" "$BUNDLE/lib" "$BUNDLE/testdata"
@@ -19,7 +19,7 @@ for t in $tests; do
   path="bazel-bin/$(echo "${t#//}" | tr ':' '/')"
   cp "$path" "$BUNDLE/tests/"
 done
-cp bazel-bin/tools/regress bazel-bin/tools/benchmark bazel-bin/tools/mix_kernels bazel-bin/tools/host_overhead \
+cp bazel-bin/tools/regress bazel-bin/tools/benchmark bazel-bin/tools/mix_kernels bazel-bin/tools/host_overhead bazel-bin/tools/input_classes \
   "$BUNDLE/bin/"
 cp bazel-bin/conv/libconv2d.so "$BUNDLE/lib/"
 cp testdata/*.golden "$BUNDLE/testdata/"

@@ -4,6 +4,7 @@
 
 #include <cmath>
 #include <limits>
+#include <utility>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
@@ -46,10 +47,21 @@ Comparison Compare(const std::vector<float>& y, const std::vector<double>& y64,
 absl::StatusOr<DeviceProblem> DeviceProblem::Create(const Shape& shape, uint64_t seed,
                                                     Distribution dist) {
   RETURN_IF_ERROR(ValidateShape(shape));
+  return FromHost(shape, RandomTensor(seed, kInputTensor, shape.input_elements(), dist),
+                  RandomTensor(seed, kFilterTensor, shape.filter_elements(), dist));
+}
+
+absl::StatusOr<DeviceProblem> DeviceProblem::FromHost(const Shape& shape, std::vector<float> x,
+                                                      std::vector<float> w) {
+  RETURN_IF_ERROR(ValidateShape(shape));
+  if (x.size() != static_cast<size_t>(shape.input_elements()) ||
+      w.size() != static_cast<size_t>(shape.filter_elements())) {
+    return absl::InvalidArgumentError("DeviceProblem::FromHost: x or w is not of the shape's size");
+  }
   DeviceProblem p;
   p.shape_ = shape;
-  p.x_ = RandomTensor(seed, kInputTensor, shape.input_elements(), dist);
-  p.w_ = RandomTensor(seed, kFilterTensor, shape.filter_elements(), dist);
+  p.x_ = std::move(x);
+  p.w_ = std::move(w);
   ASSIGN_OR_RETURN(p.dx_, DeviceBuffer::Allocate(p.x_.size() * sizeof(float), "cudaMalloc x"));
   ASSIGN_OR_RETURN(p.dw_, DeviceBuffer::Allocate(p.w_.size() * sizeof(float), "cudaMalloc w"));
   ASSIGN_OR_RETURN(p.dy_,

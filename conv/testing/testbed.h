@@ -36,6 +36,9 @@ class DeviceProblem {
  public:
   static absl::StatusOr<DeviceProblem> Create(const Shape& shape, uint64_t seed,
                                               Distribution dist = Distribution::kUniform);
+  // The same from given host tensors (e.g. reference/input_classes.h).
+  static absl::StatusOr<DeviceProblem> FromHost(const Shape& shape, std::vector<float> x,
+                                                std::vector<float> w);
   DeviceProblem(DeviceProblem&&) noexcept = default;
   DeviceProblem& operator=(DeviceProblem&&) = delete;
 
