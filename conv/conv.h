@@ -11,8 +11,12 @@
 //
 // Plan::Create validates the shape and picks an algorithm ("auto": the fastest registered one that
 // implements the shape). Run checks its arguments and enqueues work on `stream`; on error nothing is
-// written. The result meets |y - y64| <= 1e-3 + 1e-3*|y64| against fp64 truth. A NaN in x or w
-// gives NaN in every output that uses it (the FFT variants may spread it to more outputs).
+// written. On inputs like randn the result meets |y - y64| <= 1e-3 + 1e-3*|y64| against fp64
+// truth. Not yet on every kind of data: the FFT variants' error grows with the energy of a whole
+// tile, so an outlier in x (1e6 among O(1) values) or huge magnitudes (1e17: the inverse
+// overflows) break the bar there, and fp32 summation misses the absolute 1e-3 on 131072-term
+// reductions with a large mean or an outlier (docs/PERF.md, "Accuracy beyond randn"). A NaN in
+// x or w gives NaN in every output that uses it (the FFT variants may spread it to more outputs).
 #ifndef CONV2D_CONV_CONV_H_
 #define CONV2D_CONV_CONV_H_
 
