@@ -9,6 +9,7 @@
 #include "conv/algorithms/implicit_gemm/implicit_gemm_wgmma.h"
 #include "conv/algorithms/triton/triton_igemm.h"
 #include "conv/algorithms/winograd/winograd.h"
+#include "conv/core/registry.h"
 
 namespace conv2d {
 
@@ -24,6 +25,11 @@ const std::vector<AlgorithmFactory>& BuiltinAlgorithms() {
       &MakeWinograd,
   };
   return *factories;
+}
+
+Registry& Registry::Global() {
+  static Registry* registry = Registry::MakeFilled(BuiltinAlgorithms());
+  return *registry;
 }
 
 }  // namespace conv2d

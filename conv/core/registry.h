@@ -18,8 +18,11 @@ namespace conv2d {
 
 class Registry {
  public:
-  // The process-wide registry, filled with BuiltinAlgorithms() on first use.
+  // The process-wide registry, filled with BuiltinAlgorithms() on first use (defined in
+  // conv/algorithms/builtin.cc, beside that list).
   static Registry& Global();
+  // A new registry holding `factories`' algorithms; status() says why any did not register.
+  static Registry* MakeFilled(const std::vector<AlgorithmFactory>& factories);
 
   Registry() = default;
   Registry(const Registry&) = delete;
