@@ -24,16 +24,10 @@ std::string Addr(const void* p) {
   return absl::StrCat("0x", absl::Hex(reinterpret_cast<uintptr_t>(p)));
 }
 
-struct Ranked {
-  const Algorithm* algorithm;
-  Proposal proposal;
-  double seconds;  // calibrated
-};
-
 // The algorithms that implement `shape` (validated) on `device` and may be chosen automatically,
-// fastest calibrated estimate first, each with its proposal; or why there are none. No GPU work.
-absl::StatusOr<std::vector<Ranked>> Rank(const Shape& shape, const DeviceInfo& device) {
-  std::vector<Ranked> ranked;
+// each with its proposal, fastest calibrated estimate first; or why there are none. No GPU work.
+absl::StatusOr<std::vector<Candidate>> Rank(const Shape& shape, const DeviceInfo& device) {
+  std::vector<std::pair<double, Candidate>> ranked;  // calibrated seconds, candidate
   std::vector<std::string> reasons;
   for (const Algorithm* a : Registry::Global().All()) {
     absl::StatusOr<Proposal> p = a->Propose(shape, device);
@@ -45,7 +39,7 @@ absl::StatusOr<std::vector<Ranked>> Rank(const Shape& shape, const DeviceInfo& d
     if (!std::isfinite(t)) {
       reasons.push_back(absl::StrCat(a->name(), ": reference only, never chosen automatically"));
     } else {
-      ranked.push_back(Ranked{a, *std::move(p), t});
+      ranked.push_back({t, Candidate{a, *std::move(p)}});
     }
   }
   if (ranked.empty()) {
@@ -54,8 +48,10 @@ absl::StatusOr<std::vector<Ranked>> Rank(const Shape& shape, const DeviceInfo& d
   }
   // Stable: equal estimates keep registration order.
   std::stable_sort(ranked.begin(), ranked.end(),
-                   [](const Ranked& a, const Ranked& b) { return a.seconds < b.seconds; });
-  return ranked;
+                   [](const auto& a, const auto& b) { return a.first < b.first; });
+  std::vector<Candidate> out;
+  for (auto& r : ranked) out.push_back(std::move(r.second));
+  return out;
 }
 
 // The current device's facts, or, without a GPU, the model device together with the error that
@@ -77,7 +73,7 @@ std::vector<std::string> Algorithms() { return Registry::Global().Names(); }
 absl::StatusOr<std::string> ChooseAlgorithm(const Shape& shape) {
   RETURN_IF_ERROR(ValidateShape(shape));
   RETURN_IF_ERROR(Registry::Global().status());
-  ASSIGN_OR_RETURN(std::vector<Ranked> ranked, Rank(shape, DeviceInfo::ModelDevice()));
+  ASSIGN_OR_RETURN(std::vector<Candidate> ranked, Rank(shape, DeviceInfo::ModelDevice()));
   return ranked.front().algorithm->name();
 }
 
@@ -95,18 +91,16 @@ absl::StatusOr<Plan> Plan::Create(const Shape& shape, absl::string_view algorith
   RETURN_IF_ERROR(Registry::Global().status());
   const Device device = CurrentDevice();
   if (algorithm == "auto" || algorithm == "autotune") {
-    ASSIGN_OR_RETURN(std::vector<Ranked> ranked, Rank(shape, device.info));
+    ASSIGN_OR_RETURN(std::vector<Candidate> ranked, Rank(shape, device.info));
     RETURN_IF_ERROR(device.status);
     if (algorithm == "autotune") {
-      std::vector<Candidate> candidates;
-      for (const Ranked& r : ranked) candidates.push_back(Candidate{r.algorithm, r.proposal});
-      ASSIGN_OR_RETURN(Tuned tuned, Autotune(shape, device.info, candidates));
+      ASSIGN_OR_RETURN(Tuned tuned, Autotune(shape, device.info, ranked));
       return Plan(shape, tuned.algorithm->name(), std::move(tuned.runner), device.info.ordinal);
     }
     // An algorithm that cannot run on this GPU (FailedPrecondition from Initialize) passes the
     // choice to the next; any other error is the caller's.
     std::vector<std::string> refused;
-    for (const Ranked& r : ranked) {
+    for (const Candidate& r : ranked) {
       absl::StatusOr<std::unique_ptr<Runner>> runner =
           r.algorithm->Initialize(shape, r.proposal, device.info);
       if (runner.ok()) {
