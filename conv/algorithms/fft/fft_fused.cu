@@ -9,6 +9,8 @@
 #include <cuda_runtime.h>
 
 #include <algorithm>
+#include <atomic>
+#include <chrono>
 #include <cstdint>
 #include <limits>
 #include <memory>
@@ -34,6 +36,8 @@ struct DeviceCtx {
   Cf* data;
   Cf* tw;
   TransformMeta* meta_;
+  TransformStats* stats_;
+  bool any_ = false;  // this thread's vote for the next SyncAny
 
   __device__ Cf Ld(int i) const { return data[i]; }
   __device__ void St(int i, Cf v) const { data[i] = v; }
@@ -51,6 +55,22 @@ struct DeviceCtx {
   __device__ Cf Tw(int k) const { return tw[k]; }
   __device__ void SetTw(int k, Cf v) const { tw[k] = v; }
   __device__ TransformMeta* meta() const { return meta_; }
+  __device__ TransformStats* transform_stats() const { return stats_; }
+  // One part (imaginary if `imag`) of element i: atomically added to, or set (each part has one
+  // writer).
+  __device__ void AddData(int i, bool imag, float v) const {
+    atomicAdd(reinterpret_cast<float*>(data + i) + (imag ? 1 : 0), v);
+  }
+  __device__ void SetPart(int i, bool imag, float v) const {
+    reinterpret_cast<float*>(data + i)[imag ? 1 : 0] = v;
+  }
+  __device__ void Flag() { any_ = true; }
+  // A barrier that returns whether any thread called Flag() since the last one.
+  __device__ bool SyncAny(const char*) {
+    const bool any = __syncthreads_or(any_) != 0;
+    any_ = false;
+    return any;
+  }
   // Item i on thread i % kThreads, as whole rounds of kThreads items and then a partial one:
   // when n is a compile-time constant (pinned kernels) the rounds unroll and each item's index
   // arithmetic folds against threadIdx.x.
@@ -71,7 +91,8 @@ __device__ DeviceCtx MakeCtx(const KernelParams& k) {
   extern __shared__ float4 smem[];  // float4: 16-byte alignment for the metadata
   DeviceCtx c;
   c.meta_ = reinterpret_cast<TransformMeta*>(smem);
-  c.tw = reinterpret_cast<Cf*>(c.meta_ + 2 * k.pairs);
+  c.stats_ = reinterpret_cast<TransformStats*>(c.meta_ + 2 * k.pairs);
+  c.tw = reinterpret_cast<Cf*>(c.stats_ + 2 * k.pairs);
   c.data = c.tw + kTwiddles;
   return c;
 }
@@ -90,21 +111,24 @@ __device__ KernelParams Pinned(const KernelParams& k) {
 template <int kPin>
 __global__ void __launch_bounds__(kThreads) FilterKernel(KernelParams params,
                                                          const float* __restrict__ w,
-                                                         Cf* __restrict__ spectrum) {
+                                                         Cf* __restrict__ spectrum,
+                                                         SparseLists lists) {
   PdlLaunchDependents();  // the input kernel needs nothing from this one: let it start
   const KernelParams k = Pinned<kPin, false>(params);
   DeviceCtx ctx = MakeCtx(k);
-  FilterCta(ctx, k, w, spectrum, static_cast<int>(blockIdx.x));
+  FilterCta(ctx, k, w, spectrum, lists, static_cast<int>(blockIdx.x));
 }
 
 template <int kPin>
 __global__ void __launch_bounds__(kThreads) InputKernel(KernelParams params,
                                                         const float* __restrict__ x,
-                                                        Cf* __restrict__ spectrum) {
+                                                        Cf* __restrict__ spectrum,
+                                                        SparseLists lists) {
   PdlLaunchDependents();
   const KernelParams k = Pinned<kPin, false>(params);
   DeviceCtx ctx = MakeCtx(k);
-  InputCta(ctx, k, x, spectrum, static_cast<int>(blockIdx.x));
+  // Its counts and the call's flag are its own or written with the same value by both kernels.
+  InputCta(ctx, k, x, spectrum, lists, static_cast<int>(blockIdx.x));
   // Launched right after the filter kernel, whose buffers (w, the filter spectrum) this one does
   // not touch: it overlaps that kernel whole and waits for it only here, so that the mix, which
   // waits for this kernel, also finds the filter spectrum complete.
@@ -114,15 +138,16 @@ __global__ void __launch_bounds__(kThreads) InputKernel(KernelParams params,
 template <int kPin>
 __global__ void __launch_bounds__(kThreads) InverseKernel(KernelParams params,
                                                           const Cf* __restrict__ spectrum,
-                                                          float* __restrict__ y) {
+                                                          float* __restrict__ y,
+                                                          SparseInputs sparse) {
   PdlWait();  // the output spectrum comes from the mix (the last kernel: no early trigger)
   const KernelParams k = Pinned<kPin, true>(params);
   DeviceCtx ctx = MakeCtx(k);
-  InverseCta(ctx, k, spectrum, y, static_cast<int>(blockIdx.x));
+  InverseCta(ctx, k, spectrum, y, sparse, static_cast<int>(blockIdx.x));
 }
 
-using ForwardKernelFn = void (*)(KernelParams, const float*, Cf*);
-using InverseKernelFn = void (*)(KernelParams, const Cf*, float*);
+using ForwardKernelFn = void (*)(KernelParams, const float*, Cf*, SparseLists);
+using InverseKernelFn = void (*)(KernelParams, const Cf*, float*, SparseInputs);
 static_assert(kNumPinned == 5, "list every pinned kernel below");
 // [0]: generic; [1 + i]: kPinnedTiles[i].
 constexpr ForwardKernelFn kFilterKernels[] = {FilterKernel<-1>, FilterKernel<0>, FilterKernel<1>,
@@ -184,8 +209,9 @@ class FftFusedRunner : public StagedRunner {
   size_t workspace_bytes() const override { return config_.workspace.total_bytes; }
 
   absl::Status Run(const RunArgs& a) const override {
+    const unsigned long long epoch = NextEpoch();
     for (int stage = 0; stage < kNumStages; ++stage) {
-      RETURN_IF_ERROR(RunStage(static_cast<Stage>(stage), a, /*in_run=*/true));
+      RETURN_IF_ERROR(Launch(static_cast<Stage>(stage), a, /*in_run=*/true, epoch));
     }
     return absl::OkStatus();
   }
@@ -194,6 +220,13 @@ class FftFusedRunner : public StagedRunner {
   // (the filter kernel first), so the input and inverse kernels may overlap their predecessor
   // (pdl.cuh); a stage on its own is launched plainly.
   absl::Status RunStage(Stage stage, const RunArgs& a, bool in_run) const override {
+    return Launch(stage, a, in_run, stage_epoch_);
+  }
+
+ private:
+  // One stage with the call's epoch (the flag's value for this call: see SparseLists).
+  absl::Status Launch(Stage stage, const RunArgs& a, bool in_run,
+                      unsigned long long epoch) const {
     const WorkspaceLayout& l = config_.workspace;
     if (a.workspace == nullptr || a.workspace_bytes < l.total_bytes) {
       return absl::InvalidArgumentError(absl::StrCat(
@@ -208,15 +241,17 @@ class FftFusedRunner : public StagedRunner {
     auto* input_spectrum = static_cast<Cf*>(at(kInputSpectrum));
     auto* output_spectrum = static_cast<Cf*>(at(kOutputSpectrum));
     const cudaStream_t stream = a.stream;
+    const SparseLists lists = MakeSparseLists(at(kSparse), shape_, config_.geometry, epoch);
 
     switch (stage) {
       case kFilterStage:
         filter_kernel_<<<FilterCtas(fwd_), kThreads, config_.smem.bytes_fwd, stream>>>(
-            fwd_, a.w, filter_spectrum);
+            fwd_, a.w, filter_spectrum, lists);
         return LaunchStatus("fft_fused filter kernel");
       case kInputStage:
         return CudaStatus(LaunchPdl(in_run, input_kernel_, InputCtas(fwd_), kThreads,
-                                    config_.smem.bytes_fwd, stream, fwd_, a.x, input_spectrum),
+                                    config_.smem.bytes_fwd, stream, fwd_, a.x, input_spectrum,
+                                    lists),
                           "fft_fused input kernel");
       case kMixStage: {
         // Y_f = X_f * W_f^H for every frequency f, exactly as fft_tiled.
@@ -238,14 +273,14 @@ class FftFusedRunner : public StagedRunner {
       case kInverseStage:
         return CudaStatus(LaunchPdl(in_run, inverse_kernel_, InverseCtas(inv_), kThreads,
                                     config_.smem.bytes_inv, stream, inv_,
-                                    static_cast<const Cf*>(output_spectrum), a.y),
+                                    static_cast<const Cf*>(output_spectrum), a.y,
+                                    SparseInputs{lists, a.x, a.w}),
                           "fft_fused inverse kernel");
       case kNumStages: break;
     }
     return absl::InternalError("fft_fused: bad stage");
   }
 
- private:
   Shape shape_;
   Options options_;
   Config config_;
@@ -253,6 +288,17 @@ class FftFusedRunner : public StagedRunner {
   ForwardKernelFn filter_kernel_, input_kernel_;
   InverseKernelFn inverse_kernel_;
   CublasHandle blas_{"fft_fused"};
+  // Stages run one at a time (RunStage, for timing them) share one epoch: a stale flag there
+  // only costs the inverse a scan of the counts.
+  const unsigned long long stage_epoch_ = NextEpoch();
+
+  // Unique across runners and calls in this process (a process-wide counter), and started from
+  // the clock so that what another process left in a workspace does not match either.
+  static unsigned long long NextEpoch() {
+    static std::atomic<unsigned long long> counter{static_cast<unsigned long long>(
+        std::chrono::system_clock::now().time_since_epoch().count())};
+    return counter.fetch_add(1, std::memory_order_relaxed) + 1;
+  }
 };
 
 absl::StatusOr<std::unique_ptr<FftFusedRunner>> BuildRunner(const Shape& shape,

@@ -45,7 +45,8 @@ class HostCtx {
         written_(data_.size(), false),
         tw_(kTwiddles, Cf{kNaN, kNaN}),
         tw_written_(kTwiddles, false),
-        meta_(2 * pairs, TransformMeta{-1 << 30, -1 << 30, -1 << 30, -1 << 30}) {}
+        meta_(2 * pairs, TransformMeta{-1 << 30, -1 << 30, -1 << 30, -1 << 30}),
+        transform_stats_(2 * pairs, TransformStats{}) {}
 
   Cf Ld(int i) {
     Check(i, data_.size(), "load");
@@ -78,6 +79,24 @@ class HostCtx {
     tw_written_[k] = true;
   }
   TransformMeta* meta() { return meta_.data(); }
+  TransformStats* transform_stats() { return transform_stats_.data(); }
+  // Atomic on the device: not a race, not logged.
+  void AddData(int i, bool imag, float v) {
+    Check(i, data_.size(), "atomic add");
+    if (!written_[i]) Fail("adds to shared element " + std::to_string(i) + " never written");
+    (imag ? data_[i].y : data_[i].x) += v;
+  }
+  void SetPart(int i, bool imag, float v) {
+    Check(i, data_.size(), "part store");
+    (imag ? data_[i].y : data_[i].x) = v;
+  }
+  void Flag() { any_ = true; }
+  bool SyncAny(const char* phase) {
+    EndPhase(phase);
+    const bool any = any_;
+    any_ = false;
+    return any;
+  }
 
   template <class F>
   void ForEach(int n, F&& f) {
@@ -183,6 +202,8 @@ class HostCtx {
   std::vector<Cf> tw_;
   std::vector<bool> tw_written_;
   std::vector<TransformMeta> meta_;
+  std::vector<TransformStats> transform_stats_;
+  bool any_ = false;
   std::vector<Access> log_;
   std::vector<std::string> errors_;
   std::map<std::string, PhaseStats> stats_;
@@ -194,7 +215,10 @@ class HostCtx {
 class FastCtx {
  public:
   FastCtx(int pairs, int pair_stride)
-      : data_(static_cast<size_t>(pairs) * pair_stride), tw_(kTwiddles), meta_(2 * pairs) {}
+      : data_(static_cast<size_t>(pairs) * pair_stride),
+        tw_(kTwiddles),
+        meta_(2 * pairs),
+        stats_(2 * pairs) {}
   Cf Ld(int i) const { return data_[i]; }
   void St(int i, Cf v) { data_[i] = v; }
   void CopyIn(int i, const float* re, bool ok_re, const float* im, bool ok_im) {
@@ -204,6 +228,15 @@ class FastCtx {
   Cf Tw(int k) const { return tw_[k]; }
   void SetTw(int k, Cf v) { tw_[k] = v; }
   TransformMeta* meta() { return meta_.data(); }
+  TransformStats* transform_stats() { return stats_.data(); }
+  void AddData(int i, bool imag, float v) { (imag ? data_[i].y : data_[i].x) += v; }
+  void SetPart(int i, bool imag, float v) { (imag ? data_[i].y : data_[i].x) = v; }
+  void Flag() { any_ = true; }
+  bool SyncAny(const char*) {
+    const bool any = any_;
+    any_ = false;
+    return any;
+  }
   template <class F>
   void ForEach(int n, F&& f) {
     for (int i = 0; i < n; ++i) f(i);
@@ -213,6 +246,18 @@ class FastCtx {
  private:
   std::vector<Cf> data_, tw_;
   std::vector<TransformMeta> meta_;
+  std::vector<TransformStats> stats_;
+  bool any_ = false;
+};
+
+// The sparse lists in host memory, for one call (epoch 1; the flag starts clear).
+struct HostSparse {
+  std::vector<unsigned long long> storage;
+  SparseLists lists;
+  HostSparse(const Shape& s, const Geometry& g)
+      : storage(SparseBytes(s, g) / sizeof(unsigned long long) + 1, 0) {
+    lists = MakeSparseLists(storage.data(), s, g, 1);
+  }
 };
 
 void ExpectClean(const HostCtx& ctx, const std::string& what) {
@@ -399,6 +444,8 @@ TEST(FftFusedLineTest, RowsAndColumnsMatchTheDft) {
 struct Emulated {
   std::vector<Cf> filter, input, output;  // spectra, frequency-major
   std::vector<float> y;
+  bool removed_any = false;  // the inverse found something to add back
+  std::vector<int> x_count, w_count;  // SparseLists' counts
   std::map<std::string, PhaseStats> filter_stats, input_stats, inverse_stats;
 };
 
@@ -447,18 +494,27 @@ Emulated Emulate(const Shape& s, const Config& c, const std::vector<float>& x,
   e.input.assign(f * fwd.n_input, Cf{kNaN, kNaN});
   e.output.assign(f * fwd.n_output, Cf{kNaN, kNaN});
   e.y.assign(s.output_elements(), kNaN);
+  HostSparse sp(s, c.geometry);
   RunCtas(
       FilterCtas(fwd), fwd,
-      [&](HostCtx& ctx, int cta) { FilterCta(ctx, fwd, w.data(), e.filter.data(), cta); },
+      [&](HostCtx& ctx, int cta) {
+        FilterCta(ctx, fwd, w.data(), e.filter.data(), sp.lists, cta);
+      },
       &e.filter_stats, "filter");
   RunCtas(
       InputCtas(fwd), fwd,
-      [&](HostCtx& ctx, int cta) { InputCta(ctx, fwd, x.data(), e.input.data(), cta); },
+      [&](HostCtx& ctx, int cta) { InputCta(ctx, fwd, x.data(), e.input.data(), sp.lists, cta); },
       &e.input_stats, "input");
   Mix(fft_tiled::ChannelMixLayout(s, c.geometry), e.input, e.filter, &e.output);
+  e.removed_any = *sp.lists.flag == sp.lists.epoch;
+  e.x_count.assign(sp.lists.x_count, sp.lists.x_count + fwd.n_input);
+  e.w_count.assign(sp.lists.w_count, sp.lists.w_count + fwd.n_filter);
+  const SparseInputs inputs{sp.lists, x.data(), w.data()};
   RunCtas(
       InverseCtas(inv), inv,
-      [&](HostCtx& ctx, int cta) { InverseCta(ctx, inv, e.output.data(), e.y.data(), cta); },
+      [&](HostCtx& ctx, int cta) {
+        InverseCta(ctx, inv, e.output.data(), e.y.data(), inputs, cta);
+      },
       &e.inverse_stats, "inverse");
   return e;
 }
@@ -507,7 +563,7 @@ Result CheckShape(const Shape& s, const Options& o, uint64_t seed) {
     std::vector<cd> t(th * tw, 0.0);
     for (int u = 0; u < d.kernel_h; ++u) {
       for (int v = 0; v < d.kernel_w; ++v) {
-        t[u * tw + v] = w[fft_tiled::FilterOffset(d, o, ci, u, v)];
+        t[u * tw + v] = w[fft_tiled::FilterOffset(d, o, ci, u, v)] / (th * tw);  // exact
       }
     }
     return t;
@@ -516,10 +572,27 @@ Result CheckShape(const Shape& s, const Options& o, uint64_t seed) {
     const int ci = n / d.tiles, m = n % d.tiles;
     const fft_tiled::TileOrigin to = fft_tiled::OriginOf(d, m);
     std::vector<cd> t(th * tw, 0.0);
+    double sum = 0, sumsq = 0;
+    int n_in = 0;
     for (int u = 0; u < th; ++u) {
       for (int v = 0; v < tw; ++v) {
         const int64_t at = fft_tiled::InputOffset(d, to, ci, u, v);
-        if (at >= 0) t[u * tw + v] = x[at];
+        if (at >= 0) {
+          t[u * tw + v] = x[at];
+          sum += x[at];
+          sumsq += double{x[at]} * x[at];
+          ++n_in;
+        }
+      }
+    }
+    // Where CleanTransforms moves a large mean to the DC bin, the spectrum is that of the tile
+    // with the mean outside the image too.
+    if (n_in > 0 && 16.0 * sum * sum > n_in * sumsq) {
+      const float mean = static_cast<float>(sum / n_in);
+      for (int u = 0; u < th; ++u) {
+        for (int v = 0; v < tw; ++v) {
+          if (fft_tiled::InputOffset(d, to, ci, u, v) < 0) t[u * tw + v] = mean;
+        }
       }
     }
     return t;
@@ -587,6 +660,69 @@ TEST(FftFusedEmulationTest, EveryTileSizeAndPairCount) {
 
 // The inverse alone, on spectra computed in fp64 from known tiles: y must be those tiles'
 // valid parts (so its errors are the inverse kernel's own).
+// Data the FFT alone handles badly (CleanTransforms): outliers in x and in w, a large mean with
+// zero-sum filters, non-finite values, and outliers too many to list (the direct fallback),
+// end to end against the fp64 reference at every output. The bar holds at every finite output;
+// a non-finite input reaches exactly the outputs whose window holds it.
+TEST(FftFusedEmulationTest, RobustToOutliersMeansAndNonFinite) {
+  const Shape s{2, 6, 5, 40, 37, 5, 4};
+  const Config c = MustConfig(s, Options{});
+  enum Kind { kRandn, kOutlierX, kOutlierW, kLargeMean, kNonFiniteX, kNonFiniteW, kDenseOutliers };
+  for (Kind kind : {kRandn, kOutlierX, kOutlierW, kLargeMean, kNonFiniteX, kNonFiniteW,
+                    kDenseOutliers}) {
+    SCOPED_TRACE(kind);
+    std::vector<float> x = RandomTensor(7, kInputTensor, s.input_elements(), Distribution::kNormal);
+    std::vector<float> w = RandomTensor(7, kFilterTensor, s.filter_elements(), Distribution::kNormal);
+    const int64_t taps = s.kernel_h * s.kernel_w;
+    switch (kind) {
+      case kRandn: break;
+      case kOutlierX: x[17] = 1e6f; x[1234] = -1e6f; x[5000] = 3e3f; break;
+      case kOutlierW: w[3] = 1e4f; w[taps * 7 + 5] = -1e4f; break;
+      case kLargeMean:
+        for (float& v : x) v = std::fabs(v) + 1000.0f;
+        for (int64_t f = 0; f < s.out_channels * s.in_channels; ++f) {
+          double sum = 0;
+          for (int64_t t = 0; t < taps; ++t) sum += w[f * taps + t];
+          for (int64_t t = 0; t < taps; ++t) w[f * taps + t] -= static_cast<float>(sum / taps);
+        }
+        break;
+      case kNonFiniteX:
+        x[100] = INFINITY; x[2000] = -INFINITY; x[4321] = NAN; break;
+      case kNonFiniteW: w[taps * 3 + 2] = NAN; break;
+      case kDenseOutliers:  // each still 8x the rest's rms, but more than N/128 of a tile
+        for (size_t i = 0; i < x.size(); i += 97) x[i] = (i & 1) ? 1e6f : -1e6f;
+        break;
+    }
+    const Emulated e = Emulate(s, c, x, w);
+    EXPECT_EQ(e.removed_any, kind != kRandn && kind != kLargeMean);
+    // Spikes too many to list leave unresolved transforms (the direct fallback), the others none.
+    const bool unresolved =
+        std::count(e.x_count.begin(), e.x_count.end(), kUnresolved) +
+            std::count(e.w_count.begin(), e.w_count.end(), kUnresolved) > 0;
+    EXPECT_EQ(unresolved, kind == kDenseOutliers);
+    // Which outputs read a non-finite input: by the reference itself (fp64 keeps them).
+    const std::vector<double> y64 = ReferenceConv(s, x.data(), w.data());
+    int64_t failures = 0, nonfinite = 0;
+    double worst = 0;
+    for (size_t i = 0; i < y64.size(); ++i) {
+      if (!std::isfinite(y64[i])) {
+        ++nonfinite;
+        if (std::isfinite(e.y[i]) && failures++ < 5) ADD_FAILURE() << "finite output " << i;
+        continue;
+      }
+      const double ratio = std::abs(e.y[i] - y64[i]) / (kAbsTol + kRelTol * std::abs(y64[i]));
+      if (!(ratio <= 1.0) && failures++ < 5) {
+        ADD_FAILURE() << "output " << i << ": " << e.y[i] << " want " << y64[i];
+      }
+      if (!(ratio <= worst)) worst = std::isnan(ratio) ? INFINITY : ratio;
+    }
+    std::printf("%-28s class %d: worst ratio %.4f, %lld non-finite outputs\n",
+                s.ToString().c_str(), kind, worst, static_cast<long long>(nonfinite));
+    EXPECT_EQ(failures, 0);
+    EXPECT_EQ(nonfinite > 0, kind == kNonFiniteX || kind == kNonFiniteW);
+  }
+}
+
 TEST(FftFusedEmulationTest, InverseReproducesKnownTiles) {
   for (const auto& [s, o] : std::vector<std::pair<Shape, Options>>{
            {{2, 3, 5, 20, 22, 5, 4}, Tile(8, 16, 2)},
@@ -608,7 +744,7 @@ TEST(FftFusedEmulationTest, InverseReproducesKnownTiles) {
       const std::vector<cd> z = Dft2(t, th, tw);
       for (int k0 = 0; k0 < th; ++k0) {
         for (int k1 = 0; k1 < half; ++k1) {
-          const cd v = z[k0 * tw + k1];
+          const cd v = z[k0 * tw + k1] / static_cast<double>(th * tw);  // as the filter's scale
           spectrum[(int64_t{k0} * half + k1) * k.n_output + n] =
               Cf{static_cast<float>(v.real()), static_cast<float>(v.imag())};
         }
@@ -616,9 +752,13 @@ TEST(FftFusedEmulationTest, InverseReproducesKnownTiles) {
     }
     std::vector<float> y(s.output_elements(), kNaN);
     std::map<std::string, PhaseStats> stats;
+    HostSparse sp(s, c.geometry);
+    const SparseInputs inputs{sp.lists, nullptr, nullptr};
     RunCtas(
         InverseCtas(k), k,
-        [&](HostCtx& ctx, int cta) { InverseCta(ctx, k, spectrum.data(), y.data(), cta); },
+        [&](HostCtx& ctx, int cta) {
+          InverseCta(ctx, k, spectrum.data(), y.data(), inputs, cta);
+        },
         &stats, "inverse");
     double worst = 0;
     std::vector<int> hits(y.size(), 0);
@@ -658,14 +798,16 @@ TEST(FftFusedEmulationTest, DISABLED_BenchmarkK32Accuracy) {
     const std::vector<float> x = RandomTensor(seed, kInputTensor, s.input_elements(), dist);
     const std::vector<float> w = RandomTensor(seed, kFilterTensor, s.filter_elements(), dist);
     std::vector<Cf> filter(f * fwd.n_filter), input(f * fwd.n_input), output(f * fwd.n_output);
+    HostSparse sp(s, c.geometry);
     for (int cta = 0; cta < FilterCtas(fwd); ++cta) {
       FastCtx ctx(fwd.pairs, fwd.pair_stride);
-      FilterCta(ctx, fwd, w.data(), filter.data(), cta);
+      FilterCta(ctx, fwd, w.data(), filter.data(), sp.lists, cta);
     }
     for (int cta = 0; cta < InputCtas(fwd); ++cta) {
       FastCtx ctx(fwd.pairs, fwd.pair_stride);
-      InputCta(ctx, fwd, x.data(), input.data(), cta);
+      InputCta(ctx, fwd, x.data(), input.data(), sp.lists, cta);
     }
+    const SparseInputs inputs{sp.lists, x.data(), w.data()};
     const std::vector<int64_t> positions = SamplePositions(s, 4096, seed);
     const std::vector<double> y64 = ReferenceConvAt(s, x.data(), w.data(), positions);
     const fft_tiled::GemmLayout l = fft_tiled::ChannelMixLayout(s, c.geometry);
@@ -694,7 +836,7 @@ TEST(FftFusedEmulationTest, DISABLED_BenchmarkK32Accuracy) {
       std::vector<float> y(s.output_elements(), kNaN);
       for (int cta = 0; cta < InverseCtas(inv); ++cta) {
         FastCtx ctx(inv.pairs, inv.pair_stride);
-        InverseCta(ctx, inv, output.data(), y.data(), cta);
+        InverseCta(ctx, inv, output.data(), y.data(), inputs, cta);
       }
       double worst = 0;
       for (size_t i = 0; i < positions.size(); ++i) {
@@ -764,7 +906,7 @@ TEST(FftFusedPlanTest, LayoutsAreExactAndFit) {
       EXPECT_GE(l.pair_stride_fwd, g.tile_h * l.row_pitch);
       EXPECT_GE(l.pair_stride_inv, g.tile_h * l.row_pitch);
       EXPECT_LE(std::max(l.bytes_fwd, l.bytes_inv), kMaxSmemBytes);
-      EXPECT_EQ(l.bytes_fwd, 16u * 2 * l.pairs + 8 * kTwiddles + 8u * l.pairs * l.pair_stride_fwd);
+      EXPECT_EQ(l.bytes_fwd, (16u + sizeof(TransformStats)) * 2 * l.pairs + 8 * kTwiddles + 8u * l.pairs * l.pair_stride_fwd);
     }
   }
 }
@@ -865,18 +1007,20 @@ TEST(FftFusedBankTest, BenchmarkConfigurations) {
     const int64_t f = c.geometry.freqs;
     std::vector<Cf> fs(f * fwd.n_filter), xs(f * fwd.n_input), ys(f * fwd.n_output, Cf{0, 0});
     std::map<std::string, PhaseStats> fst, ist, vst;
+    HostSparse sp(s, c.geometry);
+    const SparseInputs inputs{sp.lists, x.data(), w.data()};
     RunCtas(
         FilterCtas(fwd), fwd,
-        [&](HostCtx& ctx, int cta) { FilterCta(ctx, fwd, w.data(), fs.data(), cta); }, &fst,
-        "filter", 2);
+        [&](HostCtx& ctx, int cta) { FilterCta(ctx, fwd, w.data(), fs.data(), sp.lists, cta); },
+        &fst, "filter", 2);
     RunCtas(
         InputCtas(fwd), fwd,
-        [&](HostCtx& ctx, int cta) { InputCta(ctx, fwd, x.data(), xs.data(), cta); }, &ist,
-        "input", 2);
+        [&](HostCtx& ctx, int cta) { InputCta(ctx, fwd, x.data(), xs.data(), sp.lists, cta); },
+        &ist, "input", 2);
     RunCtas(
         InverseCtas(inv), inv,
-        [&](HostCtx& ctx, int cta) { InverseCta(ctx, inv, ys.data(), y.data(), cta); }, &vst,
-        "inverse", 2);
+        [&](HostCtx& ctx, int cta) { InverseCta(ctx, inv, ys.data(), y.data(), inputs, cta); },
+        &vst, "inverse", 2);
     double worst = 0;
     PrintStats("filter", fst, &worst);
     PrintStats("input", ist, &worst);

@@ -36,8 +36,8 @@
 // shared element unless both only read it. The CPU test runs the phases item by item and checks
 // exactly that, plus bounds, reads of unwritten elements and a bank-conflict model.
 //
-// Shared-memory layout of one CTA: meta[G] (per-transform base offsets and extents), tw[64]
-// (twiddles), data[P * pair_stride] (complex). Element (u, v) of pair p is at
+// Shared-memory layout of one CTA: meta[G] (per-transform base offsets and extents), stats[G]
+// (TransformStats, see CleanTransforms), tw[128] (twiddles), data[P * pair_stride] (complex). Element (u, v) of pair p is at
 //   p * pair_stride + u * row_pitch + v + (v >> 4)
 // row_pitch odd (the row passes give each lane its own row) and one pad element every 16
 // columns, so that bit-reversed column indices spread over the banks; pair_stride's residue is
@@ -48,6 +48,7 @@
 #include <cmath>
 #include <cstddef>
 #include <cstdint>
+#include <cstring>
 #include <memory>
 #include <vector>
 
@@ -171,6 +172,7 @@ enum Buffer {
   kInputSpectrum,   // [F][Cin*M]
   kOutputSpectrum,  // [F][Cout*M], written by the channel mix
   kBlasWork,        // cuBLAS's workspace (none with gemm_3xtf32)
+  kSparse,          // SparseLists: what the transforms left out, added back exactly
   kNumBuffers,
 };
 const char* BufferName(Buffer buffer);
@@ -224,7 +226,7 @@ struct KernelParams {
   int n_filter = 0;          // Cin * Cout
   int n_input = 0;           // Cin * M
   int n_output = 0;          // Cout * M
-  float scale = 0;           // 1 / (Th * Tw), exact
+  float scale = 0;           // 1 / (Th * Tw), exact: applied to the filter spectrum
   // The inverse's output phase: by step_w, and by its chunks of four rows, ceil(step_h / 4)
   // (conv/arch/fast_div.h; every item index is below 2^31).
   FastDiv div_step_w, div_out_chunks;
@@ -569,6 +571,521 @@ CONV2D_HOST_DEVICE inline void StoreGlobalPair(Cf* p, Cf a, Cf b) {
 #endif
 }
 
+// ---- What the FFT handles badly, taken out of it and added back exactly ------------------------
+//
+// An FFT convolution's rounding error at every output of a tile grows with the energy of the
+// whole tile (all its elements, all its channels), where direct summation's grows with each
+// output's own terms. So one large element of x (or tap of w) spoils every output of its tile,
+// and so does a large mean. Before its FFT, each transform (one channel of one x tile, or one
+// filter) is cleaned, in shared memory, in the kernel that already holds it:
+//   - x only: if |mean| > rms / 4, the mean of the in-bounds elements is subtracted, and
+//     Th*Tw*mean is added back at the DC bin of its spectrum. The valid outputs of a tile read
+//     only in-bounds elements, so for them this is exact: it moves the constant out of the
+//     rounding of every butterfly.
+//   - every non-finite element, and every element v with v^2 > kOutlierRatio^2 * (mean square of
+//     the other elements) (never for Gaussian data: P(|v| > 8 sigma) ~ 1e-15), is set to zero
+//     and its value appended to the transform's list in the workspace, if at most
+//     max(2, N/128) of them do so (outliers are rare by definition). Two rounds, for outliers of
+//     several magnitudes. The inverse kernel adds each listed value's exact contribution
+//     (value times the other operand, fp32) to the outputs that read it, so a non-finite input
+//     reaches exactly the outputs whose window holds it, as with direct summation.
+//   - a transform with more such elements than that, whose candidates hold more than 15/16 of its
+//     energy (or any non-finite one), is "unresolved": the inverse computes every output of the
+//     tiles it feeds by direct summation in double (slow, exact; only for such data). Below
+//     15/16 the candidates at most quadruple the tile's rms, which the FFT's margin on randn
+//     data (>= 15x on every benchmark case) absorbs.
+// The statistics cost one read of the transform in shared memory on ordinary data; the inverse
+// kernel reads one word per CTA to learn that nothing was removed (SparseLists::flag).
+
+// One value left out of a transform: at element (u, v) of an x tile or filter tap (u, v), value r
+// (for x, after the mean is subtracted).
+struct Removed {
+  int16_t u, v;
+  float r;
+};
+constexpr int kMaxRemovedX = 32;   // per x transform
+constexpr int kMaxRemovedW = 8;    // per filter
+constexpr int kUnresolved = -1;    // a count: the transform could not be cleaned
+constexpr float kOutlierRatio = 8.0f;
+
+// In the workspace. Counts are written by their transform's CTA on every call (0 when nothing
+// was removed), so nothing needs zeroing. `flag` is set to `epoch`, a value unique to the call,
+// when any count of the call is nonzero; the inverse scans the counts only then (a stale equal
+// value, as in CUDA graph replays, only costs that scan).
+struct SparseLists {
+  int* x_count = nullptr;      // [M][Cin]: x transform c*M + m at m*Cin + c
+  Removed* x_list = nullptr;   // [M][Cin][kMaxRemovedX]
+  int* w_count = nullptr;      // [Cout][Cin]: filter (o, c) at o*Cin + c
+  Removed* w_list = nullptr;   // [Cout][Cin][kMaxRemovedW]
+  unsigned long long* flag = nullptr;
+  unsigned long long epoch = 0;
+};
+size_t SparseBytes(const Shape& shape, const Geometry& g);
+// The lists laid out from `base` (aligned to 16 bytes).
+SparseLists MakeSparseLists(void* base, const Shape& shape, const Geometry& g,
+                            unsigned long long epoch);
+
+// What the inverse reads besides the output spectrum: the lists, and x and w themselves.
+struct SparseInputs {
+  SparseLists lists;
+  const float* x = nullptr;
+  const float* w = nullptr;
+};
+
+// Per transform, in shared memory.
+struct TransformStats {
+  double sum, sumsq;     // over the finite elements of the region
+  double cand_energy;    // of this round's candidates
+  unsigned max_bits;     // max |v| over the finite elements, as float bits (ordered as integers)
+  int nonfinite;
+  int cand_count;
+  int removed;           // appended to the list so far (may pass the cap: then unresolved)
+  int unresolved;
+  int removing;          // this round's candidates are being removed
+  float mean;            // subtracted (x only)
+};
+
+// Shared-memory atomics (the host runs items one after another: plain operations).
+CONV2D_HOST_DEVICE inline void AtomicAddD(double* p, double v) {
+#if defined(__CUDA_ARCH__)
+  atomicAdd(p, v);
+#else
+  *p += v;
+#endif
+}
+CONV2D_HOST_DEVICE inline int AtomicAddI(int* p, int v) {
+#if defined(__CUDA_ARCH__)
+  return atomicAdd(p, v);
+#else
+  const int old = *p;
+  *p += v;
+  return old;
+#endif
+}
+CONV2D_HOST_DEVICE inline void AtomicMaxU(unsigned* p, unsigned v) {
+#if defined(__CUDA_ARCH__)
+  atomicMax(p, v);
+#else
+  if (v > *p) *p = v;
+#endif
+}
+CONV2D_HOST_DEVICE inline bool IsFinite(float v) { return fabsf(v) <= 3.402823466e38f; }
+CONV2D_HOST_DEVICE inline unsigned FloatBits(float v) {
+#if defined(__CUDA_ARCH__)
+  return __float_as_uint(v);
+#else
+  unsigned u;
+  std::memcpy(&u, &v, sizeof(u));
+  return u;
+#endif
+}
+CONV2D_HOST_DEVICE inline float BitsFloat(unsigned u) {
+#if defined(__CUDA_ARCH__)
+  return __uint_as_float(u);
+#else
+  float v;
+  std::memcpy(&v, &u, sizeof(v));
+  return v;
+#endif
+}
+
+// One item's share of a statistic, combined over the items of a warp (which all belong to one
+// pair, see ForEachPairSlice) before one atomic per warp on the device.
+struct Partial {
+  double sum = 0, sumsq = 0;
+  float max = 0;
+  int nonfinite = 0;
+};
+CONV2D_HOST_DEVICE inline void Publish(TransformStats* s, Partial a) {
+#if defined(__CUDA_ARCH__)
+  CONV2D_UNROLL
+  for (int off = 16; off > 0; off >>= 1) {
+    a.sum += __shfl_xor_sync(0xffffffffu, a.sum, off);
+    a.sumsq += __shfl_xor_sync(0xffffffffu, a.sumsq, off);
+    a.max = fmaxf(a.max, __shfl_xor_sync(0xffffffffu, a.max, off));
+    a.nonfinite += __shfl_xor_sync(0xffffffffu, a.nonfinite, off);
+  }
+  if ((threadIdx.x & 31) != 0) return;
+#endif
+  if (a.sum != 0) AtomicAddD(&s->sum, a.sum);
+  if (a.sumsq != 0) AtomicAddD(&s->sumsq, a.sumsq);
+  if (a.max > 0) AtomicMaxU(&s->max_bits, FloatBits(a.max));
+  if (a.nonfinite) AtomicAddI(&s->nonfinite, a.nonfinite);
+}
+
+// Items over the elements (u < rows, v < 2^log2_cols) of every pair: each pair gets L items, a
+// multiple of 32 (so a warp never spans two pairs), item r of pair p taking elements
+// e = r + j L (u = e >> log2_cols, v = e & (cols - 1)). f(p, u, v) per element; done(p) once
+// per item after its elements.
+template <class Ctx, class F, class Done>
+CONV2D_HOST_DEVICE void ForEachPairSlice(Ctx& ctx, const KernelParams& k, int rows, int log2_cols,
+                                         F&& f, Done&& done) {
+  const int elements = rows << log2_cols;
+  int per_pair = kThreads / k.pairs;
+  if (per_pair < 32) per_pair = 32;
+  while (per_pair > 32 && per_pair > elements) per_pair >>= 1;
+  ctx.ForEach(k.pairs * per_pair, [&](int it) {
+    const int p = it / per_pair, r = it - p * per_pair;
+    for (int e = r; e < elements; e += per_pair) f(p, e >> log2_cols, e & ((1 << log2_cols) - 1));
+    done(p);
+  });
+}
+
+// The number of region elements of transform g that are real data (in-bounds x, or filter taps).
+CONV2D_HOST_DEVICE inline int ValidCount(const TransformMeta& t, int rows, int cols) {
+  const int r = t.rows < rows ? t.rows : rows, c = t.cols < cols ? t.cols : cols;
+  return r > 0 && c > 0 ? r * c : 0;
+}
+
+struct Verdict {
+  bool check;   // look for candidates
+  bool spikes;  // the finite ones too: |v| > thr (else only the non-finite ones)
+  float thr;
+};
+// Whether transform g may hold spikes: a non-finite element, or a maximum 8x the rms of the
+// others (one spike; this is what finds a large tap in a 3x3 filter), or 5x the rms of all
+// (several spikes, fewer than N/25 of them: each raises the others' rms). Never on Gaussian
+// data but for one transform in ~10^3 (P(|v| > 5 sigma) = 5.7e-7 per element), where it costs one
+// more pass. The candidates are the elements above max / 8.
+CONV2D_HOST_DEVICE inline Verdict Judge(const TransformStats& s, int n) {
+  Verdict v{false, false, 0.0f};
+  if (n <= 0 || s.unresolved) return v;
+  const double mx = BitsFloat(s.max_bits), r2 = kOutlierRatio * kOutlierRatio;
+  v.thr = static_cast<float>(mx / kOutlierRatio);
+  if (n >= 9) {  // fewer elements say nothing about what is typical (3x3 filters have 9)
+    v.spikes = mx * mx * (n - 1) > r2 * (s.sumsq - mx * mx);
+  }
+  if (n >= 64) v.spikes = v.spikes || mx * mx * n > 25.0 * s.sumsq;
+  v.check = v.spikes || s.nonfinite > 0;
+  return v;
+}
+CONV2D_HOST_DEVICE inline bool IsCandidate(float v, const Verdict& j) {
+  return !IsFinite(v) || (j.spikes && fabsf(v) > j.thr);
+}
+
+template <class Ctx>
+CONV2D_HOST_DEVICE void ZeroStats(Ctx& ctx, const KernelParams& k, bool keep_lists) {
+  ctx.ForEach(2 * k.pairs, [&](int g) {
+    TransformStats& s = ctx.transform_stats()[g];
+    s.sum = s.sumsq = s.cand_energy = 0;
+    s.max_bits = 0;
+    s.nonfinite = s.cand_count = s.removing = 0;
+    if (!keep_lists) {
+      s.removed = s.unresolved = 0;
+      s.mean = 0;
+    }
+  });
+  ctx.Sync("zero stats");
+}
+
+template <class Ctx>
+CONV2D_HOST_DEVICE void GatherStats(Ctx& ctx, const KernelParams& k, int rows, int log2_cols) {
+  Partial a[2];
+  ForEachPairSlice(
+      ctx, k, rows, log2_cols,
+      [&](int p, int u, int v) {
+        const Cf z = ctx.Ld(Addr(k.pair_stride, k.row_pitch, p, u, v));
+        const float e[2] = {z.x, z.y};
+        CONV2D_UNROLL
+        for (int h = 0; h < 2; ++h) {
+          if (IsFinite(e[h])) {
+            a[h].sum += e[h];
+            a[h].sumsq += static_cast<double>(e[h]) * e[h];
+            a[h].max = fmaxf(a[h].max, fabsf(e[h]));
+          } else {
+            ++a[h].nonfinite;
+          }
+        }
+      },
+      [&](int p) {
+        Publish(&ctx.transform_stats()[2 * p], a[0]);
+        Publish(&ctx.transform_stats()[2 * p + 1], a[1]);
+        a[0] = a[1] = Partial{};
+      });
+  ctx.Sync("stats");
+}
+
+// Cleans the 2P transforms in shared memory (region rows x 2^log2_cols; valid(g) elements are
+// data). lists(g) is transform g's list (nullptr past the end), cap its capacity. Leaves in
+// ctx.transform_stats() each transform's mean, removed count and unresolved flag. Returns whether any
+// transform of the CTA has a nonzero count (CTA-uniform).
+template <class Ctx, class ListFn>
+CONV2D_HOST_DEVICE bool CleanTransforms(Ctx& ctx, const KernelParams& k, int rows, int log2_cols,
+                                        bool subtract_mean, int cap, ListFn lists) {
+  const int cols = 1 << log2_cols, G = 2 * k.pairs;
+  auto valid = [&](int g) { return ValidCount(ctx.meta()[g], rows, cols); };
+  ZeroStats(ctx, k, /*keep_lists=*/false);
+  GatherStats(ctx, k, rows, log2_cols);
+  if (subtract_mean) {
+    bool any = false;
+    for (int g = 0; g < G; ++g) {
+      const TransformStats& s = ctx.transform_stats()[g];
+      const int n = valid(g);
+      any = any || (n > 0 && 16.0 * s.sum * s.sum > static_cast<double>(n) * s.sumsq);
+    }
+    if (any) {
+      ForEachPairSlice(
+          ctx, k, rows, log2_cols,
+          [&](int p, int u, int v) {
+            const int i = Addr(k.pair_stride, k.row_pitch, p, u, v);
+            Cf z = ctx.Ld(i);
+            float* e[2] = {&z.x, &z.y};
+            CONV2D_UNROLL
+            for (int h = 0; h < 2; ++h) {
+              const int g = 2 * p + h;
+              const TransformStats& s = ctx.transform_stats()[g];
+              const TransformMeta& t = ctx.meta()[g];
+              const int n = valid(g);
+              if (n > 0 && 16.0 * s.sum * s.sum > static_cast<double>(n) * s.sumsq &&
+                  u < t.rows && v < t.cols) {
+                *e[h] -= static_cast<float>(s.sum / n);
+              }
+            }
+            ctx.St(i, z);
+          },
+          [](int) {});
+      ctx.Sync("subtract mean");
+      ctx.ForEach(G, [&](int g) {
+        TransformStats& s = ctx.transform_stats()[g];
+        const int n = valid(g);
+        if (n > 0 && 16.0 * s.sum * s.sum > static_cast<double>(n) * s.sumsq) {
+          s.mean = static_cast<float>(s.sum / n);
+        }
+      });
+      ctx.Sync("mean");
+      ZeroStats(ctx, k, /*keep_lists=*/true);
+      GatherStats(ctx, k, rows, log2_cols);
+    }
+  }
+  for (int round = 0; round < 2; ++round) {
+    bool any = false;
+    for (int g = 0; g < G; ++g) any = any || Judge(ctx.transform_stats()[g], valid(g)).check;
+    if (!any) break;
+    // Count the candidates and their energy.
+    int count[2] = {0, 0};
+    double energy[2] = {0, 0};
+    ForEachPairSlice(
+        ctx, k, rows, log2_cols,
+        [&](int p, int u, int v) {
+          const Cf z = ctx.Ld(Addr(k.pair_stride, k.row_pitch, p, u, v));
+          const float e[2] = {z.x, z.y};
+          CONV2D_UNROLL
+          for (int h = 0; h < 2; ++h) {
+            const int g = 2 * p + h;
+            if (IsCandidate(e[h], Judge(ctx.transform_stats()[g], valid(g)))) {
+              ++count[h];
+              if (IsFinite(e[h])) energy[h] += static_cast<double>(e[h]) * e[h];
+            }
+          }
+        },
+        [&](int p) {
+          CONV2D_UNROLL
+          for (int h = 0; h < 2; ++h) {
+            if (count[h]) {
+              AtomicAddI(&ctx.transform_stats()[2 * p + h].cand_count, count[h]);
+              AtomicAddD(&ctx.transform_stats()[2 * p + h].cand_energy, energy[h]);
+            }
+            count[h] = 0;
+            energy[h] = 0;
+          }
+        });
+    ctx.Sync("candidates");
+    // The candidates are spikes if they stand 8x above the rms of the rest. Spikes are removed
+    // where they are few (at most max(2, N/128), and room in the list); in the first round,
+    // spikes too many to remove but fewer than N/25 (what Judge can see) make the transform
+    // unresolved, as does any non-finite element left. Decided once per transform, before the
+    // pass, since the pass moves `removed`.
+    ctx.ForEach(G, [&](int g) {
+      TransformStats& s = ctx.transform_stats()[g];
+      const int n = valid(g);
+      if (s.cand_count == 0) return;
+      const double mx = BitsFloat(s.max_bits);
+      const int finite_cands = s.cand_count - s.nonfinite;
+      const double rest = n > finite_cands ? (s.sumsq - s.cand_energy) / (n - finite_cands) : 0.0;
+      const bool spiky = mx * mx > kOutlierRatio * kOutlierRatio * (rest > 0 ? rest : 0.0);
+      const int limit = n / 128 > 2 ? n / 128 : 2;
+      s.removing = (spiky || s.nonfinite > 0) && s.cand_count <= limit &&
+                   s.removed + s.cand_count <= cap && lists(g) != nullptr;
+      if (!s.removing &&
+          (s.nonfinite > 0 || (round == 0 && spiky && 25 * finite_cands < n))) {
+        s.unresolved = 1;
+      }
+    });
+    ctx.Sync("verdicts");
+    bool any_remove = false;
+    for (int g = 0; g < G; ++g) any_remove = any_remove || ctx.transform_stats()[g].removing;
+    if (any_remove) {
+      ForEachPairSlice(
+          ctx, k, rows, log2_cols,
+          [&](int p, int u, int v) {
+            const int i = Addr(k.pair_stride, k.row_pitch, p, u, v);
+            Cf z = ctx.Ld(i);
+            float* e[2] = {&z.x, &z.y};
+            bool changed = false;
+            CONV2D_UNROLL
+            for (int h = 0; h < 2; ++h) {
+              const int g = 2 * p + h;
+              TransformStats& s = ctx.transform_stats()[g];
+              if (!s.removing || !IsCandidate(*e[h], Judge(s, valid(g)))) continue;
+              const int slot = AtomicAddI(&s.removed, 1);
+              if (slot < cap) {
+                lists(g)[slot] = Removed{static_cast<int16_t>(u), static_cast<int16_t>(v), *e[h]};
+              }
+              *e[h] = 0.0f;
+              changed = true;
+            }
+            if (changed) ctx.St(i, z);
+          },
+          [](int) {});
+      ctx.Sync("remove");
+    }
+    if (!any_remove) break;
+    ZeroStats(ctx, k, /*keep_lists=*/true);
+    GatherStats(ctx, k, rows, log2_cols);
+  }
+  bool any = false, any_unresolved = false;
+  for (int g = 0; g < G; ++g) {
+    const TransformStats& s = ctx.transform_stats()[g];
+    any = any || s.removed > 0 || s.unresolved;
+    any_unresolved = any_unresolved || s.unresolved;
+  }
+  // An unresolved transform's outputs are all recomputed directly, but it shares its complex FFT
+  // with its pair's other transform, which its rounding errors would reach: it is zeroed.
+  if (any_unresolved) {
+    ForEachPairSlice(
+        ctx, k, rows, log2_cols,
+        [&](int p, int u, int v) {
+          const bool re = ctx.transform_stats()[2 * p].unresolved != 0;
+          const bool im = ctx.transform_stats()[2 * p + 1].unresolved != 0;
+          if (!re && !im) return;
+          const int i = Addr(k.pair_stride, k.row_pitch, p, u, v);
+          const Cf z = ctx.Ld(i);
+          ctx.St(i, MakeCf(re ? 0.0f : z.x, im ? 0.0f : z.y));
+        },
+        [](int) {});
+    ctx.ForEach(G, [&](int g) {
+      TransformStats& s = ctx.transform_stats()[g];
+      if (s.unresolved) {
+        s.mean = 0.0f;
+        s.sum = 0;
+      }
+    });
+    ctx.Sync("zero unresolved");
+  }
+  return any;
+}
+
+// The count to publish for transform g.
+CONV2D_HOST_DEVICE inline int PublishedCount(const TransformStats& s, int cap) {
+  return s.unresolved || s.removed > cap ? kUnresolved : s.removed;
+}
+
+// Writes transform g's count (and the call's flag) after CleanTransforms.
+template <class Ctx, class SlotFn>
+CONV2D_HOST_DEVICE void PublishCounts(Ctx& ctx, const KernelParams& k, bool any, int cap,
+                                      const SparseLists& lists, SlotFn count_slot) {
+  ctx.ForEach(2 * k.pairs, [&](int g) {
+    int* slot = count_slot(g);
+    if (slot != nullptr) *slot = PublishedCount(ctx.transform_stats()[g], cap);
+    if (g == 0 && any) *lists.flag = lists.epoch;
+  });
+}
+
+// The inverse's output (i, j) of transform g sits at (bitrev i, bitrev j) of pair g / 2: the real
+// part for even g, minus the imaginary part for odd g.
+CONV2D_HOST_DEVICE inline int OutputAddr(const KernelParams& k, int g, int i, int j) {
+  return Addr(k.pair_stride, k.row_pitch, g >> 1, BitReverse(i, k.log2_th),
+              BitReverse(j, k.log2_tw));
+}
+
+// Adds the exact contributions of the removed values to the CTA's outputs (in shared memory,
+// after the inverse FFT): for output transform (o, m) and every channel c, x's values removed
+// from tile m times the full filter, the full x times the taps removed from filter (o, c), less
+// their product (counted twice). Marks in stats()[g].unresolved the transforms fed by an
+// unresolved one; returns whether there are any (CTA-uniform).
+template <class Ctx>
+CONV2D_HOST_DEVICE bool AddRemovedParts(Ctx& ctx, const KernelParams& k, const SparseInputs& sp,
+                                        int n0) {
+  const Dims& d = k.d;
+  const int G = 2 * k.pairs, cin = d.in_channels, kh = d.kernel_h, kw = d.kernel_w;
+  ctx.ForEach(G * cin, [&](int it) {
+    const int g = it & (G - 1), c = it >> (k.log2_pairs + 1);
+    const int n = n0 + g;
+    if (n >= k.n_output) return;
+    const int o = n / d.tiles, m = n - o * d.tiles;
+    const int cx = sp.lists.x_count[m * cin + c], cw = sp.lists.w_count[o * cin + c];
+    if (cx == kUnresolved || cw == kUnresolved) {
+      ctx.transform_stats()[g].unresolved = 1;
+      ctx.Flag();
+      return;
+    }
+    if (cx == 0 && cw == 0) return;
+    const TransformMeta t = ctx.meta()[g];
+    const Removed* lx = sp.lists.x_list + static_cast<int64_t>(m * cin + c) * kMaxRemovedX;
+    const Removed* lw = sp.lists.w_list + static_cast<int64_t>(o * cin + c) * kMaxRemovedW;
+    const float* wf = sp.w + static_cast<int64_t>(o * cin + c) * kh * kw;
+    const fft_tiled::TileOrigin to = fft_tiled::OriginOf(d, m);
+    const float* xc =
+        sp.x + (static_cast<int64_t>(to.b * cin + c) * d.height + to.row) * d.width + to.col;
+    auto add = [&](int i, int j, float v) { ctx.AddData(OutputAddr(k, g, i, j), g & 1, (g & 1) ? -v : v); };
+    for (int e = 0; e < cx; ++e) {
+      const Removed r = lx[e];
+      for (int p = 0; p < kh; ++p) {
+        const int i = r.u - p;
+        if (i < 0 || i >= t.rows) continue;
+        for (int q = 0; q < kw; ++q) {
+          const int j = r.v - q;
+          if (j >= 0 && j < t.cols) add(i, j, r.r * wf[p * kw + q]);
+        }
+      }
+    }
+    for (int e = 0; e < cw; ++e) {
+      const Removed r = lw[e];
+      for (int i = 0; i < t.rows; ++i) {
+        for (int j = 0; j < t.cols; ++j) {
+          add(i, j, r.r * xc[static_cast<int64_t>(i + r.u) * d.width + j + r.v]);
+        }
+      }
+      for (int e2 = 0; e2 < cx; ++e2) {
+        const Removed rx = lx[e2];
+        const int i = rx.u - r.u, j = rx.v - r.v;
+        if (i >= 0 && i < t.rows && j >= 0 && j < t.cols) add(i, j, -(rx.r * r.r));
+      }
+    }
+  });
+  return ctx.SyncAny("removed parts");
+}
+
+// Every output of the unresolved transforms, by direct summation in double from x and w.
+template <class Ctx>
+CONV2D_HOST_DEVICE void DirectFallback(Ctx& ctx, const KernelParams& k, const SparseInputs& sp,
+                                       int n0) {
+  const Dims& d = k.d;
+  const int G = 2 * k.pairs, cin = d.in_channels, kh = d.kernel_h, kw = d.kernel_w;
+  const int per = d.step_h * d.step_w;
+  ctx.ForEach(G * per, [&](int it) {
+    const int g = it / per, ij = it - g * per, i = ij / d.step_w, j = ij - i * d.step_w;
+    const TransformMeta t = ctx.meta()[g];
+    if (!ctx.transform_stats()[g].unresolved || i >= t.rows || j >= t.cols) return;
+    const int n = n0 + g, o = n / d.tiles, m = n - o * d.tiles;
+    const fft_tiled::TileOrigin to = fft_tiled::OriginOf(d, m);
+    double acc = 0;
+    for (int c = 0; c < cin; ++c) {
+      const float* xc = sp.x + (static_cast<int64_t>(to.b * cin + c) * d.height + to.row + i) *
+                                   d.width + to.col + j;
+      const float* wf = sp.w + static_cast<int64_t>(o * cin + c) * kh * kw;
+      for (int p = 0; p < kh; ++p) {
+        for (int q = 0; q < kw; ++q) {
+          acc += static_cast<double>(xc[static_cast<int64_t>(p) * d.width + q]) * wf[p * kw + q];
+        }
+      }
+    }
+    const float v = static_cast<float>(acc);
+    ctx.SetPart(OutputAddr(k, g, i, j), g & 1, (g & 1) ? -v : v);
+  });
+  ctx.Sync("direct fallback");
+}
+
 // Phase 0 of every kernel: the twiddle table and each transform's metadata (meta_of(g) for
 // g < G).
 template <class Ctx, class MetaFn>
@@ -660,9 +1177,14 @@ CONV2D_HOST_DEVICE inline int FreqItems(const KernelParams& k, int log2_rows) {
 // the mirror row -(4c + j) is 4(-c) for j = 0 and 4(-c - 1) + (4 - j) otherwise, so each item
 // computes three bit reversals of rows instead of eight and steps its global address by a
 // constant row of frequencies.
+// scale multiplies every value (the filter's carries the inverse's 1/(Th Tw), so that no
+// intermediate overflows while the output fits). The DC bin is the transform's sum: it is
+// taken from CleanTransforms' statistics (accumulated in double, plus Th*Tw times the mean it
+// subtracted) instead of the butterflies, so that a large mean (x's, or a filter's of nearly
+// zero sum times x's) is carried with one rounding.
 template <class Ctx>
 CONV2D_HOST_DEVICE void StoreSpectrum(Ctx& ctx, const KernelParams& k, Cf* out, int n_total,
-                                      int n0) {
+                                      int n0, float scale) {
   const int lth = k.log2_th, th = 1 << lth, tw = 1 << k.log2_tw;
   const int half = tw / 2 + 1;
   const bool paired = n_total % 2 == 0;  // then n0 + 2p is even: 16-byte stores
@@ -682,8 +1204,15 @@ CONV2D_UNROLL
       const int mrow = j == 0 ? mrow0 : mrow1 + (BitReverseConst(4 - j, 2) << (lth - 2));
       const Cf z = ctx.Ld(Addr(k.pair_stride, k.row_pitch, p, row, col));
       const Cf zm = ctx.Ld(Addr(k.pair_stride, k.row_pitch, p, mrow, mcol));
-      const Cf a = MakeCf(0.5f * (z.x + zm.x), 0.5f * (z.y - zm.y));
-      const Cf b = MakeCf(0.5f * (z.y + zm.y), 0.5f * (zm.x - z.x));
+      Cf a = MakeCf(0.5f * scale * (z.x + zm.x), 0.5f * scale * (z.y - zm.y));
+      Cf b = MakeCf(0.5f * scale * (z.y + zm.y), 0.5f * scale * (zm.x - z.x));
+      if (k0 + j == 0 && k1 == 0) {
+        const double area = static_cast<double>(th << k.log2_tw);
+        const TransformStats& sa = ctx.transform_stats()[2 * p];
+        const TransformStats& sb = ctx.transform_stats()[2 * p + 1];
+        a = MakeCf(static_cast<float>(scale * (sa.sum + area * sa.mean)), 0.0f);
+        b = MakeCf(static_cast<float>(scale * (sb.sum + area * sb.mean)), 0.0f);
+      }
       Cf* d = dst + j * row_step;
       if (paired && n < n_total) {
         StoreGlobalPair(d, a, b);
@@ -698,7 +1227,7 @@ CONV2D_UNROLL
 // The filter kernel's CTA `cta`: transforms n = c*Cout + o in [n0, n0 + G).
 template <class Ctx>
 CONV2D_HOST_DEVICE void FilterCta(Ctx& ctx, const KernelParams& k, const float* w, Cf* spectrum,
-                                  int cta) {
+                                  const SparseLists& lists, int cta) {
   const int n0 = cta * 2 * k.pairs;
   const Dims& d = k.d;
   Setup(ctx, k, [&](int g) {
@@ -733,6 +1262,24 @@ CONV2D_HOST_DEVICE void FilterCta(Ctx& ctx, const KernelParams& k, const float* 
   });
   ctx.WaitCopies();
   ctx.Sync("load");
+  {
+    const int cout = d.out_channels, cin = d.in_channels;
+    auto slot = [&](int g) -> int64_t {  // filter (o, c) at o*Cin + c, or -1 past the end
+      const int n = n0 + g;
+      if (n >= k.n_filter) return -1;
+      const int c = n / cout, o = n - c * cout;
+      return static_cast<int64_t>(o) * cin + c;
+    };
+    const bool any = CleanTransforms(ctx, k, r2, zero_right ? k.log2_tw - 1 : k.log2_tw, /*subtract_mean=*/false,
+                                     kMaxRemovedW, [&](int g) -> Removed* {
+                                       const int64_t s = slot(g);
+                                       return s < 0 ? nullptr : lists.w_list + s * kMaxRemovedW;
+                                     });
+    PublishCounts(ctx, k, any, kMaxRemovedW, lists, [&](int g) -> int* {
+      const int64_t s = slot(g);
+      return s < 0 ? nullptr : lists.w_count + s;
+    });
+  }
   if (zero_right) {
     RowFft<true>(ctx, k, k.pair_stride, r2);
   } else {
@@ -743,13 +1290,13 @@ CONV2D_HOST_DEVICE void FilterCta(Ctx& ctx, const KernelParams& k, const float* 
   } else {
     ColumnFft<false, false>(ctx, k, k.pair_stride, tw);
   }
-  StoreSpectrum(ctx, k, spectrum, k.n_filter, n0);
+  StoreSpectrum(ctx, k, spectrum, k.n_filter, n0, k.scale);
 }
 
 // The input kernel's CTA `cta`: transforms n = c*M + m in [n0, n0 + G).
 template <class Ctx>
 CONV2D_HOST_DEVICE void InputCta(Ctx& ctx, const KernelParams& k, const float* x, Cf* spectrum,
-                                 int cta) {
+                                 const SparseLists& lists, int cta) {
   const int n0 = cta * 2 * k.pairs;
   const Dims& d = k.d;
   Setup(ctx, k, [&](int g) {
@@ -768,20 +1315,40 @@ CONV2D_HOST_DEVICE void InputCta(Ctx& ctx, const KernelParams& k, const float* x
   ctx.ForEach(LoadItems(k, th, tw), [&](int it) { LoadRowsItem(ctx, k, x, 0, th, tw, it); });
   ctx.WaitCopies();
   ctx.Sync("load");
+  {
+    const int cin = d.in_channels;
+    auto slot = [&](int g) -> int64_t {  // x transform (c, m) at m*Cin + c, or -1 past the end
+      const int n = n0 + g;
+      if (n >= k.n_input) return -1;
+      const int c = n / d.tiles, m = n - c * d.tiles;
+      return static_cast<int64_t>(m) * cin + c;
+    };
+    const bool any = CleanTransforms(ctx, k, th, k.log2_tw, /*subtract_mean=*/true,
+                                     kMaxRemovedX, [&](int g) -> Removed* {
+                                       const int64_t s = slot(g);
+                                       return s < 0 ? nullptr : lists.x_list + s * kMaxRemovedX;
+                                     });
+    PublishCounts(ctx, k, any, kMaxRemovedX, lists, [&](int g) -> int* {
+      const int64_t s = slot(g);
+      return s < 0 ? nullptr : lists.x_count + s;
+    });
+  }
   RowFft<false>(ctx, k, k.pair_stride, 1 << k.log2_th);
   ColumnFft<false, false>(ctx, k, k.pair_stride, 1 << k.log2_tw);
-  StoreSpectrum(ctx, k, spectrum, k.n_input, n0);
+  StoreSpectrum(ctx, k, spectrum, k.n_input, n0, 1.0f);
 }
 
 // The inverse kernel's CTA `cta`: transforms n = o*M + m in [n0, n0 + G).
 template <class Ctx>
 CONV2D_HOST_DEVICE void InverseCta(Ctx& ctx, const KernelParams& k, const Cf* spectrum, float* y,
-                                   int cta) {
+                                   const SparseInputs& sparse, int cta) {
   const int n0 = cta * 2 * k.pairs;
   const Dims& d = k.d;
   const int th = 1 << k.log2_th, tw = 1 << k.log2_tw;
   const int half = tw / 2 + 1;
   const int n_total = k.n_output;
+  // Read first, used after the transforms: whether anything was left out of them this call.
+  const bool removed_any = *sparse.lists.flag == sparse.lists.epoch;
   Setup(ctx, k, [&](int g) {
     const int n = n0 + g;
     TransformMeta t{0, 0, 0, d.out_w};
@@ -841,8 +1408,14 @@ CONV2D_HOST_DEVICE void InverseCta(Ctx& ctx, const KernelParams& k, const Cf* sp
   RowFft<false>(ctx, k, k.pair_stride, th);
   // Only the columns holding outputs j < step_w; they sit at bit-reversed positions.
   ColumnFft<true, false>(ctx, k, k.pair_stride, d.step_w);
+  if (removed_any) {
+    ctx.ForEach(2 * k.pairs, [&](int g) { ctx.transform_stats()[g].unresolved = 0; });
+    ctx.Sync("clear flags");
+    if (AddRemovedParts(ctx, k, sparse, n0)) DirectFallback(ctx, k, sparse, n0);
+  }
 
-  // D = DFT(conj Z); the outputs are conj(D) / (Th Tw): transform 2p's is Re D, 2p+1's -Im D.
+  // D = DFT(conj Z); the outputs are conj(D) (the filter spectrum carried 1 / (Th Tw)):
+  // transform 2p's is Re D, 2p+1's -Im D.
   // One item takes rows i = 4c + r (r < 4) of one column j of one transform g; lanes take
   // consecutive j, then c, then g (two multiplicative divisions per item, none per element).
   // bitrev(4c + r) = bitrev(4c) + (bitrev_2(r) << (log2 Th - 2)); 4 ceil(step_h / 4) <= Th.
@@ -860,7 +1433,7 @@ CONV2D_UNROLL
       if (i < t.rows && j < t.cols) {
         const Cf z = ctx.Ld(Addr(k.pair_stride, k.row_pitch, g >> 1,
                                  row0 + (BitReverseConst(r, 2) << (k.log2_th - 2)), col));
-        y[t.base + i * t.pitch + j] = (g & 1 ? -z.y : z.x) * k.scale;
+        y[t.base + i * t.pitch + j] = g & 1 ? -z.y : z.x;
       }
     }
   });

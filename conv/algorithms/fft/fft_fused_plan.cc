@@ -24,7 +24,25 @@ using fft_tiled::SaturatingAlign;
 using fft_tiled::SaturatingMul;
 
 size_t SmemBytes(int pairs, int pair_stride) {
-  return sizeof(TransformMeta) * 2 * pairs + 8 * kTwiddles + size_t{8} * pairs * pair_stride;
+  return (sizeof(TransformMeta) + sizeof(TransformStats)) * 2 * pairs + 8 * kTwiddles +
+         size_t{8} * pairs * pair_stride;
+}
+
+struct SparseLayout {
+  size_t x_count, x_list, w_count, w_list, bytes;  // offsets from the buffer's start
+};
+SparseLayout MakeSparseLayout(const Shape& s, const Geometry& g) {
+  auto align = [](uint64_t v) { return (v + 15) / 16 * 16; };
+  SparseLayout l;
+  const int64_t x_transforms = s.in_channels * g.tiles, filters = s.in_channels * s.out_channels;
+  constexpr int64_t kEntry = sizeof(Removed);
+  l.x_count = 16;  // after the flag
+  l.x_list = align(SaturatingAdd(l.x_count, SaturatingMul({x_transforms, 4})));
+  l.w_count = align(SaturatingAdd(
+      l.x_list, SaturatingMul({x_transforms, kMaxRemovedX, kEntry})));
+  l.w_list = align(SaturatingAdd(l.w_count, SaturatingMul({filters, 4})));
+  l.bytes = SaturatingAdd(l.w_list, SaturatingMul({filters, kMaxRemovedW, kEntry}));
+  return l;
 }
 
 }  // namespace
@@ -69,9 +87,28 @@ const char* BufferName(Buffer buffer) {
     case kInputSpectrum: return "input spectrum";
     case kOutputSpectrum: return "output spectrum";
     case kBlasWork: return "cuBLAS workspace";
+    case kSparse: return "sparse lists";
     case kNumBuffers: break;
   }
   return "?";
+}
+
+size_t SparseBytes(const Shape& shape, const Geometry& g) {
+  return MakeSparseLayout(shape, g).bytes;
+}
+
+SparseLists MakeSparseLists(void* base, const Shape& shape, const Geometry& g,
+                            unsigned long long epoch) {
+  const SparseLayout l = MakeSparseLayout(shape, g);
+  char* b = static_cast<char*>(base);
+  SparseLists s;
+  s.flag = reinterpret_cast<unsigned long long*>(b);
+  s.x_count = reinterpret_cast<int*>(b + l.x_count);
+  s.x_list = reinterpret_cast<Removed*>(b + l.x_list);
+  s.w_count = reinterpret_cast<int*>(b + l.w_count);
+  s.w_list = reinterpret_cast<Removed*>(b + l.w_list);
+  s.epoch = epoch;
+  return s;
 }
 
 WorkspaceLayout MakeWorkspaceLayout(const Shape& s, const Geometry& g, const Options& o) {
@@ -80,6 +117,7 @@ WorkspaceLayout MakeWorkspaceLayout(const Shape& s, const Geometry& g, const Opt
   w.bytes[kInputSpectrum] = SaturatingMul({g.freqs, s.in_channels, g.tiles, 8});
   w.bytes[kOutputSpectrum] = SaturatingMul({g.freqs, s.out_channels, g.tiles, 8});
   w.bytes[kBlasWork] = o.gemm_3xtf32 ? 0 : kBlasWorkspaceBytes;
+  w.bytes[kSparse] = SparseBytes(s, g);
   uint64_t at = 0;
   for (int b = 0; b < kNumBuffers; ++b) {
     w.offset[b] = at;
