@@ -9,9 +9,12 @@
 //   sparse       randn with 99% of x and 90% of w set to zero.
 //   huge         x, w ~ 1e17 N(0, 1): |y| up to ~1e36, still representable in fp32.
 //   tiny         x, w ~ 1e-17 N(0, 1): |y| ~ 1e-33, normal in fp32.
-// Every class is finite; scale() is the factor by which x and w were scaled, so that a check
+//   nonfinite    randn with +Inf, -Inf and NaN at three elements of x and NaN at one tap of the
+//                last output channel's filter: the outputs whose window holds one must be
+//                non-finite, all others finite and within the bar.
+// Every class but nonfinite is finite; scale() is the factor by which x and w were scaled, so that a check
 // compares y / scale^2 with y64 / scale^2 (the bar is absolute at 1e-3, and fp32 summation's
-// error scales with the data). The non-finite contract is checked separately.
+// error scales with the data).
 #ifndef CONV2D_REFERENCE_INPUT_CLASSES_H_
 #define CONV2D_REFERENCE_INPUT_CLASSES_H_
 
@@ -25,7 +28,9 @@
 
 namespace conv2d {
 
-enum class InputClass { kRandn, kOutlierX, kOutlierW, kLargeMean, kSparse, kHuge, kTiny };
+enum class InputClass {
+  kRandn, kOutlierX, kOutlierW, kLargeMean, kSparse, kHuge, kTiny, kNonFinite
+};
 
 inline std::vector<InputClass> AllInputClasses() {
   return {InputClass::kRandn,     InputClass::kOutlierX, InputClass::kOutlierW,
@@ -42,6 +47,7 @@ inline const char* InputClassName(InputClass c) {
     case InputClass::kSparse: return "sparse";
     case InputClass::kHuge: return "huge";
     case InputClass::kTiny: return "tiny";
+    case InputClass::kNonFinite: return "nonfinite";
   }
   return "?";
 }
@@ -102,6 +108,14 @@ inline Inputs MakeInputs(const Shape& shape, uint64_t seed, InputClass c) {
       for (size_t i = 0; i < in.w.size(); ++i) {
         if (pick(in.x.size() + i) % 10 != 0) in.w[i] = 0.0f;
       }
+      break;
+    }
+    case InputClass::kNonFinite: {
+      const uint64_t n = in.x.size();
+      const float values[3] = {INFINITY, -INFINITY, NAN};
+      for (int k = 0; k < 3; ++k) in.x[pick(static_cast<uint64_t>(k)) % n] = values[k];
+      const int64_t per_o = shape.in_channels * taps;
+      in.w[(shape.out_channels - 1) * per_o + static_cast<int64_t>(pick(7) % per_o)] = NAN;
       break;
     }
     case InputClass::kHuge:

@@ -2,7 +2,7 @@
 # The GPU check, on a GPU host with no Bazel (packed by tools/make_gpu_bundle.sh).
 #   ./run.sh                      every step
 #   ./run.sh tests regress ...    some steps: tests regress sanitize bench overhead kernelbot
-#                                 (and, not by default: bench_cnn profile)
+#                                 classes (and, not by default: bench_cnn profile)
 # Every step's output is appended to $OUT/all.log (default ./out); per-step logs are kept in
 # $LOGS (default /tmp/conv2d_logs) and packed into $OUT/logs.tgz at the end.
 # Ends with "N passed, N failed" over the steps.
@@ -12,7 +12,7 @@ OUT="${OUT:-$PWD/out}"
 LOGS="${LOGS:-/tmp/conv2d_logs}"
 mkdir -p "$OUT" "$LOGS"
 steps=("$@")
-[ ${#steps[@]} -gt 0 ] || steps=(tests regress sanitize bench overhead kernelbot)
+[ ${#steps[@]} -gt 0 ] || steps=(tests regress sanitize bench overhead kernelbot classes)
 passed=0
 failed=0
 failed_names=""
@@ -65,6 +65,9 @@ for s in "${steps[@]}"; do
         --variants="${PROFILE_VARIANTS:-fft_tiled}" --calls=1 --warmup=0 ;;
     overhead)
       step host_overhead 120 bin/host_overhead ;;
+    classes)
+      # Worst ratio per variant and input class, every output checked (docs/PERF.md's table).
+      step input_classes 900 bin/input_classes --shapes=all ;;
     kernelbot)
       CONV2D_LIB="$PWD/lib/libconv2d.so" step kernelbot 600 python3 kernelbot.py --seeds "${SEEDS:-5}" ;;
     *)

@@ -13,12 +13,14 @@
 #include "conv/core/status_macros.h"
 #include "reference/random.h"
 #include "reference/reference.h"
+#include "reference/reference_gpu.h"
 
 namespace conv2d {
 
 std::string Comparison::ToString() const {
-  return absl::StrFormat("checked=%d failures=%d max_abs=%.3e rms=%.3e worst_ratio=%.4f",
-                         checked, failures, max_abs_error, rms_error, worst_ratio);
+  return absl::StrFormat(
+      "checked=%d failures=%d nonfinite=%d max_abs=%.3e rms=%.3e worst_ratio=%.4f", checked,
+      failures, nonfinite, max_abs_error, rms_error, worst_ratio);
 }
 
 Comparison Compare(const std::vector<float>& y, const std::vector<double>& y64,
@@ -28,13 +30,21 @@ Comparison Compare(const std::vector<float>& y, const std::vector<double>& y64,
   for (size_t k = 0; k < y64.size(); ++k) {
     const double got = y[k], want = y64[k];
     const double err = std::abs(got - want);
-    const double ratio = std::isnan(got) ? std::numeric_limits<double>::infinity()
-                                         : err / (atol + rtol * std::abs(want));
+    double ratio;
+    if (!std::isfinite(want)) {
+      // The non-finite contract: an output whose window holds a non-finite input is non-finite
+      // (NaN or either infinity), every other one finite.
+      ratio = std::isfinite(got) ? std::numeric_limits<double>::infinity() : 0.0;
+      ++c.nonfinite;
+    } else {
+      ratio = std::isfinite(got) ? err / (atol + rtol * std::abs(want))
+                                 : std::numeric_limits<double>::infinity();
+    }
     ++c.checked;
     if (!(ratio <= 1.0)) {
       if (c.failures++ == 0) c.first_failure = positions.empty() ? k : positions[k];
     }
-    if (!std::isnan(got)) {
+    if (std::isfinite(got) && std::isfinite(want)) {
       c.max_abs_error = std::max(c.max_abs_error, err);
       sum_sq += err * err;
     }
@@ -92,6 +102,18 @@ absl::StatusOr<std::vector<float>> DeviceProblem::ReadOutput(
   out.reserve(positions.size());
   for (int64_t p : positions) out.push_back(all[p]);
   return out;
+}
+
+absl::StatusOr<std::vector<double>> GpuReference(const DeviceProblem& problem) {
+  const Shape& s = problem.shape();
+  ASSIGN_OR_RETURN(DeviceBuffer d, DeviceBuffer::Allocate(s.output_elements() * sizeof(double),
+                                                          "cudaMalloc y64"));
+  RETURN_IF_ERROR(ReferenceConvGpu(s, problem.x(), problem.w(), d.as<double>(), nullptr));
+  std::vector<double> y64(s.output_elements());
+  RETURN_IF_ERROR(CudaStatus(cudaMemcpy(y64.data(), d.p, y64.size() * sizeof(double),
+                                        cudaMemcpyDeviceToHost),
+                             "ReferenceConvGpu"));
+  return y64;
 }
 
 Expected ReferenceFor(const DeviceProblem& problem, int64_t max_positions, uint64_t seed) {

@@ -22,12 +22,14 @@ struct Comparison {
   int64_t first_failure = -1;  // flat output index of the first failure
   double max_abs_error = 0;
   double rms_error = 0;
-  double worst_ratio = 0;    // max |y - y64| / (atol + rtol*|y64|); inf for NaN
+  int64_t nonfinite = 0;     // non-finite expected values (the output must be non-finite too)
+  double worst_ratio = 0;    // max |y - y64| / (atol + rtol*|y64|); inf where finiteness differs
   bool ok() const { return checked > 0 && failures == 0; }
   std::string ToString() const;
 };
 
-// Compares y (at `positions`, or every element if positions is empty) against y64.
+// Compares y (at `positions`, or every element if positions is empty) against y64: within the
+// bar where y64 is finite, non-finite where it is not.
 Comparison Compare(const std::vector<float>& y, const std::vector<double>& y64,
                    const std::vector<int64_t>& positions, double atol, double rtol);
 
@@ -60,6 +62,9 @@ class DeviceProblem {
   std::vector<float> x_, w_;
   DeviceBuffer dx_, dw_, dy_;
 };
+
+// The fp64 reference of every output element, computed on the GPU (reference/reference_gpu.h).
+absl::StatusOr<std::vector<double>> GpuReference(const DeviceProblem& problem);
 
 // The fp64 reference for a problem: every element when the output has at most `max_positions`
 // elements, else `max_positions` positions sampled with `seed`.

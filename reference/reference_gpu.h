@@ -1,0 +1,21 @@
+// The fp64 reference on the GPU: every output element of a problem, by direct summation with
+// double accumulation (products of floats are exact in double), for checks of whole outputs on
+// shapes whose CPU reference would take minutes. Non-finite inputs propagate as IEEE arithmetic
+// in double does (an output is non-finite exactly when its window holds a non-finite product).
+#ifndef CONV2D_REFERENCE_REFERENCE_GPU_H_
+#define CONV2D_REFERENCE_REFERENCE_GPU_H_
+
+#include <cuda_runtime.h>
+
+#include "absl/status/status.h"
+#include "conv/shape.h"
+
+namespace conv2d {
+
+// y64[output_elements()] (device memory) from device x and w, on `stream`; returns once enqueued.
+absl::Status ReferenceConvGpu(const Shape& shape, const float* x, const float* w, double* y64,
+                              cudaStream_t stream);
+
+}  // namespace conv2d
+
+#endif  // CONV2D_REFERENCE_REFERENCE_GPU_H_
