@@ -2,7 +2,9 @@
 // drawn from the seeded generator (random.h) and shaped so that a method whose error grows with
 // something other than each output's own terms shows it:
 //   randn        x, w ~ N(0, 1), what KernelBot draws.
-//   outlier_x    randn, with one element of x in 2^16 (at least one) set to +-1e6.
+//   outlier_x    randn, with one element of x in 2^16 (at least one) set to +-1e6, no two in
+//                one output's window (two there can cancel to far below their size, and then
+//                no fp32 summation meets the bar: conv.h's contract, "outside").
 //   outlier_w    randn, with one tap of w per output channel set to +-1e4.
 //   large_mean   x = |N(0, 1)| + 10 (ReLU-like activations), every filter w[o, c] of zero sum:
 //                outputs O(1) under inputs of mean 10.
@@ -76,9 +78,23 @@ inline Inputs MakeInputs(const Shape& shape, uint64_t seed, InputClass c) {
     case InputClass::kOutlierX: {
       const int64_t n = static_cast<int64_t>(in.x.size());
       const int64_t count = std::max<int64_t>(1, n >> 16);
-      for (int64_t k = 0; k < count; ++k) {
+      const int64_t plane = shape.height * shape.width;
+      struct At {
+        int64_t b, row, col;
+      };
+      std::vector<At> placed;
+      for (int64_t k = 0; k < 4 * count && static_cast<int64_t>(placed.size()) < count; ++k) {
         const uint64_t h = pick(static_cast<uint64_t>(k));
-        in.x[h % static_cast<uint64_t>(n)] = (h >> 63) ? 1e6f : -1e6f;
+        const int64_t i = static_cast<int64_t>(h % static_cast<uint64_t>(n));
+        const At a{i / (shape.in_channels * plane), (i % plane) / shape.width, i % shape.width};
+        bool shares = false;
+        for (const At& p : placed) {
+          shares = shares || (p.b == a.b && std::abs(p.row - a.row) < shape.kernel_h &&
+                              std::abs(p.col - a.col) < shape.kernel_w);
+        }
+        if (shares) continue;
+        placed.push_back(a);
+        in.x[i] = (h >> 63) ? 1e6f : -1e6f;
       }
       break;
     }

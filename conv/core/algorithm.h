@@ -22,6 +22,7 @@
 
 #include "absl/status/status.h"
 #include "absl/status/statusor.h"
+#include "absl/strings/str_cat.h"
 #include "conv/core/device_info.h"
 #include "conv/shape.h"
 
@@ -105,6 +106,14 @@ class Algorithm {
                                                              const Proposal& proposal,
                                                              const DeviceInfo& device) const = 0;
 
+  // OK if this algorithm meets the accuracy contract (conv.h) on `shape` for every input, not
+  // only randn; else why not. auto picks among the algorithms within it whenever any takes the
+  // shape (conv.h says what happens otherwise). Default: within.
+  virtual absl::Status WithinContract(const Shape& shape) const {
+    (void)shape;
+    return absl::OkStatus();
+  }
+
   // Shorthands over Propose for the model device, for tests and tools.
   absl::Status CanImplement(const Shape& shape) const {
     return Propose(shape, DeviceInfo::ModelDevice()).status();
@@ -114,6 +123,20 @@ class Algorithm {
     return p.ok() ? p->estimated_seconds : std::numeric_limits<double>::infinity();
   }
 };
+
+// Direct summation in fp32 (the implicit GEMMs, direct_tiled, triton_igemm, direct): its error
+// is that of fp32 summation, up to Cin*Kh*Kw * 2^-24 * sum |x||w| per output, which meets the
+// bar on every input class only for reductions up to this length (measured on the H200 over
+// every output: large means with zero-sum filters at 4608 terms, worst 0.41 of the bar; at
+// 16384, 2.4; docs/PERF.md, "Accuracy beyond randn").
+constexpr int64_t kMaxContractReduction = 4608;
+inline absl::Status DirectSummationWithinContract(const Shape& shape) {
+  const int64_t n = shape.in_channels * shape.kernel_h * shape.kernel_w;
+  if (n <= kMaxContractReduction) return absl::OkStatus();
+  return absl::OutOfRangeError(absl::StrCat("fp32 direct summation of ", n, " terms (Cin*Kh*Kw) ",
+                                            "exceeds the bar on large-mean data beyond ",
+                                            kMaxContractReduction));
+}
 
 // How the registry makes an algorithm: one factory per algorithm (conv/algorithms/builtin.cc).
 using AlgorithmFactory = std::unique_ptr<Algorithm> (*)();

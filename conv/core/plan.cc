@@ -46,6 +46,12 @@ absl::StatusOr<std::vector<Candidate>> Rank(const Shape& shape, const DeviceInfo
     return absl::UnimplementedError(absl::StrCat("no algorithm implements ", shape.ToString(),
                                                  ": ", absl::StrJoin(reasons, "; ")));
   }
+  // Only algorithms within the accuracy contract on this shape, if any takes it.
+  std::vector<std::pair<double, Candidate>> within;
+  for (auto& r : ranked) {
+    if (r.second.algorithm->WithinContract(shape).ok()) within.push_back(std::move(r));
+  }
+  if (!within.empty()) ranked = std::move(within);
   // Stable: equal estimates keep registration order.
   std::stable_sort(ranked.begin(), ranked.end(),
                    [](const auto& a, const auto& b) { return a.first < b.first; });

@@ -289,7 +289,7 @@ absl::StatusOr<std::unique_ptr<Runner>> Build(const Shape& shape, const Options&
 
 std::unique_ptr<Algorithm> Make(const char* name, const Options& options, double calibration) {
   return std::make_unique<FftAlgorithm<Options, Config>>(name, options, calibration, &ChooseConfig,
-                                                         &Build);
+                                                         &Build, /*cleans=*/false);
 }
 
 }  // namespace

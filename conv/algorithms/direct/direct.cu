@@ -58,6 +58,9 @@ class Direct : public Algorithm {
  public:
   std::string name() const override { return "direct"; }
   double calibration() const override { return 1.0; }  // never ranked
+  absl::Status WithinContract(const Shape& shape) const override {
+    return DirectSummationWithinContract(shape);
+  }
   absl::StatusOr<Proposal> Propose(const Shape&, const DeviceInfo&) const override {
     Proposal p;
     p.estimated_seconds = std::numeric_limits<double>::infinity();

@@ -614,6 +614,9 @@ class DirectTiled : public AlgorithmWithConfig<Tiling> {
   std::string name() const override { return "direct_tiled"; }
   // Fitted by tools/fit_auto.py (docs/data/round45_fit_*.json).
   double calibration() const override { return 1.721; }
+  absl::Status WithinContract(const Shape& shape) const override {
+    return DirectSummationWithinContract(shape);
+  }
 
  protected:
   // The tiling with the smallest modelled time for the device's SM count. The time: ModelCycles

@@ -21,15 +21,27 @@ class FftAlgorithm : public AlgorithmWithConfig<Config> {
   using BuildFn = absl::StatusOr<std::unique_ptr<Runner>> (*)(const Shape&, const Options&,
                                                              const Config&, const DeviceInfo&);
   // `calibration`: fitted by tools/fit_auto.py, passed by the factory that names the variant.
+  // `cleans`: the variant takes spikes, non-finite values and large means out of its transforms
+  // (fft_fused's CleanTransforms); one that does not (the lab's baselines) is never within the
+  // accuracy contract.
   FftAlgorithm(std::string name, const Options& options, double calibration, PlanFn plan,
-               BuildFn build)
+               BuildFn build, bool cleans)
       : name_(std::move(name)),
         options_(options),
         calibration_(calibration),
         plan_(plan),
-        build_(build) {}
+        build_(build),
+        cleans_(cleans) {}
   std::string name() const override { return name_; }
   double calibration() const override { return calibration_; }
+  // A filter of fewer than 9 taps gives CleanTransforms nothing to judge a spike against.
+  absl::Status WithinContract(const Shape& shape) const override {
+    if (!cleans_) return absl::OutOfRangeError(name_ + ": a baseline, outside the contract");
+    if (shape.kernel_h * shape.kernel_w < 9) {
+      return absl::OutOfRangeError(name_ + ": filters of fewer than 9 taps");
+    }
+    return absl::OkStatus();
+  }
 
  protected:
   absl::StatusOr<Config> Choose(const Shape& shape, const DeviceInfo&,
@@ -49,6 +61,7 @@ class FftAlgorithm : public AlgorithmWithConfig<Config> {
   double calibration_;
   PlanFn plan_;
   BuildFn build_;
+  bool cleans_;
 };
 
 }  // namespace conv2d

@@ -108,8 +108,20 @@ __device__ KernelParams Pinned(const KernelParams& k) {
   }
 }
 
+// CTAs per SM each pinned kernel ran at before CleanTransforms existed (shared memory allows
+// six of the 36 KB tiles, 32x32 x4 and 16x64 x4; registers then limited them): held with the
+// rare paths out of line (CONV2D_NOINLINE), which the calls would otherwise size at 64
+// registers. Three for the 72 KB tiles, which shared memory limits anyway.
+enum KernelKind { kFilterKind, kInputKind, kInverseKind };
+template <int kPin, KernelKind kKind>
+constexpr int MinCtasPerSm() {
+  if constexpr (kPin == 1) return 6;                                   // 32x32 x4
+  if constexpr (kPin == 4) return kKind == kFilterKind ? 6 : 5;        // 16x64 x4
+  return kPin < 0 ? 1 : 3;
+}
+
 template <int kPin>
-__global__ void __launch_bounds__(kThreads) FilterKernel(KernelParams params,
+__global__ void __launch_bounds__(kThreads, (MinCtasPerSm<kPin, kFilterKind>())) FilterKernel(KernelParams params,
                                                          const float* __restrict__ w,
                                                          Cf* __restrict__ spectrum,
                                                          SparseLists lists) {
@@ -120,7 +132,7 @@ __global__ void __launch_bounds__(kThreads) FilterKernel(KernelParams params,
 }
 
 template <int kPin>
-__global__ void __launch_bounds__(kThreads) InputKernel(KernelParams params,
+__global__ void __launch_bounds__(kThreads, (MinCtasPerSm<kPin, kInputKind>())) InputKernel(KernelParams params,
                                                         const float* __restrict__ x,
                                                         Cf* __restrict__ spectrum,
                                                         SparseLists lists) {
@@ -136,7 +148,7 @@ __global__ void __launch_bounds__(kThreads) InputKernel(KernelParams params,
 }
 
 template <int kPin>
-__global__ void __launch_bounds__(kThreads) InverseKernel(KernelParams params,
+__global__ void __launch_bounds__(kThreads, (MinCtasPerSm<kPin, kInverseKind>())) InverseKernel(KernelParams params,
                                                           const Cf* __restrict__ spectrum,
                                                           float* __restrict__ y,
                                                           SparseInputs sparse) {
@@ -320,7 +332,7 @@ absl::StatusOr<std::unique_ptr<Runner>> Build(const Shape& shape, const Options&
 // "fft_fused" and "fft_fused_3xtf32": one algorithm, two sets of options.
 std::unique_ptr<Algorithm> Make(const char* name, const Options& options, double calibration) {
   return std::make_unique<FftAlgorithm<Options, Config>>(name, options, calibration, &ChooseConfig,
-                                                         &Build);
+                                                         &Build, /*cleans=*/true);
 }
 
 }  // namespace

@@ -227,6 +227,7 @@ struct KernelParams {
   int n_input = 0;           // Cin * M
   int n_output = 0;          // Cout * M
   float scale = 0;           // 1 / (Th * Tw), exact: applied to the filter spectrum
+  int clean = 1;             // MEASUREMENT ONLY: 0 skips CleanTransforms
   // The inverse's output phase: by step_w, and by its chunks of four rows, ceil(step_h / 4)
   // (conv/arch/fast_div.h; every item index is below 2^31).
   FastDiv div_step_w, div_out_chunks;
@@ -692,25 +693,40 @@ CONV2D_HOST_DEVICE inline float BitsFloat(unsigned u) {
 // One item's share of a statistic, combined over the items of a warp (which all belong to one
 // pair, see ForEachPairSlice) before one atomic per warp on the device.
 struct Partial {
-  double sum = 0, sumsq = 0;
+  float sum = 0, comp = 0;  // sum + comp: the exact sum of this item's elements (TwoSum)
+  float sumsq = 0;          // (overflows past |v| ~ 1e18, which only turns spike detection off)
   float max = 0;
   int nonfinite = 0;
+  CONV2D_HOST_DEVICE void Add(float v) {
+    if (IsFinite(v)) {
+      const float t = sum + v, bv = t - sum;
+      comp += (sum - (t - bv)) + (v - bv);
+      sum = t;
+      sumsq = fmaf(v, v, sumsq);
+      max = fmaxf(max, fabsf(v));
+    } else {
+      ++nonfinite;
+    }
+  }
 };
-CONV2D_HOST_DEVICE inline void Publish(TransformStats* s, Partial a) {
+CONV2D_HOST_DEVICE inline void Publish(TransformStats* s, const Partial& p) {
+  double sum = static_cast<double>(p.sum) + p.comp, sumsq = p.sumsq;
+  float mx = p.max;
+  int nonfinite = p.nonfinite;
 #if defined(__CUDA_ARCH__)
   CONV2D_UNROLL
   for (int off = 16; off > 0; off >>= 1) {
-    a.sum += __shfl_xor_sync(0xffffffffu, a.sum, off);
-    a.sumsq += __shfl_xor_sync(0xffffffffu, a.sumsq, off);
-    a.max = fmaxf(a.max, __shfl_xor_sync(0xffffffffu, a.max, off));
-    a.nonfinite += __shfl_xor_sync(0xffffffffu, a.nonfinite, off);
+    sum += __shfl_xor_sync(0xffffffffu, sum, off);
+    sumsq += __shfl_xor_sync(0xffffffffu, sumsq, off);
+    mx = fmaxf(mx, __shfl_xor_sync(0xffffffffu, mx, off));
+    nonfinite += __shfl_xor_sync(0xffffffffu, nonfinite, off);
   }
   if ((threadIdx.x & 31) != 0) return;
 #endif
-  if (a.sum != 0) AtomicAddD(&s->sum, a.sum);
-  if (a.sumsq != 0) AtomicAddD(&s->sumsq, a.sumsq);
-  if (a.max > 0) AtomicMaxU(&s->max_bits, FloatBits(a.max));
-  if (a.nonfinite) AtomicAddI(&s->nonfinite, a.nonfinite);
+  if (sum != 0) AtomicAddD(&s->sum, sum);
+  if (sumsq != 0) AtomicAddD(&s->sumsq, sumsq);
+  if (mx > 0) AtomicMaxU(&s->max_bits, FloatBits(mx));
+  if (nonfinite) AtomicAddI(&s->nonfinite, nonfinite);
 }
 
 // Items over the elements (u < rows, v < 2^log2_cols) of every pair: each pair gets L items, a
@@ -763,18 +779,18 @@ CONV2D_HOST_DEVICE inline bool IsCandidate(float v, const Verdict& j) {
   return !IsFinite(v) || (j.spikes && fabsf(v) > j.thr);
 }
 
+CONV2D_HOST_DEVICE inline void ZeroStat(TransformStats& s, bool keep_lists) {
+  s.sum = s.sumsq = s.cand_energy = 0;
+  s.max_bits = 0;
+  s.nonfinite = s.cand_count = s.removing = 0;
+  if (!keep_lists) {
+    s.removed = s.unresolved = 0;
+    s.mean = 0;
+  }
+}
 template <class Ctx>
-CONV2D_HOST_DEVICE void ZeroStats(Ctx& ctx, const KernelParams& k, bool keep_lists) {
-  ctx.ForEach(2 * k.pairs, [&](int g) {
-    TransformStats& s = ctx.transform_stats()[g];
-    s.sum = s.sumsq = s.cand_energy = 0;
-    s.max_bits = 0;
-    s.nonfinite = s.cand_count = s.removing = 0;
-    if (!keep_lists) {
-      s.removed = s.unresolved = 0;
-      s.mean = 0;
-    }
-  });
+CONV2D_HOST_DEVICE void ZeroStats(Ctx& ctx, const KernelParams& k) {
+  ctx.ForEach(2 * k.pairs, [&](int g) { ZeroStat(ctx.transform_stats()[g], true); });
   ctx.Sync("zero stats");
 }
 
@@ -785,17 +801,8 @@ CONV2D_HOST_DEVICE void GatherStats(Ctx& ctx, const KernelParams& k, int rows, i
       ctx, k, rows, log2_cols,
       [&](int p, int u, int v) {
         const Cf z = ctx.Ld(Addr(k.pair_stride, k.row_pitch, p, u, v));
-        const float e[2] = {z.x, z.y};
-        CONV2D_UNROLL
-        for (int h = 0; h < 2; ++h) {
-          if (IsFinite(e[h])) {
-            a[h].sum += e[h];
-            a[h].sumsq += static_cast<double>(e[h]) * e[h];
-            a[h].max = fmaxf(a[h].max, fabsf(e[h]));
-          } else {
-            ++a[h].nonfinite;
-          }
-        }
+        a[0].Add(z.x);
+        a[1].Add(z.y);
       },
       [&](int p) {
         Publish(&ctx.transform_stats()[2 * p], a[0]);
@@ -810,12 +817,38 @@ CONV2D_HOST_DEVICE void GatherStats(Ctx& ctx, const KernelParams& k, int rows, i
 // ctx.transform_stats() each transform's mean, removed count and unresolved flag. Returns whether any
 // transform of the CTA has a nonzero count (CTA-uniform).
 template <class Ctx, class ListFn>
+CONV2D_HOST_DEVICE void CleanTransformsSlow(Ctx& ctx, const KernelParams& k, int rows, int log2_cols,
+                                         bool subtract_mean, int cap, ListFn lists);
+
+// Setup zeroed the statistics. The common case (nothing to do) is one pass and one barrier here;
+// the rest is CleanTransformsSlow, out of line so that it costs the FFT kernels no registers.
+template <class Ctx, class ListFn>
 CONV2D_HOST_DEVICE bool CleanTransforms(Ctx& ctx, const KernelParams& k, int rows, int log2_cols,
                                         bool subtract_mean, int cap, ListFn lists) {
   const int cols = 1 << log2_cols, G = 2 * k.pairs;
-  auto valid = [&](int g) { return ValidCount(ctx.meta()[g], rows, cols); };
-  ZeroStats(ctx, k, /*keep_lists=*/false);
   GatherStats(ctx, k, rows, log2_cols);
+  bool work = false;
+  for (int g = 0; g < G; ++g) {
+    const TransformStats& s = ctx.transform_stats()[g];
+    const int n = ValidCount(ctx.meta()[g], rows, cols);
+    work = work || Judge(s, n).check ||
+           (subtract_mean && n > 0 && 16.0 * s.sum * s.sum > static_cast<double>(n) * s.sumsq);
+  }
+  if (!work) return false;
+  CleanTransformsSlow(ctx, k, rows, log2_cols, subtract_mean, cap, lists);
+  bool any = false;
+  for (int g = 0; g < G; ++g) {
+    const TransformStats& s = ctx.transform_stats()[g];
+    any = any || s.removed > 0 || s.unresolved;
+  }
+  return any;
+}
+
+template <class Ctx, class ListFn>
+CONV2D_HOST_DEVICE void CleanTransformsSlow(Ctx& ctx, const KernelParams& k, int rows, int log2_cols,
+                                         bool subtract_mean, int cap, ListFn lists) {
+  const int cols = 1 << log2_cols, G = 2 * k.pairs;
+  auto valid = [&](int g) { return ValidCount(ctx.meta()[g], rows, cols); };
   if (subtract_mean) {
     bool any = false;
     for (int g = 0; g < G; ++g) {
@@ -853,7 +886,7 @@ CONV2D_HOST_DEVICE bool CleanTransforms(Ctx& ctx, const KernelParams& k, int row
         }
       });
       ctx.Sync("mean");
-      ZeroStats(ctx, k, /*keep_lists=*/true);
+      ZeroStats(ctx, k);
       GatherStats(ctx, k, rows, log2_cols);
     }
   }
@@ -940,15 +973,11 @@ CONV2D_HOST_DEVICE bool CleanTransforms(Ctx& ctx, const KernelParams& k, int row
       ctx.Sync("remove");
     }
     if (!any_remove) break;
-    ZeroStats(ctx, k, /*keep_lists=*/true);
+    ZeroStats(ctx, k);
     GatherStats(ctx, k, rows, log2_cols);
   }
-  bool any = false, any_unresolved = false;
-  for (int g = 0; g < G; ++g) {
-    const TransformStats& s = ctx.transform_stats()[g];
-    any = any || s.removed > 0 || s.unresolved;
-    any_unresolved = any_unresolved || s.unresolved;
-  }
+  bool any_unresolved = false;
+  for (int g = 0; g < G; ++g) any_unresolved = any_unresolved || ctx.transform_stats()[g].unresolved;
   // An unresolved transform's outputs are all recomputed directly, but it shares its complex FFT
   // with its pair's other transform, which its rounding errors would reach: it is zeroed.
   if (any_unresolved) {
@@ -972,7 +1001,6 @@ CONV2D_HOST_DEVICE bool CleanTransforms(Ctx& ctx, const KernelParams& k, int row
     });
     ctx.Sync("zero unresolved");
   }
-  return any;
 }
 
 // The count to publish for transform g.
@@ -1095,6 +1123,7 @@ CONV2D_HOST_DEVICE void Setup(Ctx& ctx, const KernelParams& k, MetaFn meta_of) {
       ctx.SetTw(i, Twiddle128(i));
     } else {
       ctx.meta()[i - kTwiddles] = meta_of(i - kTwiddles);
+      ZeroStat(ctx.transform_stats()[i - kTwiddles], /*keep_lists=*/false);
     }
   });
   ctx.Sync("setup");
@@ -1206,7 +1235,7 @@ CONV2D_UNROLL
       const Cf zm = ctx.Ld(Addr(k.pair_stride, k.row_pitch, p, mrow, mcol));
       Cf a = MakeCf(0.5f * scale * (z.x + zm.x), 0.5f * scale * (z.y - zm.y));
       Cf b = MakeCf(0.5f * scale * (z.y + zm.y), 0.5f * scale * (zm.x - z.x));
-      if (k0 + j == 0 && k1 == 0) {
+      if (k.clean && k0 + j == 0 && k1 == 0) {
         const double area = static_cast<double>(th << k.log2_tw);
         const TransformStats& sa = ctx.transform_stats()[2 * p];
         const TransformStats& sb = ctx.transform_stats()[2 * p + 1];
@@ -1262,7 +1291,7 @@ CONV2D_HOST_DEVICE void FilterCta(Ctx& ctx, const KernelParams& k, const float* 
   });
   ctx.WaitCopies();
   ctx.Sync("load");
-  {
+  if (k.clean) {
     const int cout = d.out_channels, cin = d.in_channels;
     auto slot = [&](int g) -> int64_t {  // filter (o, c) at o*Cin + c, or -1 past the end
       const int n = n0 + g;
@@ -1315,7 +1344,7 @@ CONV2D_HOST_DEVICE void InputCta(Ctx& ctx, const KernelParams& k, const float* x
   ctx.ForEach(LoadItems(k, th, tw), [&](int it) { LoadRowsItem(ctx, k, x, 0, th, tw, it); });
   ctx.WaitCopies();
   ctx.Sync("load");
-  {
+  if (k.clean) {
     const int cin = d.in_channels;
     auto slot = [&](int g) -> int64_t {  // x transform (c, m) at m*Cin + c, or -1 past the end
       const int n = n0 + g;

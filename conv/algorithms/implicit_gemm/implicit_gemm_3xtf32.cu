@@ -264,6 +264,9 @@ class ImplicitGemm3xTf32 : public AlgorithmWithConfig<Params> {
   std::string name() const override { return "implicit_gemm_3xtf32"; }
   // Fitted by tools/fit_auto.py (docs/data/round45_fit_*.json).
   double calibration() const override { return 2.600; }
+  absl::Status WithinContract(const Shape& shape) const override {
+    return DirectSummationWithinContract(shape);
+  }
 
  protected:
   // The time: a roofline of three TF32 products per term on the padded tiles at ~300 TFLOP/s

@@ -489,6 +489,9 @@ class ImplicitGemmWgmma : public AlgorithmWithConfig<WgmmaConfig> {
   std::string name() const override { return "implicit_gemm_wgmma"; }
   // Fitted by tools/fit_auto.py (docs/data/round45_fit_*.json).
   double calibration() const override { return 0.810; }
+  absl::Status WithinContract(const Shape& shape) const override {
+    return DirectSummationWithinContract(shape);
+  }
 
  protected:
   // The time: the schedule's cost on the device's SMs (ChooseSchedule: the longest CTA's k-tiles

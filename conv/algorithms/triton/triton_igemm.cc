@@ -167,6 +167,9 @@ class TritonIgemm : public AlgorithmWithConfig<Tiles> {
   std::string name() const override { return kName; }
   // Fitted by tools/fit_auto.py (docs/data/round45_fit_*.json).
   double calibration() const override { return 1.882; }
+  absl::Status WithinContract(const Shape& shape) const override {
+    return DirectSummationWithinContract(shape);
+  }
 
  protected:
   // The time: a deliberately modest prior (20 TFLOP/s, an eighth of the H200's 3xTF32 peak of
