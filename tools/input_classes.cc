@@ -73,7 +73,7 @@ int Main() {
       problems.push_back(*std::move(p));
     }
     for (const std::string& v : variants) {
-      if (!Registry::Global().Find(v)->CanImplement(s).ok()) continue;
+      if (v != "auto" && !Registry::Global().Find(v)->CanImplement(s).ok()) continue;
       std::printf("%-22s", v.c_str());
       for (size_t k = 0; k < classes.size(); ++k) {
         absl::StatusOr<std::vector<float>> y = RunOnce(problems[k], v, {});

@@ -12,7 +12,7 @@ import os
 import sys
 
 _lib = None
-_plans = {}  # (B, Cin, Cout, H, W, Kh, Kw, algorithm, device) -> (plan, workspace tensor, bytes)
+_plans = {}  # (B, Cin, Cout, H, W, Kh, Kw, algorithm, device index) -> (plan, workspace bytes)
 
 
 def _load():
@@ -51,16 +51,19 @@ def _create_plan(dims, algorithm):
 
 
 def _plan(dims, device):
-    import torch
     algorithm = os.environ.get("CONV2D_ALGORITHM", "auto")
-    key = (*dims, algorithm, device)
+    key = (*dims, algorithm, device.index)
     if key not in _plans:
-        plan, nbytes = _create_plan(dims, algorithm)
-        ws = torch.empty(nbytes, dtype=torch.uint8, device=device) if nbytes else None
         # Plans live until the process exits: destroying them during interpreter teardown could
-        # race the CUDA context's own teardown.
-        _plans[key] = (plan, ws, nbytes)
+        # race the CUDA context's own teardown. A plan is safe to run from several threads and
+        # streams at once; each call brings its own workspace.
+        _plans[key] = _create_plan(dims, algorithm)
     return _plans[key]
+
+
+def _plain(t):
+    """t as a dense tensor whose memory holds its values (negative and conjugate views resolved)."""
+    return t.resolve_neg().resolve_conj().contiguous()
 
 
 def custom_kernel(data):
@@ -69,18 +72,38 @@ def custom_kernel(data):
     y = data[2] if len(data) > 2 else None
     if x.dtype != torch.float32 or w.dtype != torch.float32 or not (x.is_cuda and w.is_cuda):
         raise TypeError("conv2d: input and kernel must be float32 CUDA tensors")
+    if w.device != x.device or (y is not None and y.device != x.device):
+        raise ValueError(f"conv2d: input, kernel and output must be on one device "
+                         f"(input on {x.device}, kernel on {w.device}"
+                         f"{'' if y is None else f', output on {y.device}'})")
+    unbatched = x.dim() == 3  # (C, H, W), as F.conv2d takes it
+    if unbatched:
+        x = x.unsqueeze(0)
+    if x.dim() != 4 or w.dim() != 4:
+        raise ValueError(f"conv2d: input must be (B, C, H, W) or (C, H, W) and kernel "
+                         f"(Cout, C, Kh, Kw); got {tuple(data[0].shape)} and {tuple(w.shape)}")
     (b, c, h, wd), (o, c2, kh, kw) = x.shape, w.shape
     if c2 != c or kh > h or kw > wd:
-        raise ValueError(f"conv2d: input {tuple(x.shape)} and kernel {tuple(w.shape)} mismatch")
+        raise ValueError(f"conv2d: input {tuple(data[0].shape)} and kernel {tuple(w.shape)} "
+                         f"mismatch")
     out_shape = (b, o, h - kh + 1, wd - kw + 1)
+    want = out_shape[1:] if unbatched else out_shape
     if y is None:
-        y = torch.empty(out_shape, dtype=torch.float32, device=x.device)
-    if tuple(y.shape) != out_shape or y.dtype != torch.float32 or y.device != x.device:
-        raise ValueError(f"conv2d: output must be float32 {out_shape} on {x.device}")
-    x, w = x.contiguous(), w.contiguous()
-    dst = y if y.is_contiguous() else torch.empty(out_shape, dtype=torch.float32, device=x.device)
+        y = torch.empty(want, dtype=torch.float32, device=x.device)
+    if tuple(y.shape) != want or y.dtype != torch.float32:
+        raise ValueError(f"conv2d: output must be float32 {want} on {x.device}")
+    if b == 0 or o == 0 or kh == 0 or kw == 0:
+        return y  # nothing to compute, as F.conv2d
+    if c == 0:
+        return y.zero_()
+    x, w = _plain(x), _plain(w)
+    direct = y.is_contiguous() and not y.is_neg() and not y.is_conj()
+    dst = y if direct else torch.empty(want, dtype=torch.float32, device=x.device)
     with torch.cuda.device(x.device):
-        plan, ws, nbytes = _plan((b, c, o, h, wd, kh, kw), x.device)
+        plan, nbytes = _plan((b, c, o, h, wd, kh, kw), x.device)
+        # From PyTorch's caching allocator on the current stream: a call on another stream or
+        # thread gets its own, and it is not reused before this call's kernels are done.
+        ws = torch.empty(nbytes, dtype=torch.uint8, device=x.device) if nbytes else None
         stream = torch.cuda.current_stream(x.device).cuda_stream
         _check(_load().conv2d_plan_run(plan, x.data_ptr(), w.data_ptr(), dst.data_ptr(),
                                        ws.data_ptr() if ws is not None else None, nbytes, stream),

@@ -227,7 +227,6 @@ struct KernelParams {
   int n_input = 0;           // Cin * M
   int n_output = 0;          // Cout * M
   float scale = 0;           // 1 / (Th * Tw), exact: applied to the filter spectrum
-  int clean = 1;             // MEASUREMENT ONLY: 0 skips CleanTransforms
   // The inverse's output phase: by step_w, and by its chunks of four rows, ceil(step_h / 4)
   // (conv/arch/fast_div.h; every item index is below 2^31).
   FastDiv div_step_w, div_out_chunks;
@@ -812,6 +811,54 @@ CONV2D_HOST_DEVICE void GatherStats(Ctx& ctx, const KernelParams& k, int rows, i
   ctx.Sync("stats");
 }
 
+// The statistics the common case needs, at a few instructions per element: sum (compensated if
+// kCompensated, for the filters' DC bin), sum of squares and max |v|. A non-finite element
+// shows as a non-finite sum of squares (so does an overflowing one: both send the CTA to
+// CleanTransformsSlow, which counts them exactly).
+template <bool kCompensated, class Ctx>
+CONV2D_HOST_DEVICE void QuickStats(Ctx& ctx, const KernelParams& k, int rows, int log2_cols) {
+  const int log2_elements = CeilLog2(rows) + log2_cols;
+  int log2_per = 8 - k.log2_pairs;  // kThreads / P items per pair, at least a warp
+  if (log2_per < 5) log2_per = 5;
+  while (log2_per > 5 && log2_per > log2_elements) --log2_per;
+  const int count = log2_elements >= log2_per ? 1 << (log2_elements - log2_per) : 0;
+  const int elements = rows << log2_cols, mask = (1 << log2_cols) - 1;
+  ctx.ForEach(k.pairs << log2_per, [&](int it) {
+    const int p = it >> log2_per, r = it & ((1 << log2_per) - 1);
+    float sum[2] = {0, 0}, comp[2] = {0, 0}, sq[2] = {0, 0}, mx[2] = {0, 0};
+    auto add = [&](int e) {
+      const Cf z = ctx.Ld(Addr(k.pair_stride, k.row_pitch, p, e >> log2_cols, e & mask));
+      const float v[2] = {z.x, z.y};
+      CONV2D_UNROLL
+      for (int h = 0; h < 2; ++h) {
+        if (kCompensated) {
+          const float t = sum[h] + v[h], bv = t - sum[h];
+          comp[h] += (sum[h] - (t - bv)) + (v[h] - bv);
+          sum[h] = t;
+        } else {
+          sum[h] += v[h];
+        }
+        sq[h] = fmaf(v[h], v[h], sq[h]);
+        mx[h] = fmaxf(mx[h], fabsf(v[h]));
+      }
+    };
+    CONV2D_UNROLL
+    for (int j = 0; j < count; ++j) add(r + (j << log2_per));
+    if (count == 0 && r < elements) add(r);
+    CONV2D_UNROLL
+    for (int h = 0; h < 2; ++h) {
+      Partial a;
+      a.sum = sum[h];
+      a.comp = comp[h];
+      a.sumsq = sq[h];
+      a.max = mx[h];
+      a.nonfinite = IsFinite(sq[h]) ? 0 : 1;
+      Publish(&ctx.transform_stats()[2 * p + h], a);
+    }
+  });
+  ctx.Sync("stats");
+}
+
 // Cleans the 2P transforms in shared memory (region rows x 2^log2_cols; valid(g) elements are
 // data). lists(g) is transform g's list (nullptr past the end), cap its capacity. Leaves in
 // ctx.transform_stats() each transform's mean, removed count and unresolved flag. Returns whether any
@@ -826,7 +873,12 @@ template <class Ctx, class ListFn>
 CONV2D_HOST_DEVICE bool CleanTransforms(Ctx& ctx, const KernelParams& k, int rows, int log2_cols,
                                         bool subtract_mean, int cap, ListFn lists) {
   const int cols = 1 << log2_cols, G = 2 * k.pairs;
-  GatherStats(ctx, k, rows, log2_cols);
+  // The filters' sums feed their DC bins (StoreSpectrum): compensated there.
+  if (subtract_mean) {
+    QuickStats<false>(ctx, k, rows, log2_cols);
+  } else {
+    QuickStats<true>(ctx, k, rows, log2_cols);
+  }
   bool work = false;
   for (int g = 0; g < G; ++g) {
     const TransformStats& s = ctx.transform_stats()[g];
@@ -849,6 +901,11 @@ CONV2D_HOST_DEVICE void CleanTransformsSlow(Ctx& ctx, const KernelParams& k, int
                                          bool subtract_mean, int cap, ListFn lists) {
   const int cols = 1 << log2_cols, G = 2 * k.pairs;
   auto valid = [&](int g) { return ValidCount(ctx.meta()[g], rows, cols); };
+  // The exact statistics (QuickStats only decided that there is work), once every thread has
+  // read the quick ones.
+  ctx.Sync("decided");
+  ZeroStats(ctx, k);
+  GatherStats(ctx, k, rows, log2_cols);
   if (subtract_mean) {
     bool any = false;
     for (int g = 0; g < G; ++g) {
@@ -1207,13 +1264,13 @@ CONV2D_HOST_DEVICE inline int FreqItems(const KernelParams& k, int log2_rows) {
 // computes three bit reversals of rows instead of eight and steps its global address by a
 // constant row of frequencies.
 // scale multiplies every value (the filter's carries the inverse's 1/(Th Tw), so that no
-// intermediate overflows while the output fits). The DC bin is the transform's sum: it is
-// taken from CleanTransforms' statistics (accumulated in double, plus Th*Tw times the mean it
-// subtracted) instead of the butterflies, so that a large mean (x's, or a filter's of nearly
-// zero sum times x's) is carried with one rounding.
+// intermediate overflows while the output fits). The DC bin of a filter, and of an x tile whose
+// mean CleanTransforms subtracted, is the transform's sum from its statistics (compensated,
+// plus Th*Tw times that mean) instead of the butterflies', so that a large mean times a filter
+// of nearly zero sum is carried with one rounding.
 template <class Ctx>
 CONV2D_HOST_DEVICE void StoreSpectrum(Ctx& ctx, const KernelParams& k, Cf* out, int n_total,
-                                      int n0, float scale) {
+                                      int n0, float scale, bool filter) {
   const int lth = k.log2_th, th = 1 << lth, tw = 1 << k.log2_tw;
   const int half = tw / 2 + 1;
   const bool paired = n_total % 2 == 0;  // then n0 + 2p is even: 16-byte stores
@@ -1235,12 +1292,16 @@ CONV2D_UNROLL
       const Cf zm = ctx.Ld(Addr(k.pair_stride, k.row_pitch, p, mrow, mcol));
       Cf a = MakeCf(0.5f * scale * (z.x + zm.x), 0.5f * scale * (z.y - zm.y));
       Cf b = MakeCf(0.5f * scale * (z.y + zm.y), 0.5f * scale * (zm.x - z.x));
-      if (k.clean && k0 + j == 0 && k1 == 0) {
+      if (k0 + j == 0 && k1 == 0) {
         const double area = static_cast<double>(th << k.log2_tw);
         const TransformStats& sa = ctx.transform_stats()[2 * p];
         const TransformStats& sb = ctx.transform_stats()[2 * p + 1];
-        a = MakeCf(static_cast<float>(scale * (sa.sum + area * sa.mean)), 0.0f);
-        b = MakeCf(static_cast<float>(scale * (sb.sum + area * sb.mean)), 0.0f);
+        if (filter || sa.mean != 0) {
+          a = MakeCf(static_cast<float>(scale * (sa.sum + area * sa.mean)), 0.0f);
+        }
+        if (filter || sb.mean != 0) {
+          b = MakeCf(static_cast<float>(scale * (sb.sum + area * sb.mean)), 0.0f);
+        }
       }
       Cf* d = dst + j * row_step;
       if (paired && n < n_total) {
@@ -1291,7 +1352,7 @@ CONV2D_HOST_DEVICE void FilterCta(Ctx& ctx, const KernelParams& k, const float* 
   });
   ctx.WaitCopies();
   ctx.Sync("load");
-  if (k.clean) {
+  {
     const int cout = d.out_channels, cin = d.in_channels;
     auto slot = [&](int g) -> int64_t {  // filter (o, c) at o*Cin + c, or -1 past the end
       const int n = n0 + g;
@@ -1319,7 +1380,7 @@ CONV2D_HOST_DEVICE void FilterCta(Ctx& ctx, const KernelParams& k, const float* 
   } else {
     ColumnFft<false, false>(ctx, k, k.pair_stride, tw);
   }
-  StoreSpectrum(ctx, k, spectrum, k.n_filter, n0, k.scale);
+  StoreSpectrum(ctx, k, spectrum, k.n_filter, n0, k.scale, /*filter=*/true);
 }
 
 // The input kernel's CTA `cta`: transforms n = c*M + m in [n0, n0 + G).
@@ -1344,7 +1405,7 @@ CONV2D_HOST_DEVICE void InputCta(Ctx& ctx, const KernelParams& k, const float* x
   ctx.ForEach(LoadItems(k, th, tw), [&](int it) { LoadRowsItem(ctx, k, x, 0, th, tw, it); });
   ctx.WaitCopies();
   ctx.Sync("load");
-  if (k.clean) {
+  {
     const int cin = d.in_channels;
     auto slot = [&](int g) -> int64_t {  // x transform (c, m) at m*Cin + c, or -1 past the end
       const int n = n0 + g;
@@ -1364,7 +1425,7 @@ CONV2D_HOST_DEVICE void InputCta(Ctx& ctx, const KernelParams& k, const float* x
   }
   RowFft<false>(ctx, k, k.pair_stride, 1 << k.log2_th);
   ColumnFft<false, false>(ctx, k, k.pair_stride, 1 << k.log2_tw);
-  StoreSpectrum(ctx, k, spectrum, k.n_input, n0, 1.0f);
+  StoreSpectrum(ctx, k, spectrum, k.n_input, n0, 1.0f, /*filter=*/false);
 }
 
 // The inverse kernel's CTA `cta`: transforms n = o*M + m in [n0, n0 + G).

@@ -1,7 +1,6 @@
 // fft_fused's host-side planning: tile choice, shared-memory and workspace layouts, cost model,
 // kernel parameters. No CUDA: CanImplement and EstimateSeconds run on machines without a GPU.
 #include <algorithm>
-#include <cstdlib>
 #include <cmath>
 #include <limits>
 
@@ -299,7 +298,6 @@ KernelParams MakeKernelParams(const Shape& s, const Config& c, bool inverse) {
   k.n_input = static_cast<int>(s.in_channels * g.tiles);
   k.n_output = static_cast<int>(s.out_channels * g.tiles);
   k.scale = static_cast<float>(1.0 / static_cast<double>(g.tile_h * g.tile_w));
-  k.clean = std::getenv("CONV2D_FFT_NO_CLEAN") == nullptr;  // MEASUREMENT ONLY
   k.div_step_w = FastDiv(static_cast<uint32_t>(k.d.step_w));
   k.div_out_chunks = FastDiv(static_cast<uint32_t>((k.d.step_h + 3) / 4));
   return k;
