@@ -37,7 +37,7 @@ enum class InputClass {
 inline std::vector<InputClass> AllInputClasses() {
   return {InputClass::kRandn,     InputClass::kOutlierX, InputClass::kOutlierW,
           InputClass::kLargeMean, InputClass::kSparse,   InputClass::kHuge,
-          InputClass::kTiny};
+          InputClass::kTiny,      InputClass::kNonFinite};
 }
 
 inline const char* InputClassName(InputClass c) {

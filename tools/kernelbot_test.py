@@ -84,10 +84,12 @@ def test_negative_view_output_gets_the_values():
 
 @pytest.mark.parametrize("b,cout", [(0, 4), (2, 0)])
 def test_empty_batch_or_channels_give_empty_results(b, cout):
+    # (F.conv2d itself returns an empty tensor for b = 0 and, in PyTorch 2.11, raises for
+    # Cout = 0: the result here is the empty tensor of the output's shape in both cases.)
     x = torch.randn(b, 3, 10, 10, device="cuda")
     w = torch.randn(cout, 3, 3, 3, device="cuda")
     y = kernelbot.custom_kernel((x, w))
-    assert tuple(y.shape) == tuple(F.conv2d(x, w).shape)
+    assert tuple(y.shape) == (b, cout, 8, 8)
 
 
 def test_zero_input_channels_give_zeros():
@@ -98,7 +100,9 @@ def test_zero_input_channels_give_zeros():
 
 
 def test_unbatched_input_behaves_as_f_conv2d():
-    x, w = _inputs(9, shape=(16, 40, 33), cout=5, k=5)
+    g = torch.Generator(device="cuda").manual_seed(9)
+    x = torch.randn(16, 40, 33, device="cuda", generator=g)
+    w = torch.randn(5, 16, 5, 5, device="cuda", generator=g)
     y = kernelbot.custom_kernel((x, w))
     ref = F.conv2d(x.double(), w.double())
     assert tuple(y.shape) == tuple(ref.shape)
