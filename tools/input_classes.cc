@@ -9,6 +9,7 @@
 #include <cmath>
 #include <cstdio>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "absl/flags/flag.h"
@@ -18,7 +19,6 @@
 #include "conv/testing/shapes.h"
 #include "conv/testing/testbed.h"
 #include "reference/input_classes.h"
-#include "reference/reference.h"
 #include "tools/lab/lab.h"
 
 ABSL_FLAG(std::string, shapes, "kernelbot", "kernelbot (the distinct benchmark cases), cnn, all");
@@ -81,12 +81,8 @@ int Main() {
           std::printf("%12s", "ERROR");
           continue;
         }
-        const double scale2 = InputClassScale(classes[k]) * InputClassScale(classes[k]);
-        std::vector<float> ys(y->size());
-        std::vector<double> y64(expected[k].size());
-        for (size_t i = 0; i < ys.size(); ++i) ys[i] = static_cast<float>((*y)[i] / scale2);
-        for (size_t i = 0; i < y64.size(); ++i) y64[i] = expected[k][i] / scale2;
-        const Comparison c = Compare(ys, y64, {}, kAbsTol, kRelTol);
+        const Comparison c =
+            CompareAtScale(*std::move(y), expected[k], InputClassScale(classes[k]));
         failures += !c.ok();
         std::printf("%11.3g%s", c.worst_ratio, c.ok() ? " " : "!");
       }

@@ -14,6 +14,7 @@
 #include <cstdio>
 #include <random>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "conv/conv.h"
@@ -22,7 +23,6 @@
 #include "conv/testing/testbed.h"
 #include "gtest/gtest.h"
 #include "reference/input_classes.h"
-#include "reference/reference.h"
 #include "tools/lab/lab.h"
 
 namespace conv2d {
@@ -58,10 +58,7 @@ void RequireGpu() {
 absl::StatusOr<Comparison> Check(const DeviceProblem& p, const std::vector<double>& y64,
                                  const std::string& variant, InputClass c) {
   ASSIGN_OR_RETURN(std::vector<float> y, RunOnce(p, variant, {}));
-  const double scale2 = InputClassScale(c) * InputClassScale(c);
-  std::vector<double> want(y64.size());
-  for (size_t i = 0; i < y.size(); ++i) y[i] = static_cast<float>(y[i] / scale2);
-  for (size_t i = 0; i < want.size(); ++i) want[i] = y64[i] / scale2;
+  std::vector<double> want = y64;
   if (variant == "winograd" && c == InputClass::kNonFinite) {
     // Its transforms mix a whole input tile into each of its outputs (conv.h): a non-finite
     // input may also reach the other outputs of its output tile. Checked: every output that
@@ -70,7 +67,7 @@ absl::StatusOr<Comparison> Check(const DeviceProblem& p, const std::vector<doubl
       if (std::isfinite(want[i]) && !std::isfinite(y[i])) want[i] = y[i];
     }
   }
-  return Compare(y, want, {}, kAbsTol, kRelTol);
+  return CompareAtScale(std::move(y), std::move(want), InputClassScale(c));
 }
 
 // Runs every variant in `names` that takes `s` on every class; returns the failures.

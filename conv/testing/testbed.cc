@@ -104,6 +104,13 @@ absl::StatusOr<std::vector<float>> DeviceProblem::ReadOutput(
   return out;
 }
 
+Comparison CompareAtScale(std::vector<float> y, std::vector<double> y64, double scale) {
+  const double scale2 = scale * scale;
+  for (float& v : y) v = static_cast<float>(v / scale2);
+  for (double& v : y64) v /= scale2;
+  return Compare(y, y64, {}, kAbsTol, kRelTol);
+}
+
 absl::StatusOr<std::vector<double>> GpuReference(const DeviceProblem& problem) {
   const Shape& s = problem.shape();
   ASSIGN_OR_RETURN(DeviceBuffer d, DeviceBuffer::Allocate(s.output_elements() * sizeof(double),

@@ -63,6 +63,11 @@ class DeviceProblem {
   DeviceBuffer dx_, dw_, dy_;
 };
 
+// Compare (every element) with y and y64 both divided by scale^2: for inputs scaled by `scale`
+// (reference/input_classes.h's huge and tiny), whose error scales with the data while the bar's
+// 1e-3 is absolute. The contract test and tools/input_classes judge every class through it.
+Comparison CompareAtScale(std::vector<float> y, std::vector<double> y64, double scale);
+
 // The fp64 reference of every output element, computed on the GPU (reference/reference_gpu.h).
 absl::StatusOr<std::vector<double>> GpuReference(const DeviceProblem& problem);
 
