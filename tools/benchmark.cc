@@ -52,6 +52,7 @@
 #include "conv/shape.h"
 #include "conv/testing/shapes.h"
 #include "conv/testing/testbed.h"
+#include "reference/input_classes.h"
 #include "nlohmann/json.hpp"
 #include "reference/random.h"
 #include "reference/reference.h"
@@ -138,6 +139,10 @@ ABSL_FLAG(double, cooldown, 1.0,
 ABSL_FLAG(int64_t, positions, 4096, "output positions checked against fp64");
 ABSL_FLAG(uint64_t, seed, 1, "input seed; case i uses seed+i");
 ABSL_FLAG(std::string, json_out, "", "FILE: write every result and the summary as JSON");
+ABSL_FLAG(bool, classes, true,
+          "also run each variant (not cuDNN) once per case on every input class beyond randn "
+          "(reference/input_classes.h: outliers, a large mean, huge, tiny, sparse, non-finite) and "
+          "check every output against the GPU fp64 reference: the `classes` column");
 
 namespace conv2d {
 namespace {
@@ -255,6 +260,13 @@ struct Case {
   double cudnn_ms = kNaN;
 };
 
+// One input class of a case: its inputs on the device and the fp64 reference of every output.
+struct ClassProblem {
+  InputClass input_class;
+  std::unique_ptr<DeviceProblem> problem;
+  std::vector<double> y64;
+};
+
 struct Result {
   std::string variant;
   int case_index = 0;
@@ -267,6 +279,10 @@ struct Result {
   double estimate_ms = kNaN;  // the algorithm's own model, before calibration (tools/fit_auto.py)
   Comparison cmp;
   bool pass = false;
+  // --classes: the worst ratio over every output of every class beyond randn (NaN: not run; inf
+  // where an output's finiteness differs from fp64's), and each class's.
+  double classes_worst = kNaN;
+  std::vector<std::pair<std::string, double>> per_class;
 };
 
 // One variant ready to run on a case: a call that enqueues the convolution on a stream.
@@ -388,6 +404,43 @@ class GpuBench {
 
   void Record(const Result& r) { results_[{r.variant, r.case_index}] = r; }
 
+  // The input classes of case `ci` (built when the case changes; one case's at a time).
+  absl::Status PrepareClasses(int ci) {
+    if (classes_case_ == ci) return absl::OkStatus();
+    classes_.clear();
+    classes_case_ = -1;
+    const Case& c = cases_[ci];
+    const absl::Time t0 = absl::Now();
+    for (InputClass ic : AllInputClasses()) {
+      if (ic == InputClass::kRandn) continue;  // the main check's
+      Inputs in = MakeInputs(c.shape, c.seed, ic);
+      ASSIGN_OR_RETURN(DeviceProblem p,
+                       DeviceProblem::FromHost(c.shape, std::move(in.x), std::move(in.w)));
+      ClassProblem cp{ic, std::make_unique<DeviceProblem>(std::move(p)), {}};
+      ASSIGN_OR_RETURN(cp.y64, GpuReference(*cp.problem));
+      classes_.push_back(std::move(cp));
+    }
+    classes_case_ = ci;
+    std::fprintf(stderr, "[case %d/%zu] input classes and their GPU fp64 references (%.1f s)\n",
+                 ci + 1, cases_.size(), absl::ToDoubleSeconds(absl::Now() - t0));
+    return absl::OkStatus();
+  }
+
+  // Every class of case `ci` through `variant`, every output compared at the class's scale.
+  absl::Status CheckClasses(const std::string& variant, int ci, Result* r) {
+    RETURN_IF_ERROR(PrepareClasses(ci));
+    r->classes_worst = 0;
+    for (const ClassProblem& cp : classes_) {
+      ASSIGN_OR_RETURN(std::vector<float> y, RunOnce(*cp.problem, variant, {}));
+      const Comparison cmp = CompareAtScale(std::move(y), cp.y64, InputClassScale(cp.input_class));
+      // A failure whose ratio does not show it (an unwritten output) counts as inf.
+      const double worst = !cmp.ok() && !(cmp.worst_ratio > 1.0) ? INFINITY : cmp.worst_ratio;
+      r->per_class.emplace_back(InputClassName(cp.input_class), worst);
+      if (!(worst <= r->classes_worst)) r->classes_worst = worst;
+    }
+    return absl::OkStatus();
+  }
+
   // Inputs on the device for case `ci` (one case's buffers at a time) and its fp64 reference.
   absl::Status PrepareCase(int ci) {
     Case& c = cases_[ci];
@@ -491,6 +544,9 @@ class GpuBench {
     r->tflops = c.shape.flops() / (r->ms * 1e-3) * 1e-12;
     if (variant == kCudnn) c.cudnn_ms = r->ms;
     r->speedup = c.cudnn_ms / r->ms;  // NaN when cuDNN was filtered out or failed
+    if (absl::GetFlag(FLAGS_classes) && variant != kCudnn) {
+      RETURN_IF_ERROR(CheckClasses(variant, ci, r));
+    }
     return absl::OkStatus();
   }
 
@@ -529,6 +585,8 @@ class GpuBench {
   std::map<std::pair<std::string, int>, Result> results_;
   std::unique_ptr<DeviceProblem> problem_;
   int problem_case_ = -1;
+  std::vector<ClassProblem> classes_;
+  int classes_case_ = -1;
   cudaStream_t stream_ = nullptr;
   std::optional<KernelBotTimer> timer_;
 };
@@ -538,6 +596,7 @@ struct SummaryRow {
   std::vector<const Result*> per_case;  // null: not run
   double geomean_ms = kNaN;             // only when every case has a time
   double worst_ratio = kNaN;
+  double classes_worst = kNaN;  // over the cases that ran --classes
   int passed = 0, failed = 0, errors = 0;  // n/a cases count in none of them
 };
 
@@ -567,6 +626,10 @@ std::vector<SummaryRow> Summarize(const std::vector<std::string>& order, size_t 
       ++(r->pass ? row.passed : row.failed);
       row.worst_ratio = std::isnan(row.worst_ratio) ? r->cmp.worst_ratio
                                                     : std::max(row.worst_ratio, r->cmp.worst_ratio);
+      if (!r->per_class.empty() &&
+          (std::isnan(row.classes_worst) || !(r->classes_worst <= row.classes_worst))) {
+        row.classes_worst = r->classes_worst;
+      }
       log_sum += std::log(r->ms);
       ++timed;
     }
@@ -596,8 +659,8 @@ void GpuBench::PrintSummary() const {
   for (size_t ci = 0; ci < cases_.size(); ++ci) {
     absl::StrAppend(&line, absl::StrFormat(" %9s", absl::StrCat("#", ci + 1)));
   }
-  absl::StrAppend(&line, absl::StrFormat(" %9s %8s %11s  %s", "geomean", "vs_cudnn",
-                                         "worst_ratio", "pass"));
+  absl::StrAppend(&line, absl::StrFormat(" %9s %8s %11s %8s  %s", "geomean", "vs_cudnn",
+                                         "worst_ratio", "classes", "pass"));
   std::printf("%s\n", line.c_str());
   for (const SummaryRow& r : rows) {
     line = absl::StrFormat("%-*s", static_cast<int>(width), r.variant);
@@ -618,13 +681,27 @@ void GpuBench::PrintSummary() const {
                        : r.passed == tried
                            ? absl::StrCat("yes (", tried, ")")
                            : absl::StrCat("NO (", r.failed, " failed, ", r.errors, " errors)");
-    absl::StrAppend(&line, absl::StrFormat(" %9s %8s %11s  %s", num(r.geomean_ms, "%.3f"),
+    absl::StrAppend(&line, absl::StrFormat(" %9s %8s %11s %8s  %s", num(r.geomean_ms, "%.3f"),
                                            num(cudnn_geo / r.geomean_ms, "%.2fx"),
-                                           num(r.worst_ratio, "%.3f"), pass));
+                                           num(r.worst_ratio, "%.3f"),
+                                           num(r.classes_worst, "%.3g"), pass));
     std::printf("%s\n", line.c_str());
   }
   std::printf("('!' after a time: that case failed the fp64 bar; n/a: the variant cannot take the "
-              "shape; ERROR: see the benchmark line; geomean only when every case ran)\n");
+              "shape; ERROR: see the benchmark line; geomean only when every case ran; classes: "
+              "the worst ratio over every output of the input classes beyond randn, --classes, "
+              "which pass does not count: see conv.h for each algorithm's domain)\n");
+  // Per case and class, for the variants that ran them.
+  for (const SummaryRow& r : rows) {
+    for (const Result* res : r.per_case) {
+      if (res == nullptr || res->per_class.empty()) continue;
+      std::string cells;
+      for (const auto& [name, worst] : res->per_class) {
+        absl::StrAppend(&cells, absl::StrFormat(" %s %.3g", name, worst));
+      }
+      std::printf("classes %s #%d:%s\n", r.variant.c_str(), res->case_index + 1, cells.c_str());
+    }
+  }
   std::fflush(stdout);
 }
 
@@ -702,6 +779,10 @@ absl::Status GpuBench::WriteJson(const std::string& path, const std::string& dev
       row["rms_error"] = Sig9(r.cmp.rms_error);
       row["worst_ratio"] = Sig9(r.cmp.worst_ratio);
       row["pass"] = r.pass;
+      if (!r.per_class.empty()) {
+        row["classes_worst_ratio"] = Sig9(r.classes_worst);
+        for (const auto& [name, worst] : r.per_class) row["classes"][name] = Sig9(worst);
+      }
     }
     j["results"].push_back(std::move(row));
   }
@@ -710,6 +791,7 @@ absl::Status GpuBench::WriteJson(const std::string& path, const std::string& dev
     j["summary"].push_back({{"variant", r.variant},
                             {"geomean_ms", Sig9(r.geomean_ms)},
                             {"worst_ratio", Sig9(r.worst_ratio)},
+                            {"classes_worst_ratio", Sig9(r.classes_worst)},
                             {"cases_passed", r.passed},
                             {"cases_failed", r.failed},
                             {"cases_errors", r.errors},

@@ -3,12 +3,14 @@
 #include <cuda_runtime.h>
 
 #include <memory>
+#include <vector>
 
 #include "conv/algorithms/fft/fft_fused_stages.h"
 #include "conv/core/cuda_status.h"
 #include "conv/core/device_buffer.h"
 #include "conv/core/status_macros.h"
 #include "conv/core/timing.h"
+#include "reference/random.h"
 
 namespace conv2d {
 namespace fft_fused {
@@ -20,9 +22,16 @@ absl::StatusOr<StageTimes> TimeStages(const Shape& shape, const Options& options
   ASSIGN_OR_RETURN(DeviceBuffer w, DeviceBuffer::Allocate(4 * shape.filter_elements(), "w"));
   ASSIGN_OR_RETURN(DeviceBuffer y, DeviceBuffer::Allocate(4 * shape.output_elements(), "y"));
   ASSIGN_OR_RETURN(DeviceBuffer ws, DeviceBuffer::Allocate(runner->workspace_bytes(), "ws"));
-  // 0x3c3c3c3c = 0.0115 in every element: finite, non-zero.
-  RETURN_IF_ERROR(CudaStatus(cudaMemset(x.p, 0x3c, 4 * shape.input_elements()), "memset"));
-  RETURN_IF_ERROR(CudaStatus(cudaMemset(w.p, 0x3c, 4 * shape.filter_elements()), "memset"));
+  // randn, as the benchmark draws: a constant would send every x tile through the FFT's
+  // cleaning (its mean is large), which ordinary data never takes.
+  const std::vector<float> hx =
+      RandomTensor(1, kInputTensor, shape.input_elements(), Distribution::kNormal);
+  const std::vector<float> hw =
+      RandomTensor(1, kFilterTensor, shape.filter_elements(), Distribution::kNormal);
+  RETURN_IF_ERROR(CudaStatus(cudaMemcpy(x.p, hx.data(), 4 * hx.size(), cudaMemcpyHostToDevice),
+                             "copy x"));
+  RETURN_IF_ERROR(CudaStatus(cudaMemcpy(w.p, hw.data(), 4 * hw.size(), cudaMemcpyHostToDevice),
+                             "copy w"));
   RunArgs a;
   a.x = x.as<const float>();
   a.w = w.as<const float>();
