@@ -15,12 +15,9 @@
 #if defined(__CUDACC__)
 #define CONV2D_HOST_DEVICE __host__ __device__
 #define CONV2D_HOST_DEVICE_INLINE __host__ __device__ __forceinline__
-// Host and device, never inlined on the device: a rare path kept out of a hot kernel's registers.
-#define CONV2D_NOINLINE __host__ __device__ __noinline__
 #else
 #define CONV2D_HOST_DEVICE
 #define CONV2D_HOST_DEVICE_INLINE inline
-#define CONV2D_NOINLINE
 #endif
 
 #if defined(__CUDA_ARCH__)

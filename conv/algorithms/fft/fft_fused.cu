@@ -109,9 +109,11 @@ __device__ KernelParams Pinned(const KernelParams& k) {
 }
 
 // CTAs per SM each pinned kernel ran at before CleanTransforms existed (shared memory allows
-// six of the 36 KB tiles, 32x32 x4 and 16x64 x4; registers then limited them): held with the
-// rare paths out of line (CONV2D_NOINLINE), which the calls would otherwise size at 64
-// registers. Three for the 72 KB tiles, which shared memory limits anyway.
+// six of the 36 KB tiles, 32x32 x4 and 16x64 x4; registers then limited them): held by the
+// launch bounds, at the price of a few spilled registers, since the rare paths (inlined) would
+// otherwise size the kernels at 64 registers. Out of line (__noinline__) they cost more: the
+// call's spills landed on the common path (PERF.md, round 84). Three for the 72 KB tiles, which
+// shared memory limits anyway.
 enum KernelKind { kFilterKind, kInputKind, kInverseKind };
 template <int kPin, KernelKind kKind>
 constexpr int MinCtasPerSm() {
