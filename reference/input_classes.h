@@ -23,6 +23,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdint>
+#include <string>
 #include <vector>
 
 #include "conv/shape.h"
@@ -52,6 +53,17 @@ inline const char* InputClassName(InputClass c) {
     case InputClass::kNonFinite: return "nonfinite";
   }
   return "?";
+}
+
+// The class named `name` (InputClassName's), if any.
+inline bool InputClassFromName(const std::string& name, InputClass* c) {
+  for (InputClass k : AllInputClasses()) {
+    if (name == InputClassName(k)) {
+      *c = k;
+      return true;
+    }
+  }
+  return false;
 }
 
 // The factor by which the class scales x and w (1 for all but huge and tiny).

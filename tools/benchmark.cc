@@ -432,7 +432,7 @@ class GpuBench {
     r->classes_worst = 0;
     for (const ClassProblem& cp : classes_) {
       ASSIGN_OR_RETURN(std::vector<float> y, RunOnce(*cp.problem, variant, {}));
-      const Comparison cmp = CompareAtScale(std::move(y), cp.y64, InputClassScale(cp.input_class));
+      const Comparison cmp = CompareClass(variant, cp.input_class, std::move(y), cp.y64);
       // A failure whose ratio does not show it (an unwritten output) counts as inf.
       const double worst = !cmp.ok() && !(cmp.worst_ratio > 1.0) ? INFINITY : cmp.worst_ratio;
       r->per_class.emplace_back(InputClassName(cp.input_class), worst);

@@ -9,7 +9,19 @@
 namespace conv2d {
 
 std::string GoldenFileName(const Golden& g) {
-  return absl::StrCat(g.shape.ToString(), "_s", g.seed, ".golden");
+  return absl::StrCat(g.shape.ToString(), "_s", g.seed,
+                      g.input_class == InputClass::kRandn
+                          ? ""
+                          : absl::StrCat("_", InputClassName(g.input_class)),
+                      ".golden");
+}
+
+Inputs GoldenInputs(const Golden& g) {
+  if (g.input_class != InputClass::kRandn) return MakeInputs(g.shape, g.seed, g.input_class);
+  Inputs in;
+  in.x = RandomTensor(g.seed, kInputTensor, g.shape.input_elements(), g.inputs);
+  in.w = RandomTensor(g.seed, kFilterTensor, g.shape.filter_elements(), g.inputs);
+  return in;
 }
 
 absl::Status WriteGolden(const Golden& g, const std::string& path) {
@@ -20,8 +32,9 @@ absl::Status WriteGolden(const Golden& g, const std::string& path) {
     << "shape " << s.batch << " " << s.in_channels << " " << s.out_channels << " " << s.height
     << " " << s.width << " " << s.kernel_h << " " << s.kernel_w << "\n"
     << "seed " << g.seed << "\n"
-    << "inputs " << DistributionName(g.inputs) << "\n"
-    << "tolerance " << g.atol << " " << g.rtol << "\n"
+    << "inputs " << DistributionName(g.inputs) << "\n";
+  if (g.input_class != InputClass::kRandn) f << "class " << InputClassName(g.input_class) << "\n";
+  f << "tolerance " << g.atol << " " << g.rtol << "\n"
     << "positions " << (g.positions.empty() ? std::string("all") : std::to_string(g.positions.size()))
     << "\n"
     << "values " << (g.store_f64 ? "f64" : "f32") << "\n"
@@ -63,6 +76,11 @@ absl::StatusOr<Golden> ReadGolden(const std::string& path) {
       in >> type;
       if (type != "uniform" && type != "normal") return bad("inputs must be uniform or normal");
       g.inputs = type == "normal" ? Distribution::kNormal : Distribution::kUniform;
+    } else if (key == "class") {
+      in >> type;
+      if (!InputClassFromName(type, &g.input_class) || g.input_class == InputClass::kRandn) {
+        return bad(absl::StrCat("unknown input class '", type, "'"));
+      }
     } else if (key == "tolerance") {
       in >> g.atol >> g.rtol;
       if (in.fail() || !(g.atol >= 0) || !(g.rtol >= 0)) return bad("bad tolerance");

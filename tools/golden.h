@@ -8,6 +8,8 @@
 //   shape <batch> <in_channels> <out_channels> <height> <width> <kernel_h> <kernel_w>
 //   seed <seed>
 //   inputs uniform | normal        (reference/random.h; absent means uniform)
+//   class <name>                   (reference/input_classes.h's MakeInputs, which draws normal;
+//                                   absent means the distribution as drawn, no class)
 //   tolerance <atol> <rtol>
 //   positions all | <count>        (sampled: <count> int64 flat output indices come first)
 //   values f32 | f64               (full outputs are stored as fp32 to keep testdata small;
@@ -21,6 +23,7 @@
 
 #include "absl/status/statusor.h"
 #include "conv/shape.h"
+#include "reference/input_classes.h"
 #include "reference/random.h"
 
 namespace conv2d {
@@ -29,6 +32,8 @@ struct Golden {
   Shape shape;
   uint64_t seed = 0;
   Distribution inputs = Distribution::kUniform;
+  // kRandn: x and w as drawn from `inputs`; else MakeInputs(shape, seed, input_class).
+  InputClass input_class = InputClass::kRandn;
   double atol = 1e-3;
   double rtol = 1e-3;
   std::vector<int64_t> positions;  // empty: every output element
@@ -36,7 +41,9 @@ struct Golden {
   bool store_f64 = false;
 };
 
-std::string GoldenFileName(const Golden& g);  // "<shape>_s<seed>.golden"
+std::string GoldenFileName(const Golden& g);  // "<shape>_s<seed>[_<class>].golden"
+// The golden problem's inputs, regenerated.
+Inputs GoldenInputs(const Golden& g);
 absl::Status WriteGolden(const Golden& g, const std::string& path);
 absl::StatusOr<Golden> ReadGolden(const std::string& path);
 

@@ -81,8 +81,7 @@ int Main() {
           std::printf("%12s", "ERROR");
           continue;
         }
-        const Comparison c =
-            CompareAtScale(*std::move(y), expected[k], InputClassScale(classes[k]));
+        const Comparison c = CompareClass(v, classes[k], *std::move(y), expected[k]);
         failures += !c.ok();
         std::printf("%11.3g%s", c.worst_ratio, c.ok() ? " " : "!");
       }

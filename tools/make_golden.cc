@@ -6,6 +6,7 @@
 #include "absl/flags/parse.h"
 #include "absl/flags/usage.h"
 #include "conv/testing/shapes.h"
+#include "reference/input_classes.h"
 #include "reference/random.h"
 #include "reference/reference.h"
 #include "tools/golden.h"
@@ -16,21 +17,24 @@ namespace conv2d {
 namespace {
 
 int Write(const std::string& dir, const Shape& s, uint64_t seed, int64_t samples,
-          Distribution inputs) {
+          Distribution inputs, InputClass input_class = InputClass::kRandn) {
   Golden g;
   g.shape = s;
   g.seed = seed;
-  g.inputs = inputs;
-  const auto x = RandomTensor(seed, kInputTensor, s.input_elements(), inputs);
-  const auto w = RandomTensor(seed, kFilterTensor, s.filter_elements(), inputs);
+  g.inputs = input_class == InputClass::kRandn ? inputs : Distribution::kNormal;
+  g.input_class = input_class;
+  const Inputs in = GoldenInputs(g);
+  const std::vector<float>& x = in.x;
+  const std::vector<float>& w = in.w;
   if (samples > 0 && samples < s.output_elements()) {
     g.positions = SamplePositions(s, samples, seed);
     g.values = ReferenceConvAt(s, x.data(), w.data(), g.positions);
     g.store_f64 = true;
   } else {
     g.values = ReferenceConv(s, x.data(), w.data());
-    // Small outputs keep full precision; large ones are stored as fp32 (see golden.h).
-    g.store_f64 = s.output_elements() <= 100000;
+    // Small randn outputs keep full precision; large ones, and the input classes', are stored
+    // as fp32 (see golden.h).
+    g.store_f64 = s.output_elements() <= 100000 && input_class == InputClass::kRandn;
   }
   const std::string path = dir + "/" + GoldenFileName(g);
   absl::Status st = WriteGolden(g, path);
@@ -69,5 +73,16 @@ int main(int argc, char** argv) {
   // The cnn suite (issue 4's shapes, where winograd and the implicit GEMMs compete), sampled.
   seed = 4000;
   for (const Shape& s : CnnShapes()) failures += Write(out, s, ++seed, 4096, Distribution::kNormal);
+  // The input classes beyond randn (reference/input_classes.h), every output: odd sizes with
+  // Cin != Cout and H != W; 3x3 (winograd's, and the FFT's fewest taps); a long kernel with K > H/4.
+  seed = 5000;
+  const Shape class_shapes[] = {{2, 6, 5, 40, 37, 5, 4}, {4, 8, 8, 33, 31, 3, 3},
+                                {1, 16, 24, 64, 48, 16, 8}};
+  for (const Shape& s : class_shapes) {
+    ++seed;
+    for (InputClass c : AllInputClasses()) {
+      if (c != InputClass::kRandn) failures += Write(out, s, seed, 0, Distribution::kNormal, c);
+    }
+  }
   return failures ? 1 : 0;
 }

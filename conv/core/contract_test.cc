@@ -58,16 +58,7 @@ void RequireGpu() {
 absl::StatusOr<Comparison> Check(const DeviceProblem& p, const std::vector<double>& y64,
                                  const std::string& variant, InputClass c) {
   ASSIGN_OR_RETURN(std::vector<float> y, RunOnce(p, variant, {}));
-  std::vector<double> want = y64;
-  if (variant == "winograd" && c == InputClass::kNonFinite) {
-    // Its transforms mix a whole input tile into each of its outputs (conv.h): a non-finite
-    // input may also reach the other outputs of its output tile. Checked: every output that
-    // reads one is non-finite, every finite output within the bar.
-    for (size_t i = 0; i < want.size(); ++i) {
-      if (std::isfinite(want[i]) && !std::isfinite(y[i])) want[i] = y[i];
-    }
-  }
-  return CompareAtScale(std::move(y), std::move(want), InputClassScale(c));
+  return CompareClass(variant, c, std::move(y), y64);
 }
 
 // Runs every variant in `names` that takes `s` on every class; returns the failures.

@@ -12,6 +12,7 @@
 #include "conv/core/algorithm.h"
 #include "conv/core/device_buffer.h"
 #include "conv/shape.h"
+#include "reference/input_classes.h"
 #include "reference/random.h"
 
 namespace conv2d {
@@ -63,10 +64,14 @@ class DeviceProblem {
   DeviceBuffer dx_, dw_, dy_;
 };
 
-// Compare (every element) with y and y64 both divided by scale^2: for inputs scaled by `scale`
-// (reference/input_classes.h's huge and tiny), whose error scales with the data while the bar's
-// 1e-3 is absolute. The contract test and tools/input_classes judge every class through it.
-Comparison CompareAtScale(std::vector<float> y, std::vector<double> y64, double scale);
+// `variant`'s output on data of class c against y64 (element for element): both divided by
+// scale^2 (the class's scale: huge and tiny data's error scales with the data while the bar's
+// 1e-3 is absolute), and for winograd on non-finite data a non-finite output where fp64 is finite
+// is allowed (its transforms mix a whole input tile into each output of the tile: conv.h's
+// non-finite contract); every finite output stays within the bar. The contract test, the
+// benchmark's classes column, tools/input_classes and the regression tool judge classes by it.
+Comparison CompareClass(const std::string& variant, InputClass c, std::vector<float> y,
+                        std::vector<double> y64);
 
 // The fp64 reference of every output element, computed on the GPU (reference/reference_gpu.h).
 absl::StatusOr<std::vector<double>> GpuReference(const DeviceProblem& problem);
