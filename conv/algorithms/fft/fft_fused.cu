@@ -37,6 +37,7 @@ struct DeviceCtx {
   Cf* tw;
   TransformMeta* meta_;
   TransformStats* stats_;
+  StatSlot* slots_;
   bool any_ = false;  // this thread's vote for the next SyncAny
 
   __device__ Cf Ld(int i) const { return data[i]; }
@@ -56,6 +57,7 @@ struct DeviceCtx {
   __device__ void SetTw(int k, Cf v) const { tw[k] = v; }
   __device__ TransformMeta* meta() const { return meta_; }
   __device__ TransformStats* transform_stats() const { return stats_; }
+  __device__ StatSlot* stat_slots() const { return slots_; }
   // One part (imaginary if `imag`) of element i: atomically added to, or set (each part has one
   // writer).
   __device__ void AddData(int i, bool imag, float v) const {
@@ -92,7 +94,8 @@ __device__ DeviceCtx MakeCtx(const KernelParams& k) {
   DeviceCtx c;
   c.meta_ = reinterpret_cast<TransformMeta*>(smem);
   c.stats_ = reinterpret_cast<TransformStats*>(c.meta_ + 2 * k.pairs);
-  c.tw = reinterpret_cast<Cf*>(c.stats_ + 2 * k.pairs);
+  c.slots_ = reinterpret_cast<StatSlot*>(c.stats_ + 2 * k.pairs);
+  c.tw = reinterpret_cast<Cf*>(c.slots_ + StatSlotCount(k.log2_pairs));
   c.data = c.tw + kTwiddles;
   return c;
 }

@@ -46,7 +46,8 @@ class HostCtx {
         tw_(kTwiddles, Cf{kNaN, kNaN}),
         tw_written_(kTwiddles, false),
         meta_(2 * pairs, TransformMeta{-1 << 30, -1 << 30, -1 << 30, -1 << 30}),
-        transform_stats_(2 * pairs, TransformStats{}) {}
+        transform_stats_(2 * pairs, TransformStats{}),
+        stat_slots_(StatSlotCount(Log2Pow2(pairs)), StatSlot{kNaN, kNaN, 0xdeadbeefu}) {}
 
   Cf Ld(int i) {
     Check(i, data_.size(), "load");
@@ -80,6 +81,7 @@ class HostCtx {
   }
   TransformMeta* meta() { return meta_.data(); }
   TransformStats* transform_stats() { return transform_stats_.data(); }
+  StatSlot* stat_slots() { return stat_slots_.data(); }
   // Atomic on the device: not a race, not logged.
   void AddData(int i, bool imag, float v) {
     Check(i, data_.size(), "atomic add");
@@ -203,6 +205,7 @@ class HostCtx {
   std::vector<bool> tw_written_;
   std::vector<TransformMeta> meta_;
   std::vector<TransformStats> transform_stats_;
+  std::vector<StatSlot> stat_slots_;
   bool any_ = false;
   std::vector<Access> log_;
   std::vector<std::string> errors_;
@@ -218,7 +221,8 @@ class FastCtx {
       : data_(static_cast<size_t>(pairs) * pair_stride),
         tw_(kTwiddles),
         meta_(2 * pairs),
-        stats_(2 * pairs) {}
+        stats_(2 * pairs),
+        slots_(StatSlotCount(Log2Pow2(pairs))) {}
   Cf Ld(int i) const { return data_[i]; }
   void St(int i, Cf v) { data_[i] = v; }
   void CopyIn(int i, const float* re, bool ok_re, const float* im, bool ok_im) {
@@ -229,6 +233,7 @@ class FastCtx {
   void SetTw(int k, Cf v) { tw_[k] = v; }
   TransformMeta* meta() { return meta_.data(); }
   TransformStats* transform_stats() { return stats_.data(); }
+  StatSlot* stat_slots() { return slots_.data(); }
   void AddData(int i, bool imag, float v) { (imag ? data_[i].y : data_[i].x) += v; }
   void SetPart(int i, bool imag, float v) { (imag ? data_[i].y : data_[i].x) = v; }
   void Flag() { any_ = true; }
@@ -247,6 +252,7 @@ class FastCtx {
   std::vector<Cf> data_, tw_;
   std::vector<TransformMeta> meta_;
   std::vector<TransformStats> stats_;
+  std::vector<StatSlot> slots_;
   bool any_ = false;
 };
 
@@ -695,6 +701,18 @@ TEST(FftFusedEmulationTest, RobustToOutliersMeansAndNonFinite) {
     }
     const Emulated e = Emulate(s, c, x, w);
     EXPECT_EQ(e.removed_any, kind != kRandn && kind != kLargeMean);
+    // QuickStats sends to CleanTransformsSlow (whose first phase is "zero stats") only the CTAs
+    // that hold such data: on randn none, else in the kernel whose operand holds it.
+    auto slow = [](const std::map<std::string, PhaseStats>& m) {
+      const auto it = m.find("zero stats");
+      return it == m.end() ? 0 : it->second.count;
+    };
+    const bool in_w = kind == kOutlierW || kind == kNonFiniteW;
+    EXPECT_EQ(slow(e.filter_stats) > 0, in_w);
+    EXPECT_EQ(slow(e.input_stats) > 0, kind != kRandn && !in_w);
+    if (kind == kOutlierX || kind == kNonFiniteX) {  // a few elements: a few of the CTAs
+      EXPECT_LT(slow(e.input_stats), InputCtas(MakeKernelParams(s, c, false)) / 2);
+    }
     // Spikes too many to list leave unresolved transforms (the direct fallback), the others none.
     const bool unresolved =
         std::count(e.x_count.begin(), e.x_count.end(), kUnresolved) +
@@ -906,8 +924,25 @@ TEST(FftFusedPlanTest, LayoutsAreExactAndFit) {
       EXPECT_GE(l.pair_stride_fwd, g.tile_h * l.row_pitch);
       EXPECT_GE(l.pair_stride_inv, g.tile_h * l.row_pitch);
       EXPECT_LE(std::max(l.bytes_fwd, l.bytes_inv), kMaxSmemBytes);
-      EXPECT_EQ(l.bytes_fwd, (16u + sizeof(TransformStats)) * 2 * l.pairs + 8 * kTwiddles + 8u * l.pairs * l.pair_stride_fwd);
+      EXPECT_EQ(l.bytes_fwd, (16u + sizeof(TransformStats)) * 2 * l.pairs +
+                                 sizeof(StatSlot) * StatSlotCount(Log2Pow2(l.pairs)) +
+                                 8 * kTwiddles + 8u * l.pairs * l.pair_stride_fwd);
     }
+  }
+}
+
+// fft_fused.cu's launch bounds ask six CTAs per SM of the 36 KB tiles (32x32 x4, 16x64 x4) and
+// three of the 72 KB ones: sm_90's 228 KB per SM, less 1 KB per CTA, must hold them.
+TEST(FftFusedPlanTest, PinnedTilesFitTheirCtasPerSm) {
+  constexpr size_t kSmemPerSm = 228 * 1024, kReservedPerCta = 1024;
+  for (const PinnedTile& t : kPinnedTiles) {
+    Geometry g;
+    g.tile_h = 1 << t.log2_th;
+    g.tile_w = 1 << t.log2_tw;
+    const SmemLayout l = MakeSmemLayout(g, t.pairs);
+    const size_t ctas = (g.tile_h * g.tile_w <= 1024) ? 6 : 3;
+    SCOPED_TRACE(std::to_string(g.tile_h) + "x" + std::to_string(g.tile_w));
+    EXPECT_LE(ctas * (std::max(l.bytes_fwd, l.bytes_inv) + kReservedPerCta), kSmemPerSm);
   }
 }
 

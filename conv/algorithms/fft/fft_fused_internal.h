@@ -86,6 +86,7 @@ struct Options {
 
 
 constexpr int kThreads = 256;               // per CTA, every kernel
+constexpr int kLog2Threads = 8;
 constexpr int kMinLog2Tile = 3;             // tiles 8 ..
 constexpr int kMaxLog2Tile = 7;             // .. 128
 constexpr int kTwiddles = 128;              // exp(-2 pi i k / 128), k < 128
@@ -811,18 +812,50 @@ CONV2D_HOST_DEVICE void GatherStats(Ctx& ctx, const KernelParams& k, int rows, i
   ctx.Sync("stats");
 }
 
-// The statistics the common case needs, at a few instructions per element: sum (compensated if
-// kCompensated, for the filters' DC bin), sum of squares and max |v|. A non-finite element
-// shows as a non-finite sum of squares (so does an overflowing one: both send the CTA to
-// CleanTransformsSlow, which counts them exactly).
-template <bool kCompensated, class Ctx>
-CONV2D_HOST_DEVICE void QuickStats(Ctx& ctx, const KernelParams& k, int rows, int log2_cols) {
+// Whether the mean of transform s (n data elements) is large enough to subtract: |mean| > rms/4.
+CONV2D_HOST_DEVICE inline bool MeanIsLarge(const TransformStats& s, int n) {
+  return n > 0 && 16.0 * s.sum * s.sum > static_cast<double>(n) * s.sumsq;
+}
+
+// One warp's share of a transform's quick statistics (QuickStats). Written by the warp's first
+// lane, read by the transform's judge: no shared-memory atomics, which on sm_90 are
+// compare-and-swap loops for float and double (SASS: ATOMS.CAST.SPIN).
+struct StatSlot {
+  double sum;         // compensated for the filters (their DC bins)
+  float sumsq;        // non-finite if an element is, or overflows (|v| > ~1.8e19)
+  unsigned max_bits;  // max |v| over the finite elements, as float bits
+};
+// QuickStats' items per pair (log2): a pair's items fill whole warps, at most kThreads / P, and
+// no more than the region has elements (but a warp).
+CONV2D_HOST_DEVICE inline int QuickItemsLog2(const KernelParams& k, int rows, int log2_cols) {
   const int log2_elements = CeilLog2(rows) + log2_cols;
-  int log2_per = 8 - k.log2_pairs;  // kThreads / P items per pair, at least a warp
+  int log2_per = kLog2Threads - k.log2_pairs;
   if (log2_per < 5) log2_per = 5;
   while (log2_per > 5 && log2_per > log2_elements) --log2_per;
+  return log2_per;
+}
+// Slots in shared memory: one per warp of QuickStats' items, for every P and region (16 when
+// P <= 8: a pair has at most kThreads / P items).
+CONV2D_HOST_DEVICE constexpr int StatSlotCount(int log2_pairs) {
+  return log2_pairs <= 3 ? 16 : 2 << log2_pairs;
+}
+
+// The statistics the common case needs, at a few instructions per element: sum (compensated if
+// kCompensated, for the filters' DC bin), sum of squares and max |v|, reduced over each warp in
+// float (the compensated sum in double) into its StatSlot; then each transform judged by one
+// thread (Judge, MeanIsLarge) and the verdict shared by a barrier. A non-finite element shows as
+// a non-finite sum of squares (so does an overflowing one: both send the CTA to
+// CleanTransformsSlow, which counts them exactly). Leaves each transform's sum, sum of squares
+// and max in transform_stats() (the filters' sums feed their DC bins); returns whether any
+// transform of the CTA needs CleanTransformsSlow (CTA-uniform).
+template <bool kCompensated, class Ctx>
+CONV2D_HOST_DEVICE bool QuickStats(Ctx& ctx, const KernelParams& k, int rows, int log2_cols,
+                                   bool subtract_mean) {
+  const int log2_per = QuickItemsLog2(k, rows, log2_cols);
+  const int log2_elements = CeilLog2(rows) + log2_cols;
   const int count = log2_elements >= log2_per ? 1 << (log2_elements - log2_per) : 0;
   const int elements = rows << log2_cols, mask = (1 << log2_cols) - 1;
+  const int warps = 1 << (log2_per - 5);  // slots per transform
   ctx.ForEach(k.pairs << log2_per, [&](int it) {
     const int p = it >> log2_per, r = it & ((1 << log2_per) - 1);
     float sum[2] = {0, 0}, comp[2] = {0, 0}, sq[2] = {0, 0}, mx[2] = {0, 0};
@@ -847,16 +880,54 @@ CONV2D_HOST_DEVICE void QuickStats(Ctx& ctx, const KernelParams& k, int rows, in
     if (count == 0 && r < elements) add(r);
     CONV2D_UNROLL
     for (int h = 0; h < 2; ++h) {
-      Partial a;
-      a.sum = sum[h];
-      a.comp = comp[h];
-      a.sumsq = sq[h];
-      a.max = mx[h];
-      a.nonfinite = IsFinite(sq[h]) ? 0 : 1;
-      Publish(&ctx.transform_stats()[2 * p + h], a);
+      double total = static_cast<double>(sum[h]) + comp[h];
+      float fsum = sum[h], squares = sq[h];
+      unsigned max_bits = FloatBits(mx[h]);
+#if defined(__CUDA_ARCH__)
+      max_bits = __reduce_max_sync(0xffffffffu, max_bits);
+      CONV2D_UNROLL
+      for (int off = 16; off > 0; off >>= 1) {
+        if (kCompensated) {
+          total += __shfl_xor_sync(0xffffffffu, total, off);
+        } else {
+          fsum += __shfl_xor_sync(0xffffffffu, fsum, off);
+        }
+        squares += __shfl_xor_sync(0xffffffffu, squares, off);
+      }
+#endif
+      if (!kCompensated) total = fsum;
+      // The host runs the items in order: a warp's first stores, the others add.
+      StatSlot& slot = ctx.stat_slots()[(2 * p + h) * warps + (r >> 5)];
+      if ((r & 31) == 0) {
+        slot = StatSlot{total, squares, max_bits};
+      } else {
+#if !defined(__CUDA_ARCH__)
+        slot.sum += total;
+        slot.sumsq += squares;
+        slot.max_bits = max_bits > slot.max_bits ? max_bits : slot.max_bits;
+#endif
+      }
     }
   });
   ctx.Sync("stats");
+  ctx.ForEach(2 * k.pairs, [&](int g) {
+    TransformStats& s = ctx.transform_stats()[g];
+    double sum = 0, sumsq = 0;
+    unsigned max_bits = 0;
+    for (int i = 0; i < warps; ++i) {
+      const StatSlot& slot = ctx.stat_slots()[g * warps + i];
+      sum += slot.sum;
+      sumsq += slot.sumsq;
+      max_bits = slot.max_bits > max_bits ? slot.max_bits : max_bits;
+    }
+    s.sum = sum;
+    s.sumsq = sumsq;
+    s.max_bits = max_bits;
+    s.nonfinite = IsFinite(static_cast<float>(sumsq)) ? 0 : 1;
+    const int n = ValidCount(ctx.meta()[g], rows, 1 << log2_cols);
+    if (Judge(s, n).check || (subtract_mean && MeanIsLarge(s, n))) ctx.Flag();
+  });
+  return ctx.SyncAny("decide");
 }
 
 // Cleans the 2P transforms in shared memory (region rows x 2^log2_cols; valid(g) elements are
@@ -867,25 +938,15 @@ template <class Ctx, class ListFn>
 CONV2D_HOST_DEVICE void CleanTransformsSlow(Ctx& ctx, const KernelParams& k, int rows, int log2_cols,
                                          bool subtract_mean, int cap, ListFn lists);
 
-// Setup zeroed the statistics. The common case (nothing to do) is one pass and one barrier here;
-// the rest is CleanTransformsSlow, out of line so that it costs the FFT kernels no registers.
+// Setup zeroed the statistics. The common case (nothing to do) is one pass and two barriers
+// here; the rest is CleanTransformsSlow.
 template <class Ctx, class ListFn>
 CONV2D_HOST_DEVICE bool CleanTransforms(Ctx& ctx, const KernelParams& k, int rows, int log2_cols,
                                         bool subtract_mean, int cap, ListFn lists) {
-  const int cols = 1 << log2_cols, G = 2 * k.pairs;
+  const int G = 2 * k.pairs;
   // The filters' sums feed their DC bins (StoreSpectrum): compensated there.
-  if (subtract_mean) {
-    QuickStats<false>(ctx, k, rows, log2_cols);
-  } else {
-    QuickStats<true>(ctx, k, rows, log2_cols);
-  }
-  bool work = false;
-  for (int g = 0; g < G; ++g) {
-    const TransformStats& s = ctx.transform_stats()[g];
-    const int n = ValidCount(ctx.meta()[g], rows, cols);
-    work = work || Judge(s, n).check ||
-           (subtract_mean && n > 0 && 16.0 * s.sum * s.sum > static_cast<double>(n) * s.sumsq);
-  }
+  const bool work = subtract_mean ? QuickStats<false>(ctx, k, rows, log2_cols, true)
+                                  : QuickStats<true>(ctx, k, rows, log2_cols, false);
   if (!work) return false;
   CleanTransformsSlow(ctx, k, rows, log2_cols, subtract_mean, cap, lists);
   bool any = false;
@@ -901,9 +962,7 @@ CONV2D_HOST_DEVICE void CleanTransformsSlow(Ctx& ctx, const KernelParams& k, int
                                          bool subtract_mean, int cap, ListFn lists) {
   const int cols = 1 << log2_cols, G = 2 * k.pairs;
   auto valid = [&](int g) { return ValidCount(ctx.meta()[g], rows, cols); };
-  // The exact statistics (QuickStats only decided that there is work), once every thread has
-  // read the quick ones.
-  ctx.Sync("decided");
+  // The exact statistics (QuickStats only decided that there is work; its barrier is behind us).
   ZeroStats(ctx, k);
   GatherStats(ctx, k, rows, log2_cols);
   if (subtract_mean) {
@@ -911,7 +970,7 @@ CONV2D_HOST_DEVICE void CleanTransformsSlow(Ctx& ctx, const KernelParams& k, int
     for (int g = 0; g < G; ++g) {
       const TransformStats& s = ctx.transform_stats()[g];
       const int n = valid(g);
-      any = any || (n > 0 && 16.0 * s.sum * s.sum > static_cast<double>(n) * s.sumsq);
+      any = any || MeanIsLarge(s, n);
     }
     if (any) {
       ForEachPairSlice(
@@ -926,8 +985,7 @@ CONV2D_HOST_DEVICE void CleanTransformsSlow(Ctx& ctx, const KernelParams& k, int
               const TransformStats& s = ctx.transform_stats()[g];
               const TransformMeta& t = ctx.meta()[g];
               const int n = valid(g);
-              if (n > 0 && 16.0 * s.sum * s.sum > static_cast<double>(n) * s.sumsq &&
-                  u < t.rows && v < t.cols) {
+              if (MeanIsLarge(s, n) && u < t.rows && v < t.cols) {
                 *e[h] -= static_cast<float>(s.sum / n);
               }
             }
@@ -938,7 +996,7 @@ CONV2D_HOST_DEVICE void CleanTransformsSlow(Ctx& ctx, const KernelParams& k, int
       ctx.ForEach(G, [&](int g) {
         TransformStats& s = ctx.transform_stats()[g];
         const int n = valid(g);
-        if (n > 0 && 16.0 * s.sum * s.sum > static_cast<double>(n) * s.sumsq) {
+        if (MeanIsLarge(s, n)) {
           s.mean = static_cast<float>(s.sum / n);
         }
       });
