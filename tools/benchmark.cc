@@ -260,12 +260,6 @@ struct Case {
   double cudnn_ms = kNaN;
 };
 
-// One input class of a case: its inputs on the device and the fp64 reference of every output.
-struct ClassProblem {
-  InputClass input_class;
-  std::unique_ptr<DeviceProblem> problem;
-  std::vector<double> y64;
-};
 
 struct Result {
   std::string variant;
@@ -413,12 +407,8 @@ class GpuBench {
     const absl::Time t0 = absl::Now();
     for (InputClass ic : AllInputClasses()) {
       if (ic == InputClass::kRandn) continue;  // the main check's
-      Inputs in = MakeInputs(c.shape, c.seed, ic);
-      ASSIGN_OR_RETURN(DeviceProblem p,
-                       DeviceProblem::FromHost(c.shape, std::move(in.x), std::move(in.w)));
-      ClassProblem cp{ic, std::make_unique<DeviceProblem>(std::move(p)), {}};
-      ASSIGN_OR_RETURN(cp.y64, GpuReference(*cp.problem));
-      classes_.push_back(std::move(cp));
+      ASSIGN_OR_RETURN(ClassProblem p, MakeClassProblem(c.shape, c.seed, ic));
+      classes_.push_back(std::move(p));
     }
     classes_case_ = ci;
     std::fprintf(stderr, "[case %d/%zu] input classes and their GPU fp64 references (%.1f s)\n",
@@ -431,8 +421,7 @@ class GpuBench {
     RETURN_IF_ERROR(PrepareClasses(ci));
     r->classes_worst = 0;
     for (const ClassProblem& cp : classes_) {
-      ASSIGN_OR_RETURN(std::vector<float> y, RunOnce(*cp.problem, variant, {}));
-      const Comparison cmp = CompareClass(variant, cp.input_class, std::move(y), cp.y64);
+      ASSIGN_OR_RETURN(const Comparison cmp, CheckClass(cp, variant));
       // A failure whose ratio does not show it (an unwritten output) counts as inf.
       const double worst = !cmp.ok() && !(cmp.worst_ratio > 1.0) ? INFINITY : cmp.worst_ratio;
       r->per_class.emplace_back(InputClassName(cp.input_class), worst);

@@ -62,28 +62,13 @@
 #include <cstdint>
 #include <cstring>
 
+#include "conv/arch/float_bits.h"
 #include "conv/arch/host_device.h"
 
 namespace conv2d {
 
 // The bits a TF32 value keeps: sign, exponent, the top 10 mantissa bits.
 constexpr uint32_t kTf32Mask = 0xffffe000u;
-
-// A float's bits and back: the intrinsics on the device, memcpy (C++17's bit_cast) on the host.
-#if defined(__CUDA_ARCH__)
-CONV2D_HOST_DEVICE_INLINE uint32_t FloatBits(float x) { return __float_as_uint(x); }
-CONV2D_HOST_DEVICE_INLINE float BitsFloat(uint32_t u) { return __uint_as_float(u); }
-#else
-template <class To, class From>
-CONV2D_HOST_DEVICE_INLINE To HostBitCast(From from) {
-  static_assert(sizeof(To) == sizeof(From), "same size");
-  To to;
-  std::memcpy(&to, &from, sizeof to);
-  return to;
-}
-CONV2D_HOST_DEVICE_INLINE uint32_t FloatBits(float x) { return HostBitCast<uint32_t>(x); }
-CONV2D_HOST_DEVICE_INLINE float BitsFloat(uint32_t u) { return HostBitCast<float>(u); }
-#endif
 
 // hi's rounding: to nearest TF32, ties away from zero (cvt.rna.tf32.f32 for finite values).
 CONV2D_HOST_DEVICE_INLINE uint32_t RoundToTf32Bits(uint32_t bits) {

@@ -129,6 +129,18 @@ absl::StatusOr<std::vector<double>> GpuReference(const DeviceProblem& problem) {
   return y64;
 }
 
+absl::StatusOr<ClassProblem> MakeClassProblem(const Shape& shape, uint64_t seed, InputClass c) {
+  Inputs in = MakeInputs(shape, seed, c);
+  ASSIGN_OR_RETURN(DeviceProblem p, DeviceProblem::FromHost(shape, std::move(in.x), std::move(in.w)));
+  ASSIGN_OR_RETURN(std::vector<double> y64, GpuReference(p));
+  return ClassProblem{c, std::move(p), std::move(y64)};
+}
+
+absl::StatusOr<Comparison> CheckClass(const ClassProblem& p, const std::string& variant) {
+  ASSIGN_OR_RETURN(std::vector<float> y, RunOnce(p.problem, variant, {}));
+  return CompareClass(variant, p.input_class, std::move(y), p.y64);
+}
+
 Expected ReferenceFor(const DeviceProblem& problem, int64_t max_positions, uint64_t seed) {
   Expected e;
   const Shape& s = problem.shape();

@@ -76,6 +76,17 @@ Comparison CompareClass(const std::string& variant, InputClass c, std::vector<fl
 // The fp64 reference of every output element, computed on the GPU (reference/reference_gpu.h).
 absl::StatusOr<std::vector<double>> GpuReference(const DeviceProblem& problem);
 
+// One input class of a shape on the device (MakeInputs(shape, seed, c)) with the GPU fp64
+// reference of every output; CheckClass runs `variant` once on it and judges every output by
+// CompareClass. The contract test, the benchmark's classes column and tools/input_classes.
+struct ClassProblem {
+  InputClass input_class;
+  DeviceProblem problem;
+  std::vector<double> y64;
+};
+absl::StatusOr<ClassProblem> MakeClassProblem(const Shape& shape, uint64_t seed, InputClass c);
+absl::StatusOr<Comparison> CheckClass(const ClassProblem& p, const std::string& variant);
+
 // The fp64 reference for a problem: every element when the output has at most `max_positions`
 // elements, else `max_positions` positions sampled with `seed`.
 struct Expected {

@@ -48,7 +48,6 @@
 #include <cmath>
 #include <cstddef>
 #include <cstdint>
-#include <cstring>
 #include <memory>
 #include <vector>
 
@@ -58,6 +57,7 @@
 #include "conv/algorithms/fft/cgemm_3xtf32_internal.h"  // CgemmKernel
 #include "conv/algorithms/fft/fft_tiled_internal.h"
 #include "conv/arch/fast_div.h"
+#include "conv/arch/float_bits.h"
 #include "conv/arch/host_device.h"
 #include "conv/shape.h"
 
@@ -671,23 +671,12 @@ CONV2D_HOST_DEVICE inline void AtomicMaxU(unsigned* p, unsigned v) {
 #endif
 }
 CONV2D_HOST_DEVICE inline bool IsFinite(float v) { return fabsf(v) <= 3.402823466e38f; }
-CONV2D_HOST_DEVICE inline unsigned FloatBits(float v) {
-#if defined(__CUDA_ARCH__)
-  return __float_as_uint(v);
-#else
-  unsigned u;
-  std::memcpy(&u, &v, sizeof(u));
-  return u;
-#endif
-}
-CONV2D_HOST_DEVICE inline float BitsFloat(unsigned u) {
-#if defined(__CUDA_ARCH__)
-  return __uint_as_float(u);
-#else
-  float v;
-  std::memcpy(&v, &u, sizeof(v));
-  return v;
-#endif
+
+// sum + comp += v, exactly (Knuth's TwoSum): comp carries what the float sum rounds away.
+CONV2D_HOST_DEVICE inline void TwoSumAdd(float v, float* sum, float* comp) {
+  const float t = *sum + v, bv = t - *sum;
+  *comp += (*sum - (t - bv)) + (v - bv);
+  *sum = t;
 }
 
 // One item's share of a statistic, combined over the items of a warp (which all belong to one
@@ -699,9 +688,7 @@ struct Partial {
   int nonfinite = 0;
   CONV2D_HOST_DEVICE void Add(float v) {
     if (IsFinite(v)) {
-      const float t = sum + v, bv = t - sum;
-      comp += (sum - (t - bv)) + (v - bv);
-      sum = t;
+      TwoSumAdd(v, &sum, &comp);
       sumsq = fmaf(v, v, sumsq);
       max = fmaxf(max, fabsf(v));
     } else {
@@ -865,9 +852,7 @@ CONV2D_HOST_DEVICE bool QuickStats(Ctx& ctx, const KernelParams& k, int rows, in
       CONV2D_UNROLL
       for (int h = 0; h < 2; ++h) {
         if (kCompensated) {
-          const float t = sum[h] + v[h], bv = t - sum[h];
-          comp[h] += (sum[h] - (t - bv)) + (v[h] - bv);
-          sum[h] = t;
+          TwoSumAdd(v[h], &sum[h], &comp[h]);
         } else {
           sum[h] += v[h];
         }
