@@ -608,6 +608,7 @@ constexpr int kMaxRemovedX = 32;   // per x transform
 constexpr int kMaxRemovedW = 8;    // per filter
 constexpr int kUnresolved = -1;    // a count: the transform could not be cleaned
 constexpr float kOutlierRatio = 8.0f;
+constexpr float kSpikesRatio = 6.0f;  // Judge: several spikes (max against the rms of all)
 
 // In the workspace. Counts are written by their transform's CTA on every call (0 when nothing
 // was removed), so nothing needs zeroing. `flag` is set to `epoch`, a value unique to the call,
@@ -746,10 +747,14 @@ struct Verdict {
   float thr;
 };
 // Whether transform g may hold spikes: a non-finite element, or a maximum 8x the rms of the
-// others (one spike; this is what finds a large tap in a 3x3 filter), or 5x the rms of all
-// (several spikes, fewer than N/25 of them: each raises the others' rms). Never on Gaussian
-// data but for one transform in ~10^3 (P(|v| > 5 sigma) = 5.7e-7 per element), where it costs one
-// more pass. The candidates are the elements above max / 8.
+// others (one spike; this is what finds a large tap in a 3x3 filter), or kSpikesRatio x the rms
+// of all (several spikes, fewer than N / kSpikesRatio^2 of them: each raises the others' rms).
+// A false alarm sends the CTA down CleanTransformsSlow for nothing, so the ratio is set where
+// Gaussian data almost never reaches it: P(|v| > 6 sigma) = 2.0e-9 per element, one 64x64 x
+// transform in ~10^5 (at 5 sigma, 5.7e-7, about 15 CTAs of each call on KernelBot's case 3 took
+// the slow path: PERF.md round 85). A spike that matters to the FFT's error stands far higher:
+// it must add to the tile's energy (|v|^2 comparable to N rms^2) to spoil the bar. The
+// candidates are the elements above max / 8.
 CONV2D_HOST_DEVICE inline Verdict Judge(const TransformStats& s, int n) {
   Verdict v{false, false, 0.0f};
   if (n <= 0 || s.unresolved) return v;
@@ -758,7 +763,7 @@ CONV2D_HOST_DEVICE inline Verdict Judge(const TransformStats& s, int n) {
   if (n >= 9) {  // fewer elements say nothing about what is typical (3x3 filters have 9)
     v.spikes = mx * mx * (n - 1) > r2 * (s.sumsq - mx * mx);
   }
-  if (n >= 64) v.spikes = v.spikes || mx * mx * n > 25.0 * s.sumsq;
+  if (n >= 64) v.spikes = v.spikes || mx * mx * n > kSpikesRatio * kSpikesRatio * s.sumsq;
   v.check = v.spikes || s.nonfinite > 0;
   return v;
 }
@@ -813,12 +818,15 @@ struct StatSlot {
   unsigned max_bits;  // max |v| over the finite elements, as float bits
 };
 // QuickStats' items per pair (log2): a pair's items fill whole warps, at most kThreads / P, and
-// no more than the region has elements (but a warp).
+// no more than a sixteenth of the region's elements (but a warp): each warp's reduction (about 60
+// instructions a lane, against 8 per element) is then spread over at least 16 elements a lane.
+// With one or two elements a lane (the filters: a 16x16 filter is 512 elements of its region at
+// P = 2) the reductions were most of QuickStats' cost.
 CONV2D_HOST_DEVICE inline int QuickItemsLog2(const KernelParams& k, int rows, int log2_cols) {
   const int log2_elements = CeilLog2(rows) + log2_cols;
   int log2_per = kLog2Threads - k.log2_pairs;
   if (log2_per < 5) log2_per = 5;
-  while (log2_per > 5 && log2_per > log2_elements) --log2_per;
+  while (log2_per > 5 && log2_per > log2_elements - 4) --log2_per;
   return log2_per;
 }
 // Slots in shared memory: one per warp of QuickStats' items, for every P and region (16 when
@@ -1025,9 +1033,9 @@ CONV2D_HOST_DEVICE void CleanTransformsSlow(Ctx& ctx, const KernelParams& k, int
     ctx.Sync("candidates");
     // The candidates are spikes if they stand 8x above the rms of the rest. Spikes are removed
     // where they are few (at most max(2, N/128), and room in the list); in the first round,
-    // spikes too many to remove but fewer than N/25 (what Judge can see) make the transform
-    // unresolved, as does any non-finite element left. Decided once per transform, before the
-    // pass, since the pass moves `removed`.
+    // spikes too many to remove but fewer than N / kSpikesRatio^2 (what Judge can see) make the
+    // transform unresolved, as does any non-finite element left. Decided once per transform,
+    // before the pass, since the pass moves `removed`.
     ctx.ForEach(G, [&](int g) {
       TransformStats& s = ctx.transform_stats()[g];
       const int n = valid(g);
@@ -1040,7 +1048,8 @@ CONV2D_HOST_DEVICE void CleanTransformsSlow(Ctx& ctx, const KernelParams& k, int
       s.removing = (spiky || s.nonfinite > 0) && s.cand_count <= limit &&
                    s.removed + s.cand_count <= cap && lists(g) != nullptr;
       if (!s.removing &&
-          (s.nonfinite > 0 || (round == 0 && spiky && 25 * finite_cands < n))) {
+          (s.nonfinite > 0 || (round == 0 && spiky &&
+                                       kSpikesRatio * kSpikesRatio * finite_cands < n))) {
         s.unresolved = 1;
       }
     });
@@ -1403,7 +1412,11 @@ CONV2D_HOST_DEVICE void FilterCta(Ctx& ctx, const KernelParams& k, const float* 
       const int c = n / cout, o = n - c * cout;
       return static_cast<int64_t>(o) * cin + c;
     };
-    const bool any = CleanTransforms(ctx, k, r2, zero_right ? k.log2_tw - 1 : k.log2_tw, /*subtract_mean=*/false,
+    // The cleaning's region: the taps' rows and the columns below the next power of two of
+    // kernel_w (the rest of the tile is zero: half of what the row pass reads when kernel_w is
+    // a power of two).
+    const int log2_taps_w = CeilLog2(d.kernel_w) < k.log2_tw ? CeilLog2(d.kernel_w) : k.log2_tw;
+    const bool any = CleanTransforms(ctx, k, r2, log2_taps_w, /*subtract_mean=*/false,
                                      kMaxRemovedW, [&](int g) -> Removed* {
                                        const int64_t s = slot(g);
                                        return s < 0 ? nullptr : lists.w_list + s * kMaxRemovedW;
