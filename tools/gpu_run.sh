@@ -69,10 +69,15 @@ for s in "${steps[@]}"; do
       # Worst ratio per variant and input class, every output checked (docs/PERF.md's table).
       step input_classes 900 bin/input_classes --shapes=all ;;
     kernelbot)
-      CONV2D_LIB="$PWD/lib/libconv2d.so" step kernelbot 600 python3 kernelbot.py --seeds "${SEEDS:-5}"
+      # With LD_LIBRARY_PATH unset: libconv2d.so finds its Abseil libraries beside it ($ORIGIN)
+      # and cuBLAS in the toolkit (its RUNPATH); ldd shows where each came from.
+      step selfcontained_ldd 60 bash -c 'r=$(env -u LD_LIBRARY_PATH ldd lib/libconv2d.so); echo "$r";
+        ! echo "$r" | grep -E "not found|libabsl_.* => /(usr|lib)/"'
+      CONV2D_LIB="$PWD/lib/libconv2d.so" step kernelbot 600 \
+        env -u LD_LIBRARY_PATH python3 kernelbot.py --seeds "${SEEDS:-5}"
       # The Python layer's contract: streams, threads, views, empty and unbatched inputs.
       CONV2D_LIB="$PWD/lib/libconv2d.so" step kernelbot_pytest 300 \
-        python3 -m pytest -q -p no:cacheprovider kernelbot_test.py ;;
+        env -u LD_LIBRARY_PATH python3 -m pytest -q -p no:cacheprovider kernelbot_test.py ;;
     *)
       echo "unknown step $s"; failed=$((failed + 1)) ;;
   esac
