@@ -43,8 +43,10 @@ def _debian_library_impl(ctx):
         _require(ctx, libdir + "/" + lib, ctx.attr.package)
         ctx.symlink(libdir + "/" + lib, "lib/" + lib)
     if ctx.attr.shared_glob:
-        # Debian's static archives of Abseil are not position-independent, so they cannot go
-        # into libconv2d.so; its shared libraries (by their SONAME) are used everywhere instead.
+        # Debian's static archives of Abseil cannot go into libconv2d.so (initial-exec TLS,
+        # R_X86_64_TPOFF32, and PC-relative references to preemptible symbols); its shared
+        # libraries (by their SONAME) are used everywhere instead, and libconv2d.so names only
+        # those it uses (tools/pack_shared_library.py).
         r = ctx.execute(["sh", "-c", "ls %s/%s" % (libdir, ctx.attr.shared_glob)])
         libs = [a for a in r.stdout.strip().split("\n") if a]
         if r.return_code != 0 or not libs:
