@@ -931,16 +931,24 @@ template <class Ctx, class ListFn>
 CONV2D_HOST_DEVICE void CleanTransformsSlow(Ctx& ctx, const KernelParams& k, int rows, int log2_cols,
                                          bool subtract_mean, int cap, ListFn lists);
 
-// Setup zeroed the statistics. The common case (nothing to do) is one pass and two barriers
-// here; the rest is CleanTransformsSlow.
+// Setup zeroed the statistics. Whether the CTA's transforms need cleaning (CTA-uniform): one
+// pass and two barriers, all the common case costs. The filters' sums feed their DC bins
+// (StoreSpectrum): compensated there.
+template <class Ctx>
+CONV2D_HOST_DEVICE bool NeedsCleaning(Ctx& ctx, const KernelParams& k, int rows, int log2_cols,
+                                      bool subtract_mean) {
+  return subtract_mean ? QuickStats<false>(ctx, k, rows, log2_cols, true)
+                       : QuickStats<true>(ctx, k, rows, log2_cols, false);
+}
+
+// After NeedsCleaning said so: CleanTransformsSlow, and whether any transform of the CTA has a
+// nonzero count (CTA-uniform). The kernels run their transforms in a copy of their own after
+// this (FilterCta, InputCta), so that the common path's code is compiled as if this did not exist: shared
+// with it, the slow path's presence cost the forward kernels 4% of KernelBot (PERF.md, round 85).
 template <class Ctx, class ListFn>
 CONV2D_HOST_DEVICE bool CleanTransforms(Ctx& ctx, const KernelParams& k, int rows, int log2_cols,
                                         bool subtract_mean, int cap, ListFn lists) {
   const int G = 2 * k.pairs;
-  // The filters' sums feed their DC bins (StoreSpectrum): compensated there.
-  const bool work = subtract_mean ? QuickStats<false>(ctx, k, rows, log2_cols, true)
-                                  : QuickStats<true>(ctx, k, rows, log2_cols, false);
-  if (!work) return false;
   CleanTransformsSlow(ctx, k, rows, log2_cols, subtract_mean, cap, lists);
   bool any = false;
   for (int g = 0; g < G; ++g) {
@@ -1416,27 +1424,45 @@ CONV2D_HOST_DEVICE void FilterCta(Ctx& ctx, const KernelParams& k, const float* 
     // kernel_w (the rest of the tile is zero: half of what the row pass reads when kernel_w is
     // a power of two).
     const int log2_taps_w = CeilLog2(d.kernel_w) < k.log2_tw ? CeilLog2(d.kernel_w) : k.log2_tw;
+    auto counts = [&](int g) -> int* {
+      const int64_t s = slot(g);
+      return s < 0 ? nullptr : lists.w_count + s;
+    };
+    if (!NeedsCleaning(ctx, k, r2, log2_taps_w, /*subtract_mean=*/false)) {
+      PublishCounts(ctx, k, /*any=*/false, kMaxRemovedW, lists, counts);
+      if (zero_right) {
+        RowFft<true>(ctx, k, k.pair_stride, r2);
+      } else {
+        RowFft<false>(ctx, k, k.pair_stride, r2);
+      }
+      if (zero_bottom) {
+        ColumnFft<false, true>(ctx, k, k.pair_stride, tw);
+      } else {
+        ColumnFft<false, false>(ctx, k, k.pair_stride, tw);
+      }
+      StoreSpectrum(ctx, k, spectrum, k.n_filter, n0, k.scale, /*filter=*/true);
+      return;
+    }
     const bool any = CleanTransforms(ctx, k, r2, log2_taps_w, /*subtract_mean=*/false,
                                      kMaxRemovedW, [&](int g) -> Removed* {
                                        const int64_t s = slot(g);
                                        return s < 0 ? nullptr : lists.w_list + s * kMaxRemovedW;
                                      });
-    PublishCounts(ctx, k, any, kMaxRemovedW, lists, [&](int g) -> int* {
-      const int64_t s = slot(g);
-      return s < 0 ? nullptr : lists.w_count + s;
+    PublishCounts(ctx, k, any, kMaxRemovedW, lists, counts);
+    // Rare: the unpruned passes, one copy of them, over zeros where the load left the pruned
+    // parts unwritten (columns >= zw of the taps' rows, rows >= zh).
+    ctx.ForEach(k.pairs * th * tw, [&](int it) {
+      const int v = it & (tw - 1), u = (it >> k.log2_tw) & (th - 1);
+      const int p = it >> (k.log2_tw + k.log2_th);
+      if ((u < r2 && v >= zw) || u >= zh) {
+        ctx.St(Addr(k.pair_stride, k.row_pitch, p, u, v), MakeCf(0.0f, 0.0f));
+      }
     });
-  }
-  if (zero_right) {
-    RowFft<true>(ctx, k, k.pair_stride, r2);
-  } else {
+    ctx.Sync("zero the pruned parts");
     RowFft<false>(ctx, k, k.pair_stride, r2);
-  }
-  if (zero_bottom) {
-    ColumnFft<false, true>(ctx, k, k.pair_stride, tw);
-  } else {
     ColumnFft<false, false>(ctx, k, k.pair_stride, tw);
+    StoreSpectrum(ctx, k, spectrum, k.n_filter, n0, k.scale, /*filter=*/true);
   }
-  StoreSpectrum(ctx, k, spectrum, k.n_filter, n0, k.scale, /*filter=*/true);
 }
 
 // The input kernel's CTA `cta`: transforms n = c*M + m in [n0, n0 + G).
@@ -1469,19 +1495,28 @@ CONV2D_HOST_DEVICE void InputCta(Ctx& ctx, const KernelParams& k, const float* x
       const int c = n / d.tiles, m = n - c * d.tiles;
       return static_cast<int64_t>(m) * cin + c;
     };
+    auto transform = [&] {
+      RowFft<false>(ctx, k, k.pair_stride, 1 << k.log2_th);
+      ColumnFft<false, false>(ctx, k, k.pair_stride, 1 << k.log2_tw);
+      StoreSpectrum(ctx, k, spectrum, k.n_input, n0, 1.0f, /*filter=*/false);
+    };
+    auto counts = [&](int g) -> int* {
+      const int64_t s = slot(g);
+      return s < 0 ? nullptr : lists.x_count + s;
+    };
+    if (!NeedsCleaning(ctx, k, th, k.log2_tw, /*subtract_mean=*/true)) {
+      PublishCounts(ctx, k, /*any=*/false, kMaxRemovedX, lists, counts);
+      transform();
+      return;
+    }
     const bool any = CleanTransforms(ctx, k, th, k.log2_tw, /*subtract_mean=*/true,
                                      kMaxRemovedX, [&](int g) -> Removed* {
                                        const int64_t s = slot(g);
                                        return s < 0 ? nullptr : lists.x_list + s * kMaxRemovedX;
                                      });
-    PublishCounts(ctx, k, any, kMaxRemovedX, lists, [&](int g) -> int* {
-      const int64_t s = slot(g);
-      return s < 0 ? nullptr : lists.x_count + s;
-    });
+    PublishCounts(ctx, k, any, kMaxRemovedX, lists, counts);
+    transform();
   }
-  RowFft<false>(ctx, k, k.pair_stride, 1 << k.log2_th);
-  ColumnFft<false, false>(ctx, k, k.pair_stride, 1 << k.log2_tw);
-  StoreSpectrum(ctx, k, spectrum, k.n_input, n0, 1.0f, /*filter=*/false);
 }
 
 // The inverse kernel's CTA `cta`: transforms n = o*M + m in [n0, n0 + G).
