@@ -260,7 +260,6 @@ struct Case {
   double cudnn_ms = kNaN;
 };
 
-
 struct Result {
   std::string variant;
   int case_index = 0;

@@ -122,24 +122,21 @@ int main(int argc, char** argv) {
     const std::string name = file.substr(file.rfind('/') + 1);
     for (const std::string& v : variants) {
       const Algorithm* algo = Registry::Global().Find(v);
-      if (algo != nullptr) {
-        absl::Status can = algo->CanImplement(g->shape);
-        if (!can.ok()) {
-          std::printf("SKIP %-14s %-42s (does not take this shape: %s)\n", v.c_str(),
-                      name.c_str(), std::string(can.message()).c_str());
-          ++skipped;
-          continue;
-        }
+      // Skips (and says why) when `s` is not OK.
+      auto skip = [&](const absl::Status& s, const char* why) {
+        if (s.ok()) return false;
+        std::printf("SKIP %-14s %-42s (%s: %s)\n", v.c_str(), name.c_str(), why,
+                    std::string(s.message()).c_str());
+        ++skipped;
+        return true;
+      };
+      if (algo != nullptr && skip(algo->CanImplement(g->shape), "does not take this shape")) {
+        continue;
       }
       // Beyond randn, only where the variant promises the bar (conv.h; auto's picks are there).
-      if (g->input_class != InputClass::kRandn && algo != nullptr) {
-        absl::Status within = algo->WithinContract(g->shape);
-        if (!within.ok()) {
-          std::printf("SKIP %-14s %-42s (outside its accuracy domain: %s)\n", v.c_str(),
-                      name.c_str(), std::string(within.message()).c_str());
-          ++skipped;
-          continue;
-        }
+      if (g->input_class != InputClass::kRandn && algo != nullptr &&
+          skip(algo->WithinContract(g->shape), "outside its accuracy domain")) {
+        continue;
       }
       if (skip_oracle_above >= 0 && algo != nullptr &&
           !std::isfinite(algo->EstimateSeconds(g->shape)) &&

@@ -942,9 +942,8 @@ CONV2D_HOST_DEVICE bool NeedsCleaning(Ctx& ctx, const KernelParams& k, int rows,
 }
 
 // After NeedsCleaning said so: CleanTransformsSlow, and whether any transform of the CTA has a
-// nonzero count (CTA-uniform). The kernels run their transforms in a copy of their own after
-// this (FilterCta, InputCta), so that the common path's code is compiled as if this did not exist: shared
-// with it, the slow path's presence cost the forward kernels 4% of KernelBot (PERF.md, round 85).
+// nonzero count (CTA-uniform). FilterCta and InputCta run their transforms after this in a copy
+// of their own, apart from the common path's (PERF.md, round 85).
 template <class Ctx, class ListFn>
 CONV2D_HOST_DEVICE bool CleanTransforms(Ctx& ctx, const KernelParams& k, int rows, int log2_cols,
                                         bool subtract_mean, int cap, ListFn lists) {

@@ -24,10 +24,8 @@ using fft_tiled::SaturatingAlign;
 using fft_tiled::SaturatingMul;
 
 size_t SmemBytes(int pairs, int pair_stride) {
-  int log2_pairs = 0;
-  while ((1 << log2_pairs) < pairs) ++log2_pairs;
   return (sizeof(TransformMeta) + sizeof(TransformStats)) * 2 * pairs +
-         sizeof(StatSlot) * StatSlotCount(log2_pairs) + 8 * kTwiddles +
+         sizeof(StatSlot) * StatSlotCount(CeilLog2(pairs)) + 8 * kTwiddles +
          size_t{8} * pairs * pair_stride;
 }
 
