@@ -1,8 +1,11 @@
-// conv2d: fp32 2D convolution (NCHW input, OIHW filter, stride 1, no padding) on NVIDIA GPUs.
+// conv2d: fp32 2D convolution (NCHW input, OIHW filter; padding, stride, dilation, groups and
+// bias as torch.nn.functional.conv2d: conv/shape.h) on NVIDIA GPUs.
 //
 // Usage, as with cuDNN: device pointers and a stream.
 //
 //   conv2d::Shape shape{/*batch=*/4, /*in=*/64, /*out=*/64, /*h=*/128, /*w=*/128, /*kh=*/8, /*kw=*/8};
+//   shape.pad_top = shape.pad_bottom = shape.pad_left = shape.pad_right = 3;  // optional
+//   shape.stride_h = shape.stride_w = 2;                                       // optional
 //   absl::StatusOr<conv2d::Plan> plan = conv2d::Plan::Create(shape);  // or Create(shape, "direct")
 //   if (!plan.ok()) return plan.status();
 //   void* ws = nullptr;
@@ -71,17 +74,25 @@ class Plan {
   // current.
   int device() const { return device_; }
 
-  // x, w, y: pointers to dense fp32 tensors of the plan's shape, aligned to 4 bytes, in memory
+  // x, w, bias, y: pointers to dense fp32 tensors of the plan's shape, aligned to 4 bytes, in memory
   // the plan's device can read (its own device memory, managed memory, or mapped pinned host
   // memory). `workspace` may be null only when workspace_bytes() is 0; it needs no
-  // alignment (each runner aligns within it: workspace_bytes() includes the slack). y and the workspace must not overlap each other, x or w.
+  // alignment (each runner aligns within it: workspace_bytes() includes the slack). y and the
+  // workspace must not overlap each other, x, w or bias. `bias` ([out_channels]) is given
+  // exactly when the shape has_bias.
   // Errors: InvalidArgument (null, misaligned or unreadable pointer, pageable host memory, memory
-  // of another device, workspace too small, overlapping buffers), FailedPrecondition (another
-  // device is current), Internal (a CUDA error, with its text). On error nothing is written.
+  // of another device, workspace too small, overlapping buffers, a bias given or missing against
+  // the shape), FailedPrecondition (another device is current), Internal (a CUDA error, with its
+  // text). On error nothing is written.
   // Safe to call from several threads on one plan and its copies: the calls are enqueued one at
   // a time.
-  absl::Status Run(const float* x, const float* w, float* y, void* workspace,
+  absl::Status Run(const float* x, const float* w, const float* bias, float* y, void* workspace,
                    size_t workspace_bytes, cudaStream_t stream) const;
+  // The same without a bias.
+  absl::Status Run(const float* x, const float* w, float* y, void* workspace,
+                   size_t workspace_bytes, cudaStream_t stream) const {
+    return Run(x, w, nullptr, y, workspace, workspace_bytes, stream);
+  }
 
  private:
   Plan(const Shape& shape, std::string algorithm, std::shared_ptr<const Runner> runner,
@@ -104,14 +115,18 @@ absl::StatusOr<std::string> ChooseAlgorithm(const Shape& shape);
 // null pointers, alignment, the workspace's size.
 absl::Status ValidateRunArgs(const void* x, const void* w, const void* y, const void* workspace,
                              size_t workspace_bytes, size_t workspace_needed);
-// InvalidArgument if y or the first workspace_needed bytes of the workspace overlap x, w or
-// each other (x and w may overlap: both are only read).
+// InvalidArgument if y or the first workspace_needed bytes of the workspace overlap x, w, the
+// bias (when not null) or each other (x, w and the bias may overlap: they are only read).
 absl::Status ValidateNoOverlap(const Shape& shape, const void* x, const void* w, const void* y,
-                               const void* workspace, size_t workspace_needed);
+                               const void* workspace, size_t workspace_needed,
+                               const void* bias = nullptr);
 // FailedPrecondition unless `device` is current; InvalidArgument for a pointer `device` cannot
-// read: pageable host memory, memory CUDA does not know, or another device's memory.
+// read: pageable host memory, memory CUDA does not know, or another device's memory. Null
+// workspace and bias are not checked.
 absl::Status ValidateDeviceAccess(int device, const void* x, const void* w, const void* y,
-                                  const void* workspace);
+                                  const void* workspace, const void* bias = nullptr);
+// InvalidArgument unless a bias is given exactly when the shape has one, aligned to 4 bytes.
+absl::Status ValidateBias(const Shape& shape, const void* bias);
 
 }  // namespace conv2d
 

@@ -1,14 +1,21 @@
 #include "conv/shape.h"
 
 #include <limits>
+#include <utility>
 
 #include "absl/strings/str_cat.h"
 
 namespace conv2d {
 
 std::string Shape::ToString() const {
-  return absl::StrCat("b", batch, "_c", in_channels, "x", out_channels, "_h", height, "w", width,
-                      "_k", kernel_h, "x", kernel_w);
+  std::string s = absl::StrCat("b", batch, "_c", in_channels, "x", out_channels, "_h", height, "w",
+                               width, "_k", kernel_h, "x", kernel_w);
+  if (padded()) absl::StrAppend(&s, "_p", pad_top, ",", pad_bottom, ",", pad_left, ",", pad_right);
+  if (strided()) absl::StrAppend(&s, "_s", stride_h, "x", stride_w);
+  if (dilated()) absl::StrAppend(&s, "_d", dilation_h, "x", dilation_w);
+  if (grouped()) absl::StrAppend(&s, "_g", groups);
+  if (has_bias) absl::StrAppend(&s, "_bias");
+  return s;
 }
 
 Shape Shape::KernelBot(int64_t size, int64_t kernel, int64_t channels, int64_t batch) {
@@ -19,6 +26,9 @@ namespace {
 // Largest element count accepted at all: 2^40 floats is 4 TiB, beyond any GPU, and keeps every
 // product of sizes below far from int64 overflow.
 constexpr int64_t kMaxElements = int64_t{1} << 40;
+// Largest padding, stride and dilation: far beyond any network's, and small enough that the
+// geometry's products (dilation * kernel, size + padding) stay far from int64 overflow.
+constexpr int64_t kMaxGeometry = int64_t{1} << 24;
 
 bool ProductBelow(std::initializer_list<int64_t> factors, int64_t limit) {
   int64_t p = 1;
@@ -31,25 +41,46 @@ bool ProductBelow(std::initializer_list<int64_t> factors, int64_t limit) {
 }  // namespace
 
 absl::Status ValidateShape(const Shape& s) {
-  auto positive = [](const char* what, int64_t v) -> absl::Status {
-    if (v <= 0) {
-      return absl::InvalidArgumentError(absl::StrCat(what, " must be positive, got ", v));
-    }
-    return absl::OkStatus();
-  };
   for (auto [what, v] : {std::pair{"batch", s.batch}, {"in_channels", s.in_channels},
                          {"out_channels", s.out_channels}, {"height", s.height},
-                         {"width", s.width}, {"kernel_h", s.kernel_h}, {"kernel_w", s.kernel_w}}) {
-    absl::Status st = positive(what, v);
-    if (!st.ok()) return st;
+                         {"width", s.width}, {"kernel_h", s.kernel_h}, {"kernel_w", s.kernel_w},
+                         {"stride_h", s.stride_h}, {"stride_w", s.stride_w},
+                         {"dilation_h", s.dilation_h}, {"dilation_w", s.dilation_w},
+                         {"groups", s.groups}}) {
+    if (v <= 0) return absl::InvalidArgumentError(absl::StrCat(what, " must be positive, got ", v));
+    if (v > kMaxElements) {
+      return absl::InvalidArgumentError(absl::StrCat(what, " = ", v, " is beyond 2^40"));
+    }
   }
-  if (s.kernel_h > s.height || s.kernel_w > s.width) {
-    return absl::InvalidArgumentError(absl::StrCat("kernel ", s.kernel_h, "x", s.kernel_w,
-                                                   " is larger than the image ", s.height, "x",
-                                                   s.width));
+  for (auto [what, v] : {std::pair{"pad_top", s.pad_top}, {"pad_bottom", s.pad_bottom},
+                         {"pad_left", s.pad_left}, {"pad_right", s.pad_right}}) {
+    if (v < 0) return absl::InvalidArgumentError(absl::StrCat(what, " must be >= 0, got ", v));
+  }
+  for (auto [what, v] : {std::pair{"pad_top", s.pad_top}, {"pad_bottom", s.pad_bottom},
+                         {"pad_left", s.pad_left}, {"pad_right", s.pad_right},
+                         {"stride_h", s.stride_h}, {"stride_w", s.stride_w},
+                         {"dilation_h", s.dilation_h}, {"dilation_w", s.dilation_w},
+                         {"kernel_h", s.kernel_h}, {"kernel_w", s.kernel_w}}) {
+    if (v > kMaxGeometry) {
+      return absl::InvalidArgumentError(absl::StrCat(what, " = ", v, " is beyond 2^24"));
+    }
+  }
+  if (s.in_channels % s.groups != 0 || s.out_channels % s.groups != 0) {
+    return absl::InvalidArgumentError(absl::StrCat("groups = ", s.groups,
+                                                   " must divide in_channels (", s.in_channels,
+                                                   ") and out_channels (", s.out_channels, ")"));
+  }
+  const int64_t padded_h = s.height + s.pad_top + s.pad_bottom;
+  const int64_t padded_w = s.width + s.pad_left + s.pad_right;
+  if (s.span_h() > padded_h || s.span_w() > padded_w) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "the kernel ", s.kernel_h, "x", s.kernel_w,
+        s.dilated() ? absl::StrCat(" dilated to ", s.span_h(), "x", s.span_w()) : "",
+        " is larger than the ", s.padded() ? "padded " : "", "image ", padded_h, "x", padded_w,
+        ": the output would be empty"));
   }
   if (!ProductBelow({s.batch, s.in_channels, s.height, s.width}, kMaxElements) ||
-      !ProductBelow({s.out_channels, s.in_channels, s.kernel_h, s.kernel_w}, kMaxElements) ||
+      !ProductBelow({s.out_channels, s.in_per_group(), s.kernel_h, s.kernel_w}, kMaxElements) ||
       !ProductBelow({s.batch, s.out_channels, s.out_h(), s.out_w()}, kMaxElements)) {
     return absl::InvalidArgumentError(
         absl::StrCat("shape ", s.ToString(), " has a tensor of more than 2^40 elements"));

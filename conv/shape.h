@@ -1,8 +1,15 @@
-// conv2d: the one problem-shape type.
+// conv2d: the one problem type, Shape: the sizes and the convolution's geometry.
 //
-// y[b,o,i,j] = sum_{c,p,q} x[b,c,i+p,j+q] * w[o,c,p,q]  (cross-correlation, stride 1, no padding)
-// x: [batch, in_channels, height, width] (NCHW), w: [out_channels, in_channels, kernel_h, kernel_w]
-// (OIHW), y: [batch, out_channels, height-kernel_h+1, width-kernel_w+1]. All fp32, dense.
+// y[b, o, i, j] = bias[o] + sum_{c, p, q} x[b, g*Cg + c, i*sh - pt + p*dh, j*sw - pl + q*dw]
+//                                          * w[o, c, p, q]
+// with g = o / (Cout / groups) the output channel's group, Cg = Cin / groups, c < Cg, and x read
+// as zero outside [0, H) x [0, W) (the padding), exactly as torch.nn.functional.conv2d:
+// cross-correlation, x [batch, in_channels, height, width] (NCHW), w [out_channels,
+// in_channels / groups, kernel_h, kernel_w] (OIHW), bias [out_channels] (when has_bias),
+// y [batch, out_channels, out_h(), out_w()]. All fp32, dense.
+//
+// The defaults are the basic form every algorithm computes: stride 1, no padding, no dilation,
+// one group, no bias.
 #ifndef CONV2D_CONV_SHAPE_H_
 #define CONV2D_CONV_SHAPE_H_
 
@@ -21,22 +28,49 @@ struct Shape {
   int64_t width = 0;
   int64_t kernel_h = 0;
   int64_t kernel_w = 0;
+  // Zero rows above and below the image, zero columns left and right of it (asymmetric allowed,
+  // as cuDNN and ONNX allow).
+  int64_t pad_top = 0;
+  int64_t pad_bottom = 0;
+  int64_t pad_left = 0;
+  int64_t pad_right = 0;
+  int64_t stride_h = 1;
+  int64_t stride_w = 1;
+  int64_t dilation_h = 1;
+  int64_t dilation_w = 1;
+  int64_t groups = 1;  // divides in_channels and out_channels; depthwise when = in_channels
+  bool has_bias = false;
 
-  int64_t out_h() const { return height - kernel_h + 1; }
-  int64_t out_w() const { return width - kernel_w + 1; }
+  // The kernel's extent on the image, dilation included.
+  int64_t span_h() const { return dilation_h * (kernel_h - 1) + 1; }
+  int64_t span_w() const { return dilation_w * (kernel_w - 1) + 1; }
+  int64_t out_h() const { return (height + pad_top + pad_bottom - span_h()) / stride_h + 1; }
+  int64_t out_w() const { return (width + pad_left + pad_right - span_w()) / stride_w + 1; }
+  int64_t in_per_group() const { return in_channels / groups; }
+  int64_t out_per_group() const { return out_channels / groups; }
+  // Terms summed per output: (Cin / groups) * Kh * Kw.
+  int64_t reduction() const { return in_per_group() * kernel_h * kernel_w; }
   int64_t input_elements() const { return batch * in_channels * height * width; }
-  int64_t filter_elements() const { return out_channels * in_channels * kernel_h * kernel_w; }
+  int64_t filter_elements() const { return out_channels * reduction(); }
+  int64_t bias_elements() const { return has_bias ? out_channels : 0; }
   int64_t output_elements() const { return batch * out_channels * out_h() * out_w(); }
   // Multiply-adds counted as two operations, as the benchmark's TFLOP/s do.
-  double flops() const {
-    return 2.0 * static_cast<double>(output_elements()) * in_channels * kernel_h * kernel_w;
-  }
+  double flops() const { return 2.0 * static_cast<double>(output_elements()) * reduction(); }
   // Bytes of the minimal traffic: each input read once, the output written once.
   double min_bytes() const {
-    return 4.0 * (input_elements() + filter_elements() + output_elements());
+    return 4.0 * (input_elements() + filter_elements() + bias_elements() + output_elements());
   }
 
-  // A stable name, e.g. "b4_c64x64_h128w128_k8x8", used by tests, golden files and benchmarks.
+  bool padded() const { return pad_top != 0 || pad_bottom != 0 || pad_left != 0 || pad_right != 0; }
+  bool strided() const { return stride_h != 1 || stride_w != 1; }
+  bool dilated() const { return dilation_h != 1 || dilation_w != 1; }
+  bool grouped() const { return groups != 1; }
+  // Stride 1, no padding, no dilation, one group (bias allowed: Plan::Run adds it to any result).
+  bool basic() const { return !padded() && !strided() && !dilated() && !grouped(); }
+
+  // A stable name, e.g. "b4_c64x64_h128w128_k8x8", used by tests, golden files and benchmarks;
+  // fields off their defaults append "_p<t>,<b>,<l>,<r>", "_s<h>x<w>", "_d<h>x<w>", "_g<n>",
+  // "_bias", so that every basic shape keeps its name.
   std::string ToString() const;
 
   // The KernelBot parametrisation: (size, kernelsize, channels, batch), Cin = Cout, H = W, Kh = Kw.
@@ -45,12 +79,17 @@ struct Shape {
   bool operator==(const Shape& o) const {
     return batch == o.batch && in_channels == o.in_channels && out_channels == o.out_channels &&
            height == o.height && width == o.width && kernel_h == o.kernel_h &&
-           kernel_w == o.kernel_w;
+           kernel_w == o.kernel_w && pad_top == o.pad_top && pad_bottom == o.pad_bottom &&
+           pad_left == o.pad_left && pad_right == o.pad_right && stride_h == o.stride_h &&
+           stride_w == o.stride_w && dilation_h == o.dilation_h && dilation_w == o.dilation_w &&
+           groups == o.groups && has_bias == o.has_bias;
   }
 };
 
-// OK when the shape describes a valid convolution: every size positive, the kernel no larger than
-// the image, and every tensor's element count representable in int64 with room to spare.
+// OK when the shape describes a valid convolution, else InvalidArgument with the reason: every
+// size positive; stride, dilation and groups at least 1, padding at least 0; groups dividing both
+// channel counts; the dilated kernel no larger than the padded image (so the output is not
+// empty); every tensor's element count representable in int64 with room to spare.
 absl::Status ValidateShape(const Shape& shape);
 
 // OK when every tensor of `shape` can be indexed with 32-bit signed arithmetic, as kernels that use

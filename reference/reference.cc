@@ -11,38 +11,58 @@ namespace conv2d {
 namespace {
 using MatrixD = Eigen::Matrix<double, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor>;
 
-// The filter as a [Cout, Cin*Kh*Kw] matrix in double.
+// The filter as a [Cout, Cin/groups*Kh*Kw] matrix in double: group g's rows are its output
+// channels.
 MatrixD FilterMatrix(const Shape& s, const float* w) {
-  const int64_t k = s.in_channels * s.kernel_h * s.kernel_w;
   return Eigen::Map<const Eigen::Matrix<float, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor>>(
-             w, s.out_channels, k)
+             w, s.out_channels, s.reduction())
       .cast<double>();
+}
+
+double BiasOf(const Shape& s, const float* bias, int64_t o) {
+  return s.has_bias ? static_cast<double>(bias[o]) : 0.0;
+}
+
+// The reduction terms of output pixel (b, i, j) for group g, in the filter's (c, p, q) order,
+// written to col[r * stride] (zero where a tap falls in the padding).
+template <class Col>
+void GatherTerms(const Shape& s, const float* x, int64_t b, int64_t g, int64_t i, int64_t j,
+                 Col&& col) {
+  const int64_t cg = s.in_per_group();
+  for (int64_t c = 0; c < cg; ++c) {
+    const float* plane = x + (b * s.in_channels + g * cg + c) * s.height * s.width;
+    for (int64_t p = 0; p < s.kernel_h; ++p) {
+      const int64_t row = i * s.stride_h - s.pad_top + p * s.dilation_h;
+      for (int64_t q = 0; q < s.kernel_w; ++q) {
+        const int64_t column = j * s.stride_w - s.pad_left + q * s.dilation_w;
+        const bool inside = row >= 0 && row < s.height && column >= 0 && column < s.width;
+        col((c * s.kernel_h + p) * s.kernel_w + q) = inside ? plane[row * s.width + column] : 0.0f;
+      }
+    }
+  }
 }
 }  // namespace
 
-std::vector<double> ReferenceConv(const Shape& s, const float* x, const float* w) {
-  const int64_t oh = s.out_h(), ow = s.out_w();
-  const int64_t kdim = s.in_channels * s.kernel_h * s.kernel_w;
+std::vector<double> ReferenceConv(const Shape& s, const float* x, const float* w,
+                                  const float* bias) {
+  const int64_t oh = s.out_h(), ow = s.out_w(), og = s.out_per_group();
   const MatrixD wm = FilterMatrix(s, w);
   std::vector<double> y(static_cast<size_t>(s.output_elements()));
-  // One output row at a time: im2col of that row, then one double GEMM.
-  MatrixD col(kdim, ow);
-  MatrixD out(s.out_channels, ow);
+  // One output row of one group at a time: im2col of that row, then one double GEMM.
+  MatrixD col(s.reduction(), ow);
+  MatrixD out(og, ow);
   for (int64_t b = 0; b < s.batch; ++b) {
-    for (int64_t i = 0; i < oh; ++i) {
-      for (int64_t c = 0; c < s.in_channels; ++c) {
-        for (int64_t p = 0; p < s.kernel_h; ++p) {
-          const float* row = x + ((b * s.in_channels + c) * s.height + i + p) * s.width;
-          for (int64_t q = 0; q < s.kernel_w; ++q) {
-            const int64_t r = (c * s.kernel_h + p) * s.kernel_w + q;
-            for (int64_t j = 0; j < ow; ++j) col(r, j) = row[j + q];
-          }
+    for (int64_t g = 0; g < s.groups; ++g) {
+      for (int64_t i = 0; i < oh; ++i) {
+        for (int64_t j = 0; j < ow; ++j) {
+          GatherTerms(s, x, b, g, i, j, [&](int64_t r) -> double& { return col(r, j); });
         }
-      }
-      out.noalias() = wm * col;
-      for (int64_t o = 0; o < s.out_channels; ++o) {
-        double* dst = y.data() + ((b * s.out_channels + o) * oh + i) * ow;
-        for (int64_t j = 0; j < ow; ++j) dst[j] = out(o, j);
+        out.noalias() = wm.middleRows(g * og, og) * col;
+        for (int64_t oo = 0; oo < og; ++oo) {
+          const int64_t o = g * og + oo;
+          double* dst = y.data() + ((b * s.out_channels + o) * oh + i) * ow;
+          for (int64_t j = 0; j < ow; ++j) dst[j] = out(oo, j) + BiasOf(s, bias, o);
+        }
       }
     }
   }
@@ -50,26 +70,19 @@ std::vector<double> ReferenceConv(const Shape& s, const float* x, const float* w
 }
 
 std::vector<double> ReferenceConvAt(const Shape& s, const float* x, const float* w,
-                                    const std::vector<int64_t>& positions) {
+                                    const std::vector<int64_t>& positions, const float* bias) {
   const int64_t oh = s.out_h(), ow = s.out_w();
-  const int64_t kdim = s.in_channels * s.kernel_h * s.kernel_w;
   const MatrixD wm = FilterMatrix(s, w);
-  Eigen::VectorXd col(kdim);
+  Eigen::VectorXd col(s.reduction());
   std::vector<double> y;
   y.reserve(positions.size());
   for (int64_t idx : positions) {
     const int64_t j = idx % ow, i = (idx / ow) % oh;
     const int64_t o = (idx / (ow * oh)) % s.out_channels;
     const int64_t b = idx / (ow * oh * s.out_channels);
-    for (int64_t c = 0; c < s.in_channels; ++c) {
-      for (int64_t p = 0; p < s.kernel_h; ++p) {
-        const float* row = x + ((b * s.in_channels + c) * s.height + i + p) * s.width + j;
-        for (int64_t q = 0; q < s.kernel_w; ++q) {
-          col((c * s.kernel_h + p) * s.kernel_w + q) = row[q];
-        }
-      }
-    }
-    y.push_back(wm.row(o).dot(col));
+    GatherTerms(s, x, b, o / s.out_per_group(), i, j,
+                [&](int64_t r) -> double& { return col(r); });
+    y.push_back(wm.row(o).dot(col) + BiasOf(s, bias, o));
   }
   return y;
 }

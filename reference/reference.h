@@ -9,13 +9,17 @@
 
 namespace conv2d {
 
-// The whole output, [batch, out_channels, out_h, out_w], in double.
-std::vector<double> ReferenceConv(const Shape& shape, const float* x, const float* w);
+// The whole output, [batch, out_channels, out_h, out_w], in double, for every part of the
+// geometry (conv/shape.h). `bias` ([out_channels]) is read only when the shape has_bias, and must
+// then be given.
+std::vector<double> ReferenceConv(const Shape& shape, const float* x, const float* w,
+                                  const float* bias = nullptr);
 
 // The output at the given flat output indices (into [batch, out_channels, out_h, out_w]), for
 // shapes too large to compute whole.
 std::vector<double> ReferenceConvAt(const Shape& shape, const float* x, const float* w,
-                                    const std::vector<int64_t>& positions);
+                                    const std::vector<int64_t>& positions,
+                                    const float* bias = nullptr);
 
 // `count` distinct flat output indices, sorted, drawn with `seed`; always includes the first and
 // the last element and each output channel's corners, so that edge handling is checked. Returns

@@ -12,9 +12,10 @@
 
 namespace conv2d {
 
-// y64[output_elements()] (device memory) from device x and w, on `stream`; returns once enqueued.
-absl::Status ReferenceConvGpu(const Shape& shape, const float* x, const float* w, double* y64,
-                              cudaStream_t stream);
+// y64[output_elements()] (device memory) from device x, w and bias (read only when the shape
+// has_bias), for every part of the geometry, on `stream`; returns once enqueued.
+absl::Status ReferenceConvGpu(const Shape& shape, const float* x, const float* w,
+                              const float* bias, double* y64, cudaStream_t stream);
 
 }  // namespace conv2d
 

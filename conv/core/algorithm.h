@@ -39,6 +39,7 @@ struct RunArgs {
   void* workspace = nullptr;
   size_t workspace_bytes = 0;
   cudaStream_t stream = nullptr;
+  const float* bias = nullptr;  // [out_channels] when the shape has_bias, else null
 };
 
 // One algorithm prepared for one shape: owns whatever it built once (FFT plans, handles).
@@ -50,6 +51,9 @@ class Runner {
   // Enqueues the convolution on args.stream. Nothing is cached across calls by pointer: the filter
   // and the input may change between calls.
   virtual absl::Status Run(const RunArgs& args) const = 0;
+  // Whether Run adds args.bias itself (in its epilogue). Otherwise Plan::Run adds it after Run,
+  // one more pass over y (conv/core/bias.h).
+  virtual bool adds_bias() const { return false; }
 };
 
 // What an algorithm proposes for one shape on one device: its own configuration (tile sizes,
@@ -86,6 +90,17 @@ const Config* ConfigOf(const Proposal& p) {
   return static_cast<const Config*>(p.config.get());
 }
 
+// The parts of the geometry beyond the basic form (Shape::basic) an algorithm computes. An
+// algorithm is never proposed a shape that needs a part it does not declare (Algorithm::Propose
+// says Unimplemented), so that a kernel written for the basic form cannot be handed a padded,
+// strided, dilated or grouped problem and silently compute another one.
+struct Geometry {
+  bool padding = false;
+  bool stride = false;
+  bool dilation = false;
+  bool groups = false;
+};
+
 class Algorithm {
  public:
   virtual ~Algorithm() = default;
@@ -95,11 +110,29 @@ class Algorithm {
   // (fitted by tools/fit_auto.py). auto ranks by estimated_seconds * calibration(). Each variant
   // states its own, next to its cost model: a variant without one does not compile.
   virtual double calibration() const = 0;
+  // What this algorithm computes beyond the basic form. Default: the basic form only.
+  virtual Geometry geometry() const { return Geometry{}; }
   // OK with a proposal if this algorithm computes `shape` (already validated by ValidateShape)
   // within the accuracy contract on `device`; otherwise why not (Unimplemented, OutOfRange,
   // ResourceExhausted, or FailedPrecondition when this device cannot run it). Must not touch the
-  // GPU: auto ranks without one against DeviceInfo::ModelDevice().
-  virtual absl::StatusOr<Proposal> Propose(const Shape& shape, const DeviceInfo& device) const = 0;
+  // GPU: auto ranks without one against DeviceInfo::ModelDevice(). Unimplemented, without asking
+  // the algorithm, for a shape outside its geometry().
+  absl::StatusOr<Proposal> Propose(const Shape& shape, const DeviceInfo& device) const {
+    absl::Status st = CheckGeometry(shape);
+    if (!st.ok()) return st;
+    return ProposeFor(shape, device);
+  }
+  // OK if `shape` needs no part of the geometry this algorithm lacks, else Unimplemented naming it.
+  absl::Status CheckGeometry(const Shape& shape) const {
+    const Geometry g = geometry();
+    const char* missing = shape.padded() && !g.padding     ? "padding"
+                          : shape.strided() && !g.stride   ? "stride"
+                          : shape.dilated() && !g.dilation ? "dilation"
+                          : shape.grouped() && !g.groups   ? "groups"
+                                                           : nullptr;
+    if (missing == nullptr) return absl::OkStatus();
+    return absl::UnimplementedError(absl::StrCat(name(), " does not implement ", missing));
+  }
   // Builds what the algorithm needs from a proposal it made for `shape` on `device` (the current
   // device). Called once per plan.
   virtual absl::StatusOr<std::unique_ptr<Runner>> Initialize(const Shape& shape,
@@ -122,6 +155,11 @@ class Algorithm {
     absl::StatusOr<Proposal> p = Propose(shape, DeviceInfo::ModelDevice());
     return p.ok() ? p->estimated_seconds : std::numeric_limits<double>::infinity();
   }
+
+ protected:
+  // Propose for a shape within geometry().
+  virtual absl::StatusOr<Proposal> ProposeFor(const Shape& shape,
+                                              const DeviceInfo& device) const = 0;
 };
 
 // Direct summation in fp32 (the implicit GEMMs, direct_tiled, triton_igemm, direct): its error
@@ -131,9 +169,10 @@ class Algorithm {
 // 16384, 2.4; docs/PERF.md, "Accuracy beyond randn").
 constexpr int64_t kMaxContractReduction = 4608;
 inline absl::Status DirectSummationWithinContract(const Shape& shape) {
-  const int64_t n = shape.in_channels * shape.kernel_h * shape.kernel_w;
+  const int64_t n = shape.reduction();
   if (n <= kMaxContractReduction) return absl::OkStatus();
-  return absl::OutOfRangeError(absl::StrCat("fp32 direct summation of ", n, " terms (Cin*Kh*Kw) ",
+  return absl::OutOfRangeError(absl::StrCat("fp32 direct summation of ", n,
+                                            " terms (Cin/groups*Kh*Kw) ",
                                             "exceeds the bar on large-mean data beyond ",
                                             kMaxContractReduction));
 }
@@ -145,12 +184,6 @@ using AlgorithmFactory = std::unique_ptr<Algorithm> (*)();
 template <typename Config>
 class AlgorithmWithConfig : public Algorithm {
  public:
-  absl::StatusOr<Proposal> Propose(const Shape& shape, const DeviceInfo& device) const final {
-    double seconds = 0;
-    absl::StatusOr<Config> config = Choose(shape, device, &seconds);
-    if (!config.ok()) return config.status();
-    return MakeProposal(*std::move(config), seconds);
-  }
   absl::StatusOr<std::unique_ptr<Runner>> Initialize(const Shape& shape, const Proposal& proposal,
                                                      const DeviceInfo& device) const final {
     const Config* config = ConfigOf<Config>(proposal);
@@ -159,6 +192,12 @@ class AlgorithmWithConfig : public Algorithm {
   }
 
  protected:
+  absl::StatusOr<Proposal> ProposeFor(const Shape& shape, const DeviceInfo& device) const final {
+    double seconds = 0;
+    absl::StatusOr<Config> config = Choose(shape, device, &seconds);
+    if (!config.ok()) return config.status();
+    return MakeProposal(*std::move(config), seconds);
+  }
   // The configuration for `shape` on `device` and its modelled time in *seconds.
   virtual absl::StatusOr<Config> Choose(const Shape& shape, const DeviceInfo& device,
                                         double* seconds) const = 0;

@@ -10,6 +10,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
 #include "conv/core/algorithm.h"
+#include "conv/core/bias.h"
 #include "conv/core/device_info.h"
 #include "conv/core/autotune.h"
 #include "conv/conv.h"
@@ -158,8 +159,25 @@ absl::Status ValidateRunArgs(const void* x, const void* w, const void* y, const 
   return absl::OkStatus();
 }
 
+absl::Status ValidateBias(const Shape& shape, const void* bias) {
+  if (shape.has_bias && bias == nullptr) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("the shape ", shape.ToString(), " has a bias but the bias pointer is null"));
+  }
+  if (!shape.has_bias && bias != nullptr) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "a bias was given but the shape ", shape.ToString(),
+        " has none; make the plan with has_bias = true"));
+  }
+  if (reinterpret_cast<uintptr_t>(bias) % alignof(float) != 0) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("bias (", Addr(bias), ") is not aligned to ", alignof(float), " bytes"));
+  }
+  return absl::OkStatus();
+}
+
 absl::Status ValidateDeviceAccess(int device, const void* x, const void* w, const void* y,
-                                  const void* workspace) {
+                                  const void* workspace, const void* bias) {
   int current = -1;
   cudaError_t err = cudaGetDevice(&current);
   if (err != cudaSuccess) {
@@ -173,9 +191,9 @@ absl::Status ValidateDeviceAccess(int device, const void* x, const void* w, cons
                      " is current; make it current (cudaSetDevice) or make a plan for it"));
   }
   const std::pair<const char*, const void*> buffers[] = {
-      {"x", x}, {"w", w}, {"y", y}, {"the workspace", workspace}};
+      {"x", x}, {"w", w}, {"y", y}, {"the workspace", workspace}, {"bias", bias}};
   for (const auto& [name, p] : buffers) {
-    if (p == nullptr) continue;  // only the workspace may be null here (ValidateRunArgs)
+    if (p == nullptr) continue;  // only the workspace and the bias may be null here
     cudaPointerAttributes a;
     err = cudaPointerGetAttributes(&a, p);
     if (err != cudaSuccess) {
@@ -210,7 +228,7 @@ absl::Status ValidateDeviceAccess(int device, const void* x, const void* w, cons
 }
 
 absl::Status ValidateNoOverlap(const Shape& shape, const void* x, const void* w, const void* y,
-                               const void* workspace, size_t workspace_needed) {
+                               const void* workspace, size_t workspace_needed, const void* bias) {
   struct Range {
     const char* name;
     uintptr_t begin, end;
@@ -224,9 +242,12 @@ absl::Status ValidateNoOverlap(const Shape& shape, const void* x, const void* w,
       range("x", x, static_cast<size_t>(shape.input_elements()) * sizeof(float), false),
       range("w", w, static_cast<size_t>(shape.filter_elements()) * sizeof(float), false),
       range("y", y, static_cast<size_t>(shape.output_elements()) * sizeof(float), true),
-      range("the workspace", workspace, workspace == nullptr ? 0 : workspace_needed, true)};
-  for (size_t i = 0; i < 4; ++i) {
-    for (size_t j = i + 1; j < 4; ++j) {
+      range("the workspace", workspace, workspace == nullptr ? 0 : workspace_needed, true),
+      range("bias", bias,
+            bias == nullptr ? 0 : static_cast<size_t>(shape.out_channels) * sizeof(float), false)};
+  constexpr size_t kRanges = sizeof(ranges) / sizeof(ranges[0]);
+  for (size_t i = 0; i < kRanges; ++i) {
+    for (size_t j = i + 1; j < kRanges; ++j) {
       const Range& a = ranges[i];
       const Range& b = ranges[j];
       if ((a.written || b.written) && a.begin < b.end && b.begin < a.end) {
@@ -239,16 +260,19 @@ absl::Status ValidateNoOverlap(const Shape& shape, const void* x, const void* w,
   return absl::OkStatus();
 }
 
-absl::Status Plan::Run(const float* x, const float* w, float* y, void* workspace,
-                       size_t workspace_bytes, cudaStream_t stream) const {
+absl::Status Plan::Run(const float* x, const float* w, const float* bias, float* y,
+                       void* workspace, size_t workspace_bytes, cudaStream_t stream) const {
   RETURN_IF_ERROR(
       ValidateRunArgs(x, w, y, workspace, workspace_bytes, runner_->workspace_bytes()));
-  RETURN_IF_ERROR(ValidateNoOverlap(shape_, x, w, y, workspace, runner_->workspace_bytes()));
-  RETURN_IF_ERROR(ValidateDeviceAccess(device_, x, w, y,
-                                       runner_->workspace_bytes() > 0 ? workspace : nullptr));
+  RETURN_IF_ERROR(ValidateBias(shape_, bias));
+  RETURN_IF_ERROR(
+      ValidateNoOverlap(shape_, x, w, y, workspace, runner_->workspace_bytes(), bias));
+  RETURN_IF_ERROR(ValidateDeviceAccess(
+      device_, x, w, y, runner_->workspace_bytes() > 0 ? workspace : nullptr, bias));
   RunArgs args;
   args.x = x;
   args.w = w;
+  args.bias = bias;
   args.y = y;
   args.workspace = workspace;
   args.workspace_bytes = workspace_bytes;
@@ -257,7 +281,7 @@ absl::Status Plan::Run(const float* x, const float* w, float* y, void* workspace
   // enqueues; two threads interleaving that on one plan (or its copies) could run one call's
   // transforms on the other's stream. Enqueueing is host-side and short, so serialize it.
   std::lock_guard<std::mutex> lock(*run_mutex_);
-  return runner_->Run(args);
+  return RunWithBias(*runner_, shape_, args);
 }
 
 }  // namespace conv2d

@@ -125,7 +125,7 @@ class NeedsAnotherGpu : public Algorithm {
   static Shape Only() { return Shape{3, 1, 2, 13, 7, 4, 2}; }
   std::string name() const override { return "test_needs_another_gpu"; }
   double calibration() const override { return 1; }
-  absl::StatusOr<Proposal> Propose(const Shape& s, const DeviceInfo&) const override {
+  absl::StatusOr<Proposal> ProposeFor(const Shape& s, const DeviceInfo&) const override {
     if (!(s == Only())) return absl::UnimplementedError("test: one shape only");
     return Proposal{};  // 0 seconds: always the model's pick
   }
@@ -161,7 +161,7 @@ class Named : public Algorithm {
   explicit Named(std::string n) : n_(std::move(n)) {}
   std::string name() const override { return n_; }
   double calibration() const override { return 1; }
-  absl::StatusOr<Proposal> Propose(const Shape&, const DeviceInfo&) const override {
+  absl::StatusOr<Proposal> ProposeFor(const Shape&, const DeviceInfo&) const override {
     return MakeProposal(1, 1.0);
   }
   absl::StatusOr<std::unique_ptr<Runner>> Initialize(const Shape&, const Proposal&,
@@ -220,7 +220,7 @@ class Trivial : public Algorithm {
   static Shape Only() { return Shape{2, 3, 5, 11, 9, 3, 2}; }
   std::string name() const override { return "test_trivial"; }
   double calibration() const override { return 1; }
-  absl::StatusOr<Proposal> Propose(const Shape& s, const DeviceInfo& d) const override {
+  absl::StatusOr<Proposal> ProposeFor(const Shape& s, const DeviceInfo& d) const override {
     if (!(s == Only())) return absl::UnimplementedError("test_trivial: one shape only");
     ASSIGN_OR_RETURN(Proposal p, direct_->Propose(s, d));
     p.estimated_seconds = 0;

@@ -9,6 +9,7 @@
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_format.h"
 #include "conv/conv.h"
+#include "conv/core/bias.h"
 #include "conv/core/cuda_status.h"
 #include "conv/core/status_macros.h"
 #include "reference/random.h"
@@ -58,22 +59,34 @@ absl::StatusOr<DeviceProblem> DeviceProblem::Create(const Shape& shape, uint64_t
                                                     Distribution dist) {
   RETURN_IF_ERROR(ValidateShape(shape));
   return FromHost(shape, RandomTensor(seed, kInputTensor, shape.input_elements(), dist),
-                  RandomTensor(seed, kFilterTensor, shape.filter_elements(), dist));
+                  RandomTensor(seed, kFilterTensor, shape.filter_elements(), dist),
+                  RandomTensor(seed, kBiasTensor, shape.bias_elements(), dist));
 }
 
 absl::StatusOr<DeviceProblem> DeviceProblem::FromHost(const Shape& shape, std::vector<float> x,
-                                                      std::vector<float> w) {
+                                                      std::vector<float> w,
+                                                      std::vector<float> bias) {
   RETURN_IF_ERROR(ValidateShape(shape));
   if (x.size() != static_cast<size_t>(shape.input_elements()) ||
-      w.size() != static_cast<size_t>(shape.filter_elements())) {
-    return absl::InvalidArgumentError("DeviceProblem::FromHost: x or w is not of the shape's size");
+      w.size() != static_cast<size_t>(shape.filter_elements()) ||
+      bias.size() != static_cast<size_t>(shape.bias_elements())) {
+    return absl::InvalidArgumentError(
+        "DeviceProblem::FromHost: x, w or bias is not of the shape's size");
   }
   DeviceProblem p;
   p.shape_ = shape;
   p.x_ = std::move(x);
   p.w_ = std::move(w);
+  p.bias_ = std::move(bias);
   ASSIGN_OR_RETURN(p.dx_, DeviceBuffer::Allocate(p.x_.size() * sizeof(float), "cudaMalloc x"));
   ASSIGN_OR_RETURN(p.dw_, DeviceBuffer::Allocate(p.w_.size() * sizeof(float), "cudaMalloc w"));
+  if (shape.has_bias) {
+    ASSIGN_OR_RETURN(p.dbias_,
+                     DeviceBuffer::Allocate(p.bias_.size() * sizeof(float), "cudaMalloc bias"));
+    RETURN_IF_ERROR(CudaStatus(cudaMemcpy(p.dbias_.p, p.bias_.data(),
+                                          p.bias_.size() * sizeof(float), cudaMemcpyHostToDevice),
+                               "copy bias"));
+  }
   ASSIGN_OR_RETURN(p.dy_,
                    DeviceBuffer::Allocate(shape.output_elements() * sizeof(float), "cudaMalloc y"));
   RETURN_IF_ERROR(CudaStatus(
@@ -121,7 +134,8 @@ absl::StatusOr<std::vector<double>> GpuReference(const DeviceProblem& problem) {
   const Shape& s = problem.shape();
   ASSIGN_OR_RETURN(DeviceBuffer d, DeviceBuffer::Allocate(s.output_elements() * sizeof(double),
                                                           "cudaMalloc y64"));
-  RETURN_IF_ERROR(ReferenceConvGpu(s, problem.x(), problem.w(), d.as<double>(), nullptr));
+  RETURN_IF_ERROR(ReferenceConvGpu(s, problem.x(), problem.w(), problem.bias(), d.as<double>(),
+                                   nullptr));
   std::vector<double> y64(s.output_elements());
   RETURN_IF_ERROR(CudaStatus(cudaMemcpy(y64.data(), d.p, y64.size() * sizeof(double),
                                         cudaMemcpyDeviceToHost),
@@ -145,10 +159,11 @@ Expected ReferenceFor(const DeviceProblem& problem, int64_t max_positions, uint6
   Expected e;
   const Shape& s = problem.shape();
   if (s.output_elements() <= max_positions) {
-    e.y64 = ReferenceConv(s, problem.host_x().data(), problem.host_w().data());
+    e.y64 = ReferenceConv(s, problem.host_x().data(), problem.host_w().data(), problem.host_bias());
   } else {
     e.positions = SamplePositions(s, max_positions, seed);
-    e.y64 = ReferenceConvAt(s, problem.host_x().data(), problem.host_w().data(), e.positions);
+    e.y64 = ReferenceConvAt(s, problem.host_x().data(), problem.host_w().data(), e.positions,
+                            problem.host_bias());
   }
   return e;
 }
@@ -160,11 +175,12 @@ absl::StatusOr<Comparison> RunAndCompare(const Runner& runner, const DeviceProbl
   RunArgs a;
   a.x = problem.x();
   a.w = problem.w();
+  a.bias = problem.bias();
   a.y = problem.y();
   a.workspace = workspace;
   a.workspace_bytes = workspace_bytes;
   a.stream = stream;
-  RETURN_IF_ERROR(runner.Run(a));
+  RETURN_IF_ERROR(RunWithBias(runner, problem.shape(), a));
   RETURN_IF_ERROR(CudaStatus(cudaStreamSynchronize(stream), "run"));
   ASSIGN_OR_RETURN(std::vector<float> y, problem.ReadOutput(expected.positions));
   return Compare(y, expected.y64, expected.positions, kAbsTol, kRelTol);
@@ -187,7 +203,8 @@ absl::Status CheckInputsChangeBetweenCalls(const std::string& algorithm, const S
     ++call;
     status = p->PoisonOutput();
     if (status.ok()) {
-      status = plan.Run(p->x(), p->w(), p->y(), unaligned, plan.workspace_bytes(), stream);
+      status = plan.Run(p->x(), p->w(), p->bias(), p->y(), unaligned, plan.workspace_bytes(),
+                        stream);
     }
     if (status.ok()) status = CudaStatus(cudaStreamSynchronize(stream), "sync");
     if (!status.ok()) break;
@@ -215,7 +232,8 @@ absl::StatusOr<std::vector<float>> RunOnce(const DeviceProblem& problem,
                    DeviceBuffer::Allocate(plan.workspace_bytes(), "cudaMalloc workspace"));
   RETURN_IF_ERROR(problem.PoisonOutput());
   RETURN_IF_ERROR(
-      plan.Run(problem.x(), problem.w(), problem.y(), ws.p, plan.workspace_bytes(), nullptr));
+      plan.Run(problem.x(), problem.w(), problem.bias(), problem.y(), ws.p,
+               plan.workspace_bytes(), nullptr));
   RETURN_IF_ERROR(CudaStatus(cudaDeviceSynchronize(), algorithm.c_str()));
   return problem.ReadOutput(positions);
 }

@@ -34,22 +34,28 @@ struct Comparison {
 Comparison Compare(const std::vector<float>& y, const std::vector<double>& y64,
                    const std::vector<int64_t>& positions, double atol, double rtol);
 
-// fp32 device buffers for one shape, inputs filled from the seeded generator.
+// fp32 device buffers for one shape, inputs filled from the seeded generator (the bias, when the
+// shape has one, from tensor kBiasTensor).
 class DeviceProblem {
  public:
   static absl::StatusOr<DeviceProblem> Create(const Shape& shape, uint64_t seed,
                                               Distribution dist = Distribution::kUniform);
-  // The same from given host tensors (e.g. reference/input_classes.h).
+  // The same from given host tensors (e.g. reference/input_classes.h); `bias` has
+  // shape.bias_elements() values (none without a bias).
   static absl::StatusOr<DeviceProblem> FromHost(const Shape& shape, std::vector<float> x,
-                                                std::vector<float> w);
+                                                std::vector<float> w,
+                                                std::vector<float> bias = {});
   DeviceProblem(DeviceProblem&&) noexcept = default;
   DeviceProblem& operator=(DeviceProblem&&) = delete;
 
   const Shape& shape() const { return shape_; }
   const std::vector<float>& host_x() const { return x_; }
   const std::vector<float>& host_w() const { return w_; }
+  // Null without a bias.
+  const float* host_bias() const { return shape_.has_bias ? bias_.data() : nullptr; }
   const float* x() const { return dx_.as<float>(); }
   const float* w() const { return dw_.as<float>(); }
+  const float* bias() const { return shape_.has_bias ? dbias_.as<float>() : nullptr; }
   float* y() const { return dy_.as<float>(); }
 
   // Fills y with NaN so that unwritten elements fail any comparison.
@@ -60,8 +66,8 @@ class DeviceProblem {
  private:
   DeviceProblem() = default;
   Shape shape_;
-  std::vector<float> x_, w_;
-  DeviceBuffer dx_, dw_, dy_;
+  std::vector<float> x_, w_, bias_;
+  DeviceBuffer dx_, dw_, dbias_, dy_;
 };
 
 // `variant`'s output on data of class c against y64 (element for element): both divided by

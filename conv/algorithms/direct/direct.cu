@@ -1,5 +1,6 @@
 // "direct": the GPU oracle. One thread per output element, the whole sum in fp64, 64-bit indices so
-// that any shape the plan accepts works. Correctness over speed; auto never picks it.
+// that any shape the plan accepts works, every part of the geometry and the bias. Correctness
+// over speed; auto never picks it.
 #include <cuda_runtime.h>
 
 #include <limits>
@@ -10,24 +11,40 @@
 namespace conv2d {
 namespace {
 
+struct Geometry64 {
+  int64_t batch, cin, cout, h, w, kh, kw, oh, ow;
+  int64_t pad_top, pad_left, stride_h, stride_w, dilation_h, dilation_w, cin_g, cout_g;
+};
+
+Geometry64 GeometryOf(const Shape& s) {
+  return Geometry64{s.batch,      s.in_channels, s.out_channels, s.height,     s.width,
+                    s.kernel_h,   s.kernel_w,    s.out_h(),      s.out_w(),    s.pad_top,
+                    s.pad_left,   s.stride_h,    s.stride_w,     s.dilation_h, s.dilation_w,
+                    s.in_per_group(), s.out_per_group()};
+}
+
+// Every part of the geometry (conv/shape.h): taps outside the image read zero.
 __global__ void DirectKernel(const float* __restrict__ x, const float* __restrict__ w,
-                             float* __restrict__ y, int64_t batch, int64_t cin, int64_t cout,
-                             int64_t h, int64_t wd, int64_t kh, int64_t kw) {
-  const int64_t oh = h - kh + 1, ow = wd - kw + 1;
-  const int64_t total = batch * cout * oh * ow;
+                             const float* __restrict__ bias, float* __restrict__ y, Geometry64 g) {
+  const int64_t total = g.batch * g.cout * g.oh * g.ow;
   for (int64_t idx = blockIdx.x * int64_t{blockDim.x} + threadIdx.x; idx < total;
        idx += int64_t{gridDim.x} * blockDim.x) {
-    const int64_t j = idx % ow;
-    const int64_t i = (idx / ow) % oh;
-    const int64_t o = (idx / (ow * oh)) % cout;
-    const int64_t b = idx / (ow * oh * cout);
-    double acc = 0.0;
-    for (int64_t c = 0; c < cin; ++c) {
-      const float* xp = x + ((b * cin + c) * h + i) * wd + j;
-      const float* wp = w + (o * cin + c) * kh * kw;
-      for (int64_t p = 0; p < kh; ++p) {
-        for (int64_t q = 0; q < kw; ++q) {
-          acc += static_cast<double>(xp[p * wd + q]) * static_cast<double>(wp[p * kw + q]);
+    const int64_t j = idx % g.ow;
+    const int64_t i = (idx / g.ow) % g.oh;
+    const int64_t o = (idx / (g.ow * g.oh)) % g.cout;
+    const int64_t b = idx / (g.ow * g.oh * g.cout);
+    const int64_t c0 = (o / g.cout_g) * g.cin_g;  // the group's first input channel
+    double acc = bias != nullptr ? static_cast<double>(bias[o]) : 0.0;
+    for (int64_t c = 0; c < g.cin_g; ++c) {
+      const float* xc = x + (b * g.cin + c0 + c) * g.h * g.w;
+      const float* wp = w + (o * g.cin_g + c) * g.kh * g.kw;
+      for (int64_t p = 0; p < g.kh; ++p) {
+        const int64_t r = i * g.stride_h - g.pad_top + p * g.dilation_h;
+        if (r < 0 || r >= g.h) continue;
+        for (int64_t q = 0; q < g.kw; ++q) {
+          const int64_t col = j * g.stride_w - g.pad_left + q * g.dilation_w;
+          if (col < 0 || col >= g.w) continue;
+          acc += static_cast<double>(xc[r * g.w + col]) * static_cast<double>(wp[p * g.kw + q]);
         }
       }
     }
@@ -39,13 +56,12 @@ class DirectRunner : public Runner {
  public:
   explicit DirectRunner(const Shape& s) : s_(s) {}
   size_t workspace_bytes() const override { return 0; }
+  bool adds_bias() const override { return true; }
   absl::Status Run(const RunArgs& a) const override {
     const int threads = 256;
     const int64_t blocks64 = (s_.output_elements() + threads - 1) / threads;
     const int blocks = static_cast<int>(blocks64 < (1 << 20) ? blocks64 : (1 << 20));
-    DirectKernel<<<blocks, threads, 0, a.stream>>>(a.x, a.w, a.y, s_.batch, s_.in_channels,
-                                                   s_.out_channels, s_.height, s_.width,
-                                                   s_.kernel_h, s_.kernel_w);
+    DirectKernel<<<blocks, threads, 0, a.stream>>>(a.x, a.w, a.bias, a.y, GeometryOf(s_));
     return LaunchStatus("direct kernel launch");
   }
 
@@ -58,10 +74,11 @@ class Direct : public Algorithm {
  public:
   std::string name() const override { return "direct"; }
   double calibration() const override { return 1.0; }  // never ranked
+  Geometry geometry() const override { return Geometry{true, true, true, true}; }
   absl::Status WithinContract(const Shape& shape) const override {
     return DirectSummationWithinContract(shape);
   }
-  absl::StatusOr<Proposal> Propose(const Shape&, const DeviceInfo&) const override {
+  absl::StatusOr<Proposal> ProposeFor(const Shape&, const DeviceInfo&) const override {
     Proposal p;
     p.estimated_seconds = std::numeric_limits<double>::infinity();
     return p;
