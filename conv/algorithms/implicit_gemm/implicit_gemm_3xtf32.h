@@ -88,6 +88,10 @@ struct Params {
   int k_tiles = 0;   // ceil(k / kBK)
   int n_tiles = 0;   // ceil(cout / kBN)
   FastDiv div_p, div_ow, div_khkw, div_kw;  // conv/arch/fast_div.h: every index is below 2^31
+  // The geometry (implicit_gemm_view.h), after the fields above so that the basic kernels'
+  // parameter offsets stay as they were.
+  int sh = 1, sw = 1, dh = 1, dw = 1, pt = 0, pl = 0, dh_w = 0;
+  bool geometry = false;
 };
 
 // The reasons (if any) that `shape` cannot be run with this kernel's 32-bit indices.

@@ -2,7 +2,9 @@
 // on mma.sync, implicit_gemm_wgmma on wgmma):
 //
 //   GEMM_M = batch*out_h*out_w (output pixels), GEMM_N = out_channels, GEMM_K = in_channels*kh*kw
-//   A[m][k] = x[b, c, oh+p, ow+q]   gathered on the fly (im2col is never materialised)
+//   A[m][k] = x[b, c, oh+p, ow+q]   gathered on the fly (im2col is never materialised); with
+//             padding, stride and dilation (implicit_gemm_wgmma's geometry gather)
+//             x[b, c, oh*sh - pt + p*dh, ow*sw - pl + q*dw], zero outside the image
 //   B[k][n] = w[n][k]               the OIHW filter is already [Cout][K], K-contiguous
 //   y[b, n, oh, ow] = sum_k A[m][k] * B[k][n]
 //
@@ -24,9 +26,11 @@ namespace conv2d {
 namespace implicit_gemm_view {
 
 // Fills the view's fields of p for a shape that passed CheckIndexing, with k-tiles of bk terms
-// and N tiles of bn channels.
+// and N tiles of bn channels. P's geometry fields: sh, sw, dh, dw, pt, pl, dh_w (dilation_h * w)
+// and geometry (whether the shape needs the geometry gather: padding, stride or dilation).
 template <class P>
 void SetGemmView(const Shape& s, int bk, int bn, P* p) {
+  p->geometry = s.padded() || s.strided() || s.dilated();
   p->cin = static_cast<int>(s.in_channels);
   p->cout = static_cast<int>(s.out_channels);
   p->h = static_cast<int>(s.height);
@@ -45,7 +49,51 @@ void SetGemmView(const Shape& s, int bk, int bn, P* p) {
   p->div_ow = FastDiv(static_cast<uint32_t>(p->ow));
   p->div_khkw = FastDiv(static_cast<uint32_t>(p->kh * p->kw));
   p->div_kw = FastDiv(static_cast<uint32_t>(p->kw));
+  p->sh = static_cast<int>(s.stride_h);
+  p->sw = static_cast<int>(s.stride_w);
+  p->dh_w = static_cast<int>(s.dilation_h * s.width);
+  p->dw = static_cast<int>(s.dilation_w);
+  p->dh = static_cast<int>(s.dilation_h);
+  p->pt = static_cast<int>(s.pad_top);
+  p->pl = static_cast<int>(s.pad_left);
 }
+
+// The geometry gather's tap masks hold one bit per kernel row and per kernel column.
+constexpr int kMaxGeometryTaps = 16;
+
+// GEMM row m's window with padding, stride and dilation: the input row and column of its first
+// tap (negative inside the top or left padding) and the x offset they make for k = 0 (offsets
+// of taps in the padding are formed but never read).
+struct Origin {
+  int base, row, col;
+};
+template <class P>
+CONV2D_HOST_DEVICE_INLINE Origin OriginOf(const P& p, int m) {
+  const int b = p.div_p.Div(m);
+  const int pix = m - b * p.p;
+  const int oh = p.div_ow.Div(pix);
+  const int ow = pix - oh * p.ow;
+  const int row = oh * p.sh - p.pt, col = ow * p.sw - p.pl;
+  return Origin{b * p.cin_hw + row * p.w + col, row, col};
+}
+
+// Which taps of a window at (row, col) fall inside the image: bit kp for kernel row kp, bit
+// 16 + kq for kernel column kq (Kh, Kw <= kMaxGeometryTaps). Tap (kp, kq) is read iff both bits
+// are set: TapBits(kp, kq) & mask == TapBits(kp, kq).
+template <class P>
+CONV2D_HOST_DEVICE_INLINE uint32_t TapMask(const P& p, int row, int col) {
+  uint32_t mask = 0;
+  for (int kp = 0; kp < p.kh; ++kp) {
+    const int r = row + kp * p.dh;
+    if (r >= 0 && r < p.h) mask |= 1u << kp;
+  }
+  for (int kq = 0; kq < p.kw; ++kq) {
+    const int c = col + kq * p.dw;
+    if (c >= 0 && c < p.w) mask |= 1u << (16 + kq);
+  }
+  return mask;
+}
+CONV2D_HOST_DEVICE_INLINE uint32_t TapBits(int kp, int kq) { return (1u << kp) | (1u << (16 + kq)); }
 
 // The x offset of GEMM row m's pixel for k = 0: b*cin*h*w + oh*w + ow. The offsets are
 // separable, A[m][k] at PixelBase(m) + c*h*w + p*w + q.
@@ -66,11 +114,12 @@ CONV2D_HOST_DEVICE_INLINE int YRowBase(const P& p, int m) {
   return m + b * (p.cout - 1) * p.p;
 }
 
-// Whether the 16-byte input gather applies: Kw = 1 and W % 4 = 0 (then four consecutive output
-// pixels are four consecutive, 16-byte aligned input floats, and M % 4 = 0), x 16-byte aligned.
+// Whether the 16-byte input gather applies: the basic geometry, Kw = 1 and W % 4 = 0 (then four
+// consecutive output pixels are four consecutive, 16-byte aligned input floats, and M % 4 = 0),
+// x 16-byte aligned.
 template <class P>
 CONV2D_HOST_DEVICE_INLINE bool CanVectorizeA(const P& p, uintptr_t x) {
-  return p.kw == 1 && p.w % 4 == 0 && x % 16 == 0;
+  return !p.geometry && p.kw == 1 && p.w % 4 == 0 && x % 16 == 0;
 }
 
 }  // namespace implicit_gemm_view

@@ -75,8 +75,12 @@ absl::Status CheckIndexing(const Shape& s) {
   // Indices formed past the ends: pixel columns up to M + kBM, channels up to Cout + 128, k up
   // to K + kBK, and the gathers' x offsets (pixel base + k offset, added before the k < K mask
   // selects them) up to the input's size plus (kBK + 1)*H*W.
+  // With the geometry the window origins reach pad_top rows and pad_left columns before the
+  // image and the taps span_h rows below them.
+  const int64_t padded_plane = (s.height + s.pad_top + s.pad_bottom + s.span_h()) *
+                               (s.width + s.pad_left + s.pad_right + s.span_w());
   if (m + kBM > kMax || s.out_channels + 128 > kMax || k + kBK > kMax ||
-      s.input_elements() + (kBK + 1) * s.height * s.width > kMax ||
+      s.input_elements() + (kBK + 1) * padded_plane > kMax ||
       NumTiles(s, ChooseBN(s)) + kMaxSlots > kMax) {  // tile indices + grid (UnitWalk)
     return absl::OutOfRangeError(absl::StrCat(
         "implicit_gemm_wgmma indexes with 32-bit integers; shape ", s.ToString(),
@@ -179,12 +183,12 @@ __global__ void __launch_bounds__(kSplitThreads)
 // the async proxy, which is the one wgmma reads through (no proxy fence); the consumers read x
 // with ordinary loads. The stream does not stop at a unit's end: the next unit's first stages
 // are fetched while the consumers finish the current one. t: the thread's index in the group.
-template <int BN, bool kVecA, bool kTail>
+template <int BN, bool kVecA, bool kTail, bool kGeometry>
 __device__ __forceinline__ void CopyStages(const float* __restrict__ x, const float* __restrict__ ws,
                                            const Params& p, uint32_t smem_base, uint32_t full,
                                            uint32_t empty, int t) {
   using C = Config<BN>;
-  AGather<kVecA, C::kUnmaskedGather> a_gather;
+  AGather<kVecA, C::kUnmaskedGather && !kGeometry, kGeometry> a_gather;
   int g = 0;  // stages issued so far
   RingCursor<C::kStages> ring;  // stage g's slot and phase
   std::conditional_t<kTail, UnitWalk, WholeTileWalk> walk(p, static_cast<int>(blockIdx.x));
@@ -205,7 +209,8 @@ __device__ __forceinline__ void CopyStages(const float* __restrict__ x, const fl
       }
       const uint32_t sa = sb + 2 * C::kBTileBytes;
       a_gather.ForEach(p, kt, [&](int s, int gx, bool valid) {
-        // gx >= 0 (CheckIndexing): unsigned, its widening to 64 bits is free.
+        // gx >= 0 (CheckIndexing; 0 for a copy not read): unsigned, its widening to 64 bits is
+        // free.
         CpAsync<kVecA ? 16 : 4>(sa + 4 * s, x + static_cast<uint32_t>(gx), valid);
       });
       CpAsyncArriveOnMbar(bar);
@@ -250,8 +255,9 @@ __device__ __forceinline__ void StoreQuarter(int q, float (&sum)[BN / 2], const 
 #endif  // CONV2D_HAS_WGMMA
 
 // One persistent CTA: its work units (UnitWalk), each a kBM x BN tile of the GEMM over its
-// k-tiles (all of K, or a tail piece). ws: the split filter of this call.
-template <int BN, bool kVecA, bool kTail>
+// k-tiles (all of K, or a tail piece). ws: the split filter of this call. kGeometry: padding,
+// stride or dilation (AGather's geometry gather).
+template <int BN, bool kVecA, bool kTail, bool kGeometry>
 __global__ void __launch_bounds__(kThreads, Config<BN>::kMinBlocks)
     ImplicitGemmWgmmaKernel(const float* __restrict__ x, const float* __restrict__ ws,
                             float* __restrict__ y, const Params p) {
@@ -279,7 +285,8 @@ __global__ void __launch_bounds__(kThreads, Config<BN>::kMinBlocks)
 
   if (tid >= kConsumerThreads) {
     GiveRegisters<C::kCopyRegs>();
-    CopyStages<BN, kVecA, kTail>(x, ws, p, smem_base, full, empty, tid - kConsumerThreads);
+    CopyStages<BN, kVecA, kTail, kGeometry>(x, ws, p, smem_base, full, empty,
+                                            tid - kConsumerThreads);
     return;
   }
   TakeRegisters<C::kConsumerRegs>();
@@ -401,13 +408,13 @@ constexpr size_t kWorkspaceAlign = 256;
 
 // Lets the kernel have its dynamic shared memory, and asks for the whole shared/L1 split as
 // shared memory so that BN = 32 and 64 get their two CTAs per SM.
-template <int BN, bool kVecA, bool kTail>
+template <int BN, bool kVecA, bool kTail, bool kGeometry = false>
 absl::Status EnableSmem() {
-  RETURN_IF_ERROR(CudaStatus(cudaFuncSetAttribute(ImplicitGemmWgmmaKernel<BN, kVecA, kTail>,
+  RETURN_IF_ERROR(CudaStatus(cudaFuncSetAttribute(ImplicitGemmWgmmaKernel<BN, kVecA, kTail, kGeometry>,
                                                   cudaFuncAttributeMaxDynamicSharedMemorySize,
                                                   Config<BN>::kSmemBytes),
                              "implicit_gemm_wgmma: cudaFuncSetAttribute (shared memory size)"));
-  return CudaStatus(cudaFuncSetAttribute(ImplicitGemmWgmmaKernel<BN, kVecA, kTail>,
+  return CudaStatus(cudaFuncSetAttribute(ImplicitGemmWgmmaKernel<BN, kVecA, kTail, kGeometry>,
                                          cudaFuncAttributePreferredSharedMemoryCarveout,
                                          cudaSharedmemCarveoutMaxShared),
                     "implicit_gemm_wgmma: cudaFuncSetAttribute (carveout)");
@@ -418,7 +425,9 @@ absl::Status EnableSmemAll() {
   RETURN_IF_ERROR((EnableSmem<BN, true, false>()));
   RETURN_IF_ERROR((EnableSmem<BN, false, false>()));
   RETURN_IF_ERROR((EnableSmem<BN, true, true>()));
-  return EnableSmem<BN, false, true>();
+  RETURN_IF_ERROR((EnableSmem<BN, false, true>()));
+  RETURN_IF_ERROR((EnableSmem<BN, false, false, true>()));
+  return EnableSmem<BN, false, true, true>();
 }
 
 // The schedule of a shape on a device with `sms` multiprocessors.
@@ -462,10 +471,13 @@ class ImplicitGemmWgmmaRunner : public Runner {
   absl::Status Gemm(bool vec_a, dim3 grid, const RunArgs& a, const float* ws) const {
     // The tail's walk only in the kernels that have a tail to walk: its state costs registers
     // (round 45: the 1x1 shape 12% slower with it compiled in).
-    auto* kernel = p_.tail_ctas > 0 ? (vec_a ? &ImplicitGemmWgmmaKernel<BN, true, true>
-                                             : &ImplicitGemmWgmmaKernel<BN, false, true>)
-                                    : (vec_a ? &ImplicitGemmWgmmaKernel<BN, true, false>
-                                             : &ImplicitGemmWgmmaKernel<BN, false, false>);
+    auto* kernel =
+        p_.geometry ? (p_.tail_ctas > 0 ? &ImplicitGemmWgmmaKernel<BN, false, true, true>
+                                        : &ImplicitGemmWgmmaKernel<BN, false, false, true>)
+        : p_.tail_ctas > 0 ? (vec_a ? &ImplicitGemmWgmmaKernel<BN, true, true, false>
+                                    : &ImplicitGemmWgmmaKernel<BN, false, true, false>)
+                           : (vec_a ? &ImplicitGemmWgmmaKernel<BN, true, false, false>
+                                    : &ImplicitGemmWgmmaKernel<BN, false, false, false>);
     return CudaStatus(LaunchPdl(/*pdl=*/true, kernel, grid, kThreads, Config<BN>::kSmemBytes,
                                 a.stream, a.x, ws, a.y, p_),
                       "implicit_gemm_wgmma kernel launch");
@@ -489,6 +501,8 @@ class ImplicitGemmWgmma : public AlgorithmWithConfig<WgmmaConfig> {
   std::string name() const override { return "implicit_gemm_wgmma"; }
   // Fitted by tools/fit_auto.py (docs/data/round45_fit_*.json).
   double calibration() const override { return 0.810; }
+  // Padding, stride and dilation in the gather's address arithmetic (AGather's kGeometry).
+  Geometry geometry() const override { return Geometry{true, true, true, false}; }
   absl::Status WithinContract(const Shape& shape) const override {
     return DirectSummationWithinContract(shape);
   }
@@ -502,6 +516,13 @@ class ImplicitGemmWgmma : public AlgorithmWithConfig<WgmmaConfig> {
   absl::StatusOr<WgmmaConfig> Choose(const Shape& s, const DeviceInfo& device,
                                      double* seconds) const override {
     RETURN_IF_ERROR(CheckIndexing(s));
+    const bool geometry = s.padded() || s.strided() || s.dilated();
+    if (geometry && (s.kernel_h > implicit_gemm_view::kMaxGeometryTaps ||
+                     s.kernel_w > implicit_gemm_view::kMaxGeometryTaps)) {
+      return absl::UnimplementedError(absl::StrCat(
+          "implicit_gemm_wgmma: padding, stride or dilation with a kernel of more than ",
+          implicit_gemm_view::kMaxGeometryTaps, " taps a side (its tap masks' width)"));
+    }
     const int64_t k = s.in_channels * s.kernel_h * s.kernel_w;
     if (k > kMaxReduction) {
       return absl::UnimplementedError(absl::StrCat(

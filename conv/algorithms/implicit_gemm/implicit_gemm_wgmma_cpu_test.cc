@@ -96,10 +96,14 @@ std::vector<float> SplitFilter(const Shape& s, const Params& p, int bn,
 // One work unit of a CTA replayed (the body of the kernel's unit loop): its stages g0, g0 + 1,
 // ... in ring slots g % kStages of the CTA's shared memory `at`; acc and sum: the CTA's
 // accumulators.
-template <int BN, bool kVecA, class At>
+// The copy warpgroup's gather as the kernel instantiates it.
+template <int BN, bool kVecA, bool kGeometry>
+using KernelGather = AGather<kVecA, Config<BN>::kUnmaskedGather && !kGeometry, kGeometry>;
+
+template <int BN, bool kVecA, bool kGeometry, class At>
 void EmulateUnit(const Shape& s, const Params& p, const WorkUnit& wu, int g0,
                  const std::vector<float>& x, const std::vector<float>& ws,
-                 std::vector<AGather<kVecA, Config<BN>::kUnmaskedGather>>& ag, At& at,
+                 std::vector<KernelGather<BN, kVecA, kGeometry>>& ag, At& at,
                  std::vector<double>& acc, std::vector<double>& sum, std::vector<double>& y,
                  std::vector<int>& writes) {
   using C = Config<BN>;
@@ -235,7 +239,7 @@ void EmulateUnit(const Shape& s, const Params& p, const WorkUnit& wu, int g0,
 // unit, and its fold sums likewise (the deferred epilogue stores a unit's sums and zeroes them for
 // the next). y: NaN-initialised, the tail tiles zeroed as the split kernel does; writes counts
 // stores per element; covered counts the k-tiles computed per tile, pieces its units.
-template <int BN, bool kVecA>
+template <int BN, bool kVecA, bool kGeometry>
 void EmulateCta(const Shape& s, const Params& p, int cta, const std::vector<float>& x,
                 const std::vector<float>& ws, std::vector<double>& y, std::vector<int>& writes,
                 std::vector<int>& covered, std::vector<int>& pieces) {
@@ -258,7 +262,7 @@ void EmulateCta(const Shape& s, const Params& p, int cta, const std::vector<floa
   // and sum (the folds; zero at the start and after each unit's stores).
   std::vector<double> acc(2 * 64 * BN, std::numeric_limits<double>::quiet_NaN());
   std::vector<double> sum(2 * 64 * BN, 0.0);
-  std::vector<AGather<kVecA, Config<BN>::kUnmaskedGather>> ag(kCopyThreads);
+  std::vector<KernelGather<BN, kVecA, kGeometry>> ag(kCopyThreads);
   int g = 0;  // the CTA's stage index over its units
   UnitWalk walk(p, cta);
   WorkUnit wu;
@@ -268,7 +272,7 @@ void EmulateCta(const Shape& s, const Params& p, int cta, const std::vector<floa
     ASSERT_LE(wu.kt_begin + wu.stages, p.k_tiles);
     covered[static_cast<size_t>(wu.m_tile) * p.n_tiles + wu.n_tile] += wu.stages;
     ++pieces[static_cast<size_t>(wu.m_tile) * p.n_tiles + wu.n_tile];
-    EmulateUnit<BN, kVecA>(s, p, wu, g, x, ws, ag, at, acc, sum, y, writes);
+    EmulateUnit<BN, kVecA, kGeometry>(s, p, wu, g, x, ws, ag, at, acc, sum, y, writes);
     if (::testing::Test::HasFatalFailure()) return;
     g += wu.stages;
   }
@@ -277,12 +281,13 @@ void EmulateCta(const Shape& s, const Params& p, int cta, const std::vector<floa
 // slots: the GPU's CTA slots (SMs x CTAs per SM) the persistent grid is sized for; the default,
 // a small GPU of 3, gives every CTA several units, so the ring runs on across unit boundaries,
 // and often a tail. tail: whether the schedule must have a stream-K tail (unset: either).
-template <int BN, bool kVecA>
+template <int BN, bool kVecA, bool kGeometry = false>
 void CheckShape(const Shape& s, uint64_t seed, int slots = 3, std::optional<bool> tail = {}) {
   SCOPED_TRACE(s.ToString() + " BN " + std::to_string(BN) + (kVecA ? " vecA" : " scalarA") +
                " slots " + std::to_string(slots));
   ASSERT_TRUE(CheckIndexing(s).ok());
   const Params p = MakeParams(s, BN, slots);
+  ASSERT_EQ(p.geometry, kGeometry);
   ASSERT_EQ(p.tiles, NumTiles(s, BN));
   ASSERT_TRUE(p.grid >= 1 && p.grid <= slots);
   if (tail.has_value()) {
@@ -310,7 +315,7 @@ void CheckShape(const Shape& s, uint64_t seed, int slots = 3, std::optional<bool
   std::vector<int> writes(s.output_elements(), 0);
   std::vector<int> covered(static_cast<size_t>(p.tiles), 0), pieces(static_cast<size_t>(p.tiles), 0);
   for (int cta = 0; cta < p.grid; ++cta) {
-    EmulateCta<BN, kVecA>(s, p, cta, x, ws, y, writes, covered, pieces);
+    EmulateCta<BN, kVecA, kGeometry>(s, p, cta, x, ws, y, writes, covered, pieces);
     if (::testing::Test::HasFatalFailure()) return;
   }
   for (int t = 0; t < p.tiles; ++t) ASSERT_EQ(covered[t], p.k_tiles) << "tile " << t;
@@ -398,6 +403,47 @@ TEST(ImplicitGemmWgmmaEmulationTest, AllTileWidths) {
     CheckShape<64, false>(s, 9, /*slots=*/1);
     CheckShape<128, false>(s, 9, /*slots=*/1);
   }
+}
+
+// Padding (asymmetric, wider than the kernel's reach on one side), stride (larger than the
+// kernel too), dilation, and the networks' forms (3x3 pad 1, 7x7 stride 2 pad 3, 1x1 stride 2,
+// 2x2 and 4x4 patches), at every BN, with several CTAs and a tail.
+std::vector<Shape> GeometryShapes() {
+  auto g = [](Shape s, int64_t pt, int64_t pb, int64_t pl, int64_t pr, int64_t sh, int64_t sw,
+              int64_t dh, int64_t dw) {
+    s.pad_top = pt, s.pad_bottom = pb, s.pad_left = pl, s.pad_right = pr;
+    s.stride_h = sh, s.stride_w = sw, s.dilation_h = dh, s.dilation_w = dw;
+    return s;
+  };
+  return {
+      g(Shape{2, 8, 24, 14, 14, 3, 3}, 1, 1, 1, 1, 1, 1, 1, 1),   // 3x3 pad 1
+      g(Shape{2, 8, 40, 15, 13, 3, 3}, 1, 1, 1, 1, 2, 2, 1, 1),   // 3x3 stride 2 pad 1, odd sizes
+      g(Shape{1, 3, 16, 30, 30, 7, 7}, 3, 3, 3, 3, 2, 2, 1, 1),   // the ResNet stem, small
+      g(Shape{2, 16, 70, 14, 14, 1, 1}, 0, 0, 0, 0, 2, 2, 1, 1),  // 1x1 stride 2 (downsample)
+      g(Shape{2, 6, 20, 16, 16, 4, 4}, 0, 0, 0, 0, 4, 4, 1, 1),   // 4x4 patches
+      g(Shape{1, 5, 9, 11, 12, 2, 2}, 0, 0, 0, 0, 3, 3, 1, 1),    // stride larger than the kernel
+      g(Shape{2, 4, 12, 17, 19, 3, 3}, 2, 0, 5, 1, 1, 1, 1, 1),   // asymmetric, pad > reach
+      g(Shape{1, 6, 10, 20, 18, 3, 2}, 2, 2, 1, 3, 1, 2, 2, 3),   // dilation with stride
+      g(Shape{1, 33, 130, 9, 11, 3, 2}, 1, 0, 0, 2, 1, 1, 1, 1),  // K = 198: several N tiles
+      g(Shape{1, 3, 5, 12, 12, 1, 1}, 0, 0, 0, 0, 1, 1, 1, 1),    // dilation 1, K = 1 (basic)
+      g(Shape{1, 3, 5, 12, 12, 1, 1}, 0, 0, 0, 0, 1, 1, 2, 2),    // dilation with K = 1
+  };
+}
+
+TEST(ImplicitGemmWgmmaEmulationTest, GeometryGatherMatchesReference) {
+  int shapes = 0;
+  for (const Shape& s : GeometryShapes()) {
+    ASSERT_TRUE(ValidateShape(s).ok()) << s.ToString();
+    if (!MakeParams(s, 64, 1).geometry) {
+      CheckShape<64, false>(s, 12);
+      continue;
+    }
+    ++shapes;
+    CheckShape<32, false, true>(s, 12);
+    CheckShape<64, false, true>(s, 12, /*slots=*/5);
+    CheckShape<128, false, true>(s, 12, /*slots=*/1);
+  }
+  EXPECT_GE(shapes, 9);
 }
 
 // The stream-K tail: pieces cut at arbitrary k-tiles (folds restart in each piece, partial

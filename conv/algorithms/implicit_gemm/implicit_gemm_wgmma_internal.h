@@ -166,6 +166,10 @@ struct Params {
   int tail_ctas = 0;
   int tail_k = 0;  // (tiles - dp_tiles) * k_tiles
   FastDiv div_p, div_ow, div_khkw, div_kw;
+  // The geometry (implicit_gemm_view.h), after the fields above so that the basic kernels'
+  // parameter offsets stay as they were.
+  int sh = 1, sw = 1, dh = 1, dw = 1, pt = 0, pl = 0, dh_w = 0;
+  bool geometry = false;
 };
 
 // BN for a shape: the smallest of 32, 64, 128 that holds Cout, else 128 (a larger tile would be
@@ -392,8 +396,13 @@ CONV2D_HOST_DEVICE_INLINE void ForEachTailZero(const Params& p, int bn, int z, i
 // words apart: 32 distinct banks.
 // Vector: thread t owns pixels 4*(t % 32) .. +3 and k rows t/32 + 4i, i < 8.
 // kUnmasked: interior stages take a path without masks (Config::kUnmaskedGather).
-template <bool kVec, bool kUnmasked = false>
+// kGeometry (padding, stride, dilation; scalar only, always masked): Init keeps each column's
+// window origin as its x offset and a TapMask (zero past M), and a copy is read iff its k row is
+// below K and its tap's two bits are in the column's mask; a copy costs a mask test more than
+// the basic masked path, no division.
+template <bool kVec, bool kUnmasked = false, bool kGeometry = false>
 struct AGather {
+  static_assert(!(kGeometry && kVec), "the geometry gather is scalar");
   static constexpr int kRows = kVec ? kBK * kBM / 4 / kCopyThreads : 4;  // k rows per thread
   static constexpr int kCols = kVec ? 1 : kBK * kBM / kCopyThreads / 4;  // pixel columns: 8
   static constexpr int kColStep = 16;
@@ -403,6 +412,7 @@ struct AGather {
   int row0 = 0;  // first k row
   uint32_t m_valid = 0;  // bit i: column col + i*kColStep is a pixel (< M)
   int mbase[kCols] = {};
+  uint32_t taps[kGeometry ? kCols : 1] = {};  // kGeometry: column i's TapMask, 0 past M
 
   // The stage row of this thread's j-th k row.
   CONV2D_HOST_DEVICE_INLINE int Row(int j) const {
@@ -423,9 +433,16 @@ CONV2D_UNROLL
       // Vector form: M % 4 = 0 and m % 4 = 0, so m < M covers all four pixels.
       const int m = m0 + col + i * kColStep;
       mbase[i] = 0;
+      if (kGeometry) taps[i] = 0;
       if (m < p.m) {
         m_valid |= 1u << i;
-        mbase[i] = PixelBase(p, m);
+        if (kGeometry) {
+          const implicit_gemm_view::Origin o = implicit_gemm_view::OriginOf(p, m);
+          mbase[i] = o.base;
+          taps[i] = implicit_gemm_view::TapMask(p, o.row, o.col);
+        } else {
+          mbase[i] = PixelBase(p, m);
+        }
       }
     }
   }
@@ -434,7 +451,25 @@ CONV2D_UNROLL
   // copies (pixel past M or k past K) zero-fill and carry offset 0.
   template <class F>
   CONV2D_HOST_DEVICE_INLINE void ForEach(const Params& p, int kt, F&& f) const {
-    if (kVec) {
+    if (kGeometry) {
+CONV2D_UNROLL
+      for (int j = 0; j < kRows; ++j) {
+        const int row = Row(j);
+        const int kg = kt * kBK + row;
+        const int c = p.div_khkw.Div(kg);
+        const int r = kg - c * (p.kh * p.kw);
+        const int kp = p.div_kw.Div(r);
+        const int kq = r - kp * p.kw;
+        const int kofs = c * p.hw + kp * p.dh_w + kq * p.dw;
+        const uint32_t bits = implicit_gemm_view::TapBits(kp, kq);
+        const bool k_valid = kg < p.k;
+CONV2D_UNROLL
+        for (int i = 0; i < kCols; ++i) {
+          const bool valid = k_valid && (taps[i] & bits) == bits;
+          f(row * kAStride + col + i * kColStep, valid ? mbase[i] + kofs : 0, valid);
+        }
+      }
+    } else if (kVec) {
 CONV2D_UNROLL
       for (int i = 0; i < kRows; ++i) {
         const int row = Row(i);
