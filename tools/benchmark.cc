@@ -1,11 +1,31 @@
 // The project's benchmark: every registered algorithm, "auto" and cuDNN fp32 on the KernelBot
-// conv2d suite (or the "cnn" suite, or shapes from flags), timed as KernelBot times them, with each
-// variant's error against fp64 truth next to its time.
+// conv2d suite (or the "cnn" or "nets" suite, or shapes from flags), timed as KernelBot times
+// them, with each variant's error against fp64 truth next to its time.
 //
-//   bazel run //tools:benchmark -- [--suite=kernelbot|cnn] [--shape=B,Cin,Cout,H,W,Kh,Kw[;...]]
+//   bazel run //tools:benchmark -- [--suite=kernelbot|cnn|nets] [--shape=SHAPE[;...]]
 //       [--variants=cudnn,auto,...] [--calls=20] [--warmup=2] [--cooldown=1] [--positions=4096]
-//       [--seed=1] [--inputs=normal|uniform] [--include_oracle] [--json_out=FILE]
+//       [--seed=1] [--inputs=normal|uniform] [--include_oracle] [--json_out=FILE] [--list]
 //       [Google Benchmark flags, e.g. --benchmark_out=F]        (--help: every flag)
+//
+// SHAPE is B,Cin,Cout,H,W,Kh,Kw, optionally followed by any of (in any order, F.conv2d's meaning:
+// conv/shape.h)
+//   ,pad=P | ,pad=PH:PW | ,pad=T:B:L:R    zero padding: all sides; rows:columns; each side
+//   ,stride=S | ,stride=SH:SW
+//   ,dilation=D | ,dilation=DH:DW
+//   ,groups=G                             w is [Cout, Cin/G, Kh, Kw]
+//   ,bias                                 y += bias[o]
+// e.g. --shape=32,96,96,56,56,7,7,pad=3,groups=96,bias (ConvNeXt-T's first depthwise layer).
+//
+// --suite=nets: every distinct Conv2d layer of torchvision's ResNet-50, ConvNeXt-T and
+// EfficientNet-B0 at batch 32 on 224x224 images (kNetLayers below, with how many of each a network
+// has; tools/nets_layers.py checks it against torchvision), and two large-kernel depthwise layers.
+// After the per-layer table it prints, per network, the convolutions' time of one forward pass
+// (sum of count x mean ms) for auto and for cuDNN, their ratio, and auto's worst layer. A layer
+// auto cannot take yet is listed as n/a and counted in the total at cuDNN's time, marked '*'.
+//
+// cuDNN (tools/cudnn_conv.h) takes every shape but asymmetric padding (n/a: its legacy API pads
+// both sides alike); its bias is a cudnnAddTensor after the convolution, timed with it, as
+// Plan::Run's time includes its bias pass. The accuracy check's fp64 reference includes the bias.
 //
 // Protocol per timed call (KernelBot's): 256 MB memset to flush L2, event, ONE call, event,
 // synchronize; the mean over --calls calls after --warmup calls. Inputs are generated once per
@@ -18,6 +38,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <deque>
+#include <initializer_list>
 #include <limits>
 #include <map>
 #include <memory>
@@ -62,17 +83,42 @@
 namespace conv2d {
 namespace {
 
-// --shape's value: shapes separated by ';', each B,Cin,Cout,H,W,Kh,Kw.
+// --shape's value: shapes separated by ';', each B,Cin,Cout,H,W,Kh,Kw[,option...] (the file's
+// header comment lists the options).
 struct ShapeList {
   std::vector<Shape> shapes;
 };
 
+constexpr const char kShapeSyntax[] =
+    "B,Cin,Cout,H,W,Kh,Kw[,pad=P|PH:PW|T:B:L:R][,stride=S|SH:SW][,dilation=D|DH:DW][,groups=G]"
+    "[,bias]";
+
+// An option's value: integers separated by ':', as many as one of `counts` allows.
+absl::StatusOr<std::vector<int64_t>> ParseInts(absl::string_view option, absl::string_view value,
+                                               std::initializer_list<size_t> counts) {
+  std::vector<int64_t> out;
+  for (absl::string_view part : absl::StrSplit(value, ':')) {
+    int64_t v = 0;
+    if (!absl::SimpleAtoi(absl::StripAsciiWhitespace(part), &v)) {
+      return absl::InvalidArgumentError(
+          absl::StrCat("--shape: ", option, "=", value, ": '", part, "' is no integer"));
+    }
+    out.push_back(v);
+  }
+  if (std::find(counts.begin(), counts.end(), out.size()) == counts.end()) {
+    return absl::InvalidArgumentError(absl::StrCat("--shape: ", option, "=", value, " takes ",
+                                                   absl::StrJoin(counts, " or "),
+                                                   " values separated by ':'"));
+  }
+  return out;
+}
+
 absl::StatusOr<Shape> ParseShape(absl::string_view text) {
   std::vector<std::string> parts = absl::StrSplit(text, ',', absl::SkipWhitespace());
   int64_t v[7];
-  if (parts.size() != 7) {
+  if (parts.size() < 7) {
     return absl::InvalidArgumentError(
-        absl::StrCat("--shape wants B,Cin,Cout,H,W,Kh,Kw, got '", text, "'"));
+        absl::StrCat("--shape wants ", kShapeSyntax, ", got '", text, "'"));
   }
   for (int i = 0; i < 7; ++i) {
     if (!absl::SimpleAtoi(absl::StripAsciiWhitespace(parts[i]), &v[i])) {
@@ -80,8 +126,55 @@ absl::StatusOr<Shape> ParseShape(absl::string_view text) {
     }
   }
   Shape s{v[0], v[1], v[2], v[3], v[4], v[5], v[6]};
+  std::vector<std::string> seen;  // an option given twice is a typo, not an override
+  for (size_t i = 7; i < parts.size(); ++i) {
+    const absl::string_view part = absl::StripAsciiWhitespace(parts[i]);
+    const std::pair<absl::string_view, absl::string_view> kv = absl::StrSplit(part, absl::MaxSplits('=', 1));
+    const std::string key(absl::StripAsciiWhitespace(kv.first));
+    if (std::find(seen.begin(), seen.end(), key) != seen.end()) {
+      return absl::InvalidArgumentError(absl::StrCat("--shape: ", key, " given twice in '", text,
+                                                     "'"));
+    }
+    seen.push_back(key);
+    if (key == "bias" && !absl::StrContains(part, '=')) {
+      s.has_bias = true;
+    } else if (key == "pad") {
+      ASSIGN_OR_RETURN(std::vector<int64_t> p, ParseInts(key, kv.second, {1, 2, 4}));
+      if (p.size() == 1) p = {p[0], p[0], p[0], p[0]};
+      if (p.size() == 2) p = {p[0], p[0], p[1], p[1]};  // rows:columns, as F.conv2d's (ph, pw)
+      s.pad_top = p[0];
+      s.pad_bottom = p[1];
+      s.pad_left = p[2];
+      s.pad_right = p[3];
+    } else if (key == "stride" || key == "dilation") {
+      ASSIGN_OR_RETURN(std::vector<int64_t> p, ParseInts(key, kv.second, {1, 2}));
+      (key == "stride" ? s.stride_h : s.dilation_h) = p[0];
+      (key == "stride" ? s.stride_w : s.dilation_w) = p.back();
+    } else if (key == "groups") {
+      ASSIGN_OR_RETURN(std::vector<int64_t> p, ParseInts(key, kv.second, {1}));
+      s.groups = p[0];
+    } else {
+      return absl::InvalidArgumentError(absl::StrCat("--shape: unknown option '", part,
+                                                     "'; the form is ", kShapeSyntax));
+    }
+  }
   RETURN_IF_ERROR(ValidateShape(s));
   return s;
+}
+
+// The inverse of ParseShape: the basic form as before, then only the options off their defaults.
+std::string UnparseShape(const Shape& s) {
+  std::string out = absl::StrJoin(
+      {s.batch, s.in_channels, s.out_channels, s.height, s.width, s.kernel_h, s.kernel_w}, ",");
+  if (s.padded()) {
+    absl::StrAppend(&out, ",pad=", s.pad_top, ":", s.pad_bottom, ":", s.pad_left, ":",
+                    s.pad_right);
+  }
+  if (s.strided()) absl::StrAppend(&out, ",stride=", s.stride_h, ":", s.stride_w);
+  if (s.dilated()) absl::StrAppend(&out, ",dilation=", s.dilation_h, ":", s.dilation_w);
+  if (s.grouped()) absl::StrAppend(&out, ",groups=", s.groups);
+  if (s.has_bias) absl::StrAppend(&out, ",bias");
+  return out;
 }
 
 // Abseil's flag parser finds these by argument-dependent lookup: in the namespace of the type.
@@ -100,9 +193,7 @@ bool AbslParseFlag(absl::string_view text, ShapeList* list, std::string* error) 
 
 std::string AbslUnparseFlag(const ShapeList& list) {
   return absl::StrJoin(list.shapes, ";", [](std::string* out, const Shape& s) {
-    absl::StrAppend(out, absl::StrJoin({s.batch, s.in_channels, s.out_channels, s.height, s.width,
-                                        s.kernel_h, s.kernel_w},
-                                       ","));
+    absl::StrAppend(out, UnparseShape(s));
   });
 }
 
@@ -122,10 +213,14 @@ std::string AbslUnparseFlag(Distribution d) { return DistributionName(d); }
 }  // namespace conv2d
 
 ABSL_FLAG(std::optional<std::string>, suite, std::nullopt,
-          "kernelbot|cnn: the shape suite (default kernelbot: the 5 KernelBot cases)");
+          "kernelbot|cnn|nets: the shape suite (default kernelbot: the 5 KernelBot cases; nets: "
+          "every distinct conv layer of ResNet-50, ConvNeXt-T and EfficientNet-B0 at batch 32, "
+          "224x224, and two large-kernel depthwise layers, with per-network totals)");
 ABSL_FLAG(conv2d::ShapeList, shape, {},
-          "B,Cin,Cout,H,W,Kh,Kw: a shape; repeatable, or several separated by ';'. Replaces the "
-          "suite unless --suite is also given");
+          "B,Cin,Cout,H,W,Kh,Kw[,pad=P|PH:PW|T:B:L:R][,stride=S|SH:SW][,dilation=D|DH:DW]"
+          "[,groups=G][,bias]: a shape (options as F.conv2d's; e.g. "
+          "32,96,96,56,56,7,7,pad=3,groups=96,bias); repeatable, or several separated by ';'. "
+          "Replaces the suite unless --suite is also given");
 ABSL_FLAG(std::vector<std::string>, variants, {},
           "a,b,c: only these (names: cudnn, auto, and the registered ones)");
 ABSL_FLAG(bool, include_oracle, false, "also time oracle algorithms (e.g. \"direct\"; slow)");
@@ -139,6 +234,10 @@ ABSL_FLAG(double, cooldown, 1.0,
 ABSL_FLAG(int64_t, positions, 4096, "output positions checked against fp64");
 ABSL_FLAG(uint64_t, seed, 1, "input seed; case i uses seed+i");
 ABSL_FLAG(std::string, json_out, "", "FILE: write every result and the summary as JSON");
+ABSL_FLAG(bool, list, false,
+          "print the cases (with the nets suite's layers and counts), auto's choice for each (or "
+          "why none takes it) and whether cuDNN takes it, then exit (with --json_out, write the "
+          "cases' JSON rows too); needs no GPU");
 ABSL_FLAG(bool, classes, true,
           "also run each variant (not cuDNN) once per case on every input class beyond randn "
           "(reference/input_classes.h: outliers, a large mean, huge, tiny, sparse, non-finite) and "
@@ -153,7 +252,8 @@ const double kNaN = std::numeric_limits<double>::quiet_NaN();
 
 constexpr const char kUsage[] =
     "The conv2d benchmark: every registered algorithm, auto and cuDNN on the KernelBot suite (or\n"
-    "the cnn suite, or --shape), timed as KernelBot times them, with each error against fp64.\n"
+    "the cnn or nets suite, or --shape), timed as KernelBot times them, with each error against\n"
+    "fp64.\n"
     "  benchmark [flags] [Google Benchmark's --benchmark_* flags, e.g. --benchmark_out=FILE]";
 
 // `bazel run` starts the binary in its runfiles tree; a relative output path means the caller's
@@ -213,8 +313,8 @@ void SplitCommandLine(int argc, char** argv, SplitArgs* out) {
 // What Abseil's parser cannot check for itself.
 absl::Status CheckFlags() {
   const std::optional<std::string> suite = absl::GetFlag(FLAGS_suite);
-  if (suite.has_value() && *suite != "kernelbot" && *suite != "cnn") {
-    return absl::InvalidArgumentError(absl::StrCat("--suite is kernelbot or cnn: ", *suite));
+  if (suite.has_value() && *suite != "kernelbot" && *suite != "cnn" && *suite != "nets") {
+    return absl::InvalidArgumentError(absl::StrCat("--suite is kernelbot, cnn or nets: ", *suite));
   }
   if (absl::GetFlag(FLAGS_calls) < 1) return absl::InvalidArgumentError("--calls must be >= 1");
   if (absl::GetFlag(FLAGS_warmup) < 0) return absl::InvalidArgumentError("--warmup must be >= 0");
@@ -242,10 +342,167 @@ std::vector<std::string> VariantsFlag() {
   return out;
 }
 
-std::vector<Shape> SuiteShapes(const std::string& suite) {
+// ---------------------------------------------------------------------------------------------
+// The nets suite: real networks' convolutions. Each row is one distinct Conv2d layer of one
+// network (torchvision's builders, batch 32 on 224x224 images, fp32) and how many of the network's
+// Conv2d modules are exactly it; a forward pass's convolution time is then the sum of count x
+// time. Written down rather than derived at run time, so that the benchmark needs no torchvision;
+// tools/nets_layers.py rebuilds the rows from the real models (forward hooks) and diffs them with
+// this table (run it where torchvision is installed after editing a row).
+constexpr int64_t kNetsBatch = 32;
+
+struct NetLayer {
+  const char* net;     // torchvision's builder (resnet50, convnext_tiny, efficientnet_b0), or a set
+  const char* module;  // the network's first module of this geometry, in forward order
+  int count;           // the network's Conv2d modules of exactly this geometry and input size
+  // Every layer listed is square: H = W, Kh = Kw, one stride, padding and dilation for both axes
+  // and both sides (so cuDNN's symmetric-padding API takes all of them).
+  int64_t in, out, size, kernel, stride, pad, dilation, groups;
+  bool bias;
+};
+
+// {net, first module, count, Cin, Cout, H = W, K, stride, pad, dilation, groups, bias}
+constexpr NetLayer kNetLayers[] = {
+    // ResNet-50 (torchvision v1.5: the bottleneck's stride on its 3x3; downsample 1x1/s2 on the
+    // block's input; no conv bias, BatchNorm follows): 53 Conv2d, 23 distinct. The 1x1 64->256 at
+    // 56x56 is both layer1's conv3 (x3) and layer1.0's downsample (stride 1 there), hence x4.
+    {"resnet50", "conv1", 1, 3, 64, 224, 7, 2, 3, 1, 1, false},
+    {"resnet50", "layer1.0.conv1", 1, 64, 64, 56, 1, 1, 0, 1, 1, false},
+    {"resnet50", "layer1.0.conv2", 3, 64, 64, 56, 3, 1, 1, 1, 1, false},
+    {"resnet50", "layer1.0.conv3", 4, 64, 256, 56, 1, 1, 0, 1, 1, false},
+    {"resnet50", "layer1.1.conv1", 2, 256, 64, 56, 1, 1, 0, 1, 1, false},
+    {"resnet50", "layer2.0.conv1", 1, 256, 128, 56, 1, 1, 0, 1, 1, false},
+    {"resnet50", "layer2.0.conv2", 1, 128, 128, 56, 3, 2, 1, 1, 1, false},
+    {"resnet50", "layer2.0.conv3", 4, 128, 512, 28, 1, 1, 0, 1, 1, false},
+    {"resnet50", "layer2.0.downsample.0", 1, 256, 512, 56, 1, 2, 0, 1, 1, false},
+    {"resnet50", "layer2.1.conv1", 3, 512, 128, 28, 1, 1, 0, 1, 1, false},
+    {"resnet50", "layer2.1.conv2", 3, 128, 128, 28, 3, 1, 1, 1, 1, false},
+    {"resnet50", "layer3.0.conv1", 1, 512, 256, 28, 1, 1, 0, 1, 1, false},
+    {"resnet50", "layer3.0.conv2", 1, 256, 256, 28, 3, 2, 1, 1, 1, false},
+    {"resnet50", "layer3.0.conv3", 6, 256, 1024, 14, 1, 1, 0, 1, 1, false},
+    {"resnet50", "layer3.0.downsample.0", 1, 512, 1024, 28, 1, 2, 0, 1, 1, false},
+    {"resnet50", "layer3.1.conv1", 5, 1024, 256, 14, 1, 1, 0, 1, 1, false},
+    {"resnet50", "layer3.1.conv2", 5, 256, 256, 14, 3, 1, 1, 1, 1, false},
+    {"resnet50", "layer4.0.conv1", 1, 1024, 512, 14, 1, 1, 0, 1, 1, false},
+    {"resnet50", "layer4.0.conv2", 1, 512, 512, 14, 3, 2, 1, 1, 1, false},
+    {"resnet50", "layer4.0.conv3", 3, 512, 2048, 7, 1, 1, 0, 1, 1, false},
+    {"resnet50", "layer4.0.downsample.0", 1, 1024, 2048, 14, 1, 2, 0, 1, 1, false},
+    {"resnet50", "layer4.1.conv1", 2, 2048, 512, 7, 1, 1, 0, 1, 1, false},
+    {"resnet50", "layer4.1.conv2", 2, 512, 512, 7, 3, 1, 1, 1, 1, false},
+    // ConvNeXt-T: stem 4x4/s4 (3->96), per stage a 7x7 depthwise (padding 3, groups = C, bias)
+    // per block (depths 3, 3, 9, 3), 2x2/s2 downsamples with bias between stages; the blocks'
+    // pointwise layers are nn.Linear, not Conv2d. 22 Conv2d, 8 distinct.
+    {"convnext_tiny", "features.0.0", 1, 3, 96, 224, 4, 4, 0, 1, 1, true},
+    {"convnext_tiny", "features.1.0.block.0", 3, 96, 96, 56, 7, 1, 3, 1, 96, true},
+    {"convnext_tiny", "features.2.1", 1, 96, 192, 56, 2, 2, 0, 1, 1, true},
+    {"convnext_tiny", "features.3.0.block.0", 3, 192, 192, 28, 7, 1, 3, 1, 192, true},
+    {"convnext_tiny", "features.4.1", 1, 192, 384, 28, 2, 2, 0, 1, 1, true},
+    {"convnext_tiny", "features.5.0.block.0", 9, 384, 384, 14, 7, 1, 3, 1, 384, true},
+    {"convnext_tiny", "features.6.1", 1, 384, 768, 14, 2, 2, 0, 1, 1, true},
+    {"convnext_tiny", "features.7.0.block.0", 3, 768, 768, 7, 7, 1, 3, 1, 768, true},
+    // EfficientNet-B0: stem 3x3/s2 (3->32); 16 MBConv blocks, each an expand 1x1 (not in the
+    // first, whose expand ratio is 1), a kxk depthwise (padding (k-1)/2) carrying the stride, the
+    // squeeze-excitation's two 1x1 convs on the pooled 1x1 image (the only ones with bias:
+    // torchvision's SqueezeExcitation keeps nn.Conv2d's default), a project 1x1; head 1x1
+    // 320->1280. 81 Conv2d, 46 distinct.
+    {"efficientnet_b0", "features.0.0", 1, 3, 32, 224, 3, 2, 1, 1, 1, false},
+    {"efficientnet_b0", "features.1.0.block.0.0", 1, 32, 32, 112, 3, 1, 1, 1, 32, false},
+    {"efficientnet_b0", "features.1.0.block.1.fc1", 1, 32, 8, 1, 1, 1, 0, 1, 1, true},
+    {"efficientnet_b0", "features.1.0.block.1.fc2", 1, 8, 32, 1, 1, 1, 0, 1, 1, true},
+    {"efficientnet_b0", "features.1.0.block.2.0", 1, 32, 16, 112, 1, 1, 0, 1, 1, false},
+    {"efficientnet_b0", "features.2.0.block.0.0", 1, 16, 96, 112, 1, 1, 0, 1, 1, false},
+    {"efficientnet_b0", "features.2.0.block.1.0", 1, 96, 96, 112, 3, 2, 1, 1, 96, false},
+    {"efficientnet_b0", "features.2.0.block.2.fc1", 1, 96, 4, 1, 1, 1, 0, 1, 1, true},
+    {"efficientnet_b0", "features.2.0.block.2.fc2", 1, 4, 96, 1, 1, 1, 0, 1, 1, true},
+    {"efficientnet_b0", "features.2.0.block.3.0", 1, 96, 24, 56, 1, 1, 0, 1, 1, false},
+    {"efficientnet_b0", "features.2.1.block.0.0", 2, 24, 144, 56, 1, 1, 0, 1, 1, false},
+    {"efficientnet_b0", "features.2.1.block.1.0", 1, 144, 144, 56, 3, 1, 1, 1, 144, false},
+    {"efficientnet_b0", "features.2.1.block.2.fc1", 2, 144, 6, 1, 1, 1, 0, 1, 1, true},
+    {"efficientnet_b0", "features.2.1.block.2.fc2", 2, 6, 144, 1, 1, 1, 0, 1, 1, true},
+    {"efficientnet_b0", "features.2.1.block.3.0", 1, 144, 24, 56, 1, 1, 0, 1, 1, false},
+    {"efficientnet_b0", "features.3.0.block.1.0", 1, 144, 144, 56, 5, 2, 2, 1, 144, false},
+    {"efficientnet_b0", "features.3.0.block.3.0", 1, 144, 40, 28, 1, 1, 0, 1, 1, false},
+    {"efficientnet_b0", "features.3.1.block.0.0", 2, 40, 240, 28, 1, 1, 0, 1, 1, false},
+    {"efficientnet_b0", "features.3.1.block.1.0", 1, 240, 240, 28, 5, 1, 2, 1, 240, false},
+    {"efficientnet_b0", "features.3.1.block.2.fc1", 2, 240, 10, 1, 1, 1, 0, 1, 1, true},
+    {"efficientnet_b0", "features.3.1.block.2.fc2", 2, 10, 240, 1, 1, 1, 0, 1, 1, true},
+    {"efficientnet_b0", "features.3.1.block.3.0", 1, 240, 40, 28, 1, 1, 0, 1, 1, false},
+    {"efficientnet_b0", "features.4.0.block.1.0", 1, 240, 240, 28, 3, 2, 1, 1, 240, false},
+    {"efficientnet_b0", "features.4.0.block.3.0", 1, 240, 80, 14, 1, 1, 0, 1, 1, false},
+    {"efficientnet_b0", "features.4.1.block.0.0", 3, 80, 480, 14, 1, 1, 0, 1, 1, false},
+    {"efficientnet_b0", "features.4.1.block.1.0", 2, 480, 480, 14, 3, 1, 1, 1, 480, false},
+    {"efficientnet_b0", "features.4.1.block.2.fc1", 3, 480, 20, 1, 1, 1, 0, 1, 1, true},
+    {"efficientnet_b0", "features.4.1.block.2.fc2", 3, 20, 480, 1, 1, 1, 0, 1, 1, true},
+    {"efficientnet_b0", "features.4.1.block.3.0", 2, 480, 80, 14, 1, 1, 0, 1, 1, false},
+    {"efficientnet_b0", "features.5.0.block.1.0", 1, 480, 480, 14, 5, 1, 2, 1, 480, false},
+    {"efficientnet_b0", "features.5.0.block.3.0", 1, 480, 112, 14, 1, 1, 0, 1, 1, false},
+    {"efficientnet_b0", "features.5.1.block.0.0", 3, 112, 672, 14, 1, 1, 0, 1, 1, false},
+    {"efficientnet_b0", "features.5.1.block.1.0", 2, 672, 672, 14, 5, 1, 2, 1, 672, false},
+    {"efficientnet_b0", "features.5.1.block.2.fc1", 3, 672, 28, 1, 1, 1, 0, 1, 1, true},
+    {"efficientnet_b0", "features.5.1.block.2.fc2", 3, 28, 672, 1, 1, 1, 0, 1, 1, true},
+    {"efficientnet_b0", "features.5.1.block.3.0", 2, 672, 112, 14, 1, 1, 0, 1, 1, false},
+    {"efficientnet_b0", "features.6.0.block.1.0", 1, 672, 672, 14, 5, 2, 2, 1, 672, false},
+    {"efficientnet_b0", "features.6.0.block.3.0", 1, 672, 192, 7, 1, 1, 0, 1, 1, false},
+    {"efficientnet_b0", "features.6.1.block.0.0", 4, 192, 1152, 7, 1, 1, 0, 1, 1, false},
+    {"efficientnet_b0", "features.6.1.block.1.0", 3, 1152, 1152, 7, 5, 1, 2, 1, 1152, false},
+    {"efficientnet_b0", "features.6.1.block.2.fc1", 4, 1152, 48, 1, 1, 1, 0, 1, 1, true},
+    {"efficientnet_b0", "features.6.1.block.2.fc2", 4, 48, 1152, 1, 1, 1, 0, 1, 1, true},
+    {"efficientnet_b0", "features.6.1.block.3.0", 3, 1152, 192, 7, 1, 1, 0, 1, 1, false},
+    {"efficientnet_b0", "features.7.0.block.1.0", 1, 1152, 1152, 7, 3, 1, 1, 1, 1152, false},
+    {"efficientnet_b0", "features.7.0.block.3.0", 1, 1152, 320, 7, 1, 1, 0, 1, 1, false},
+    {"efficientnet_b0", "features.8.0", 1, 320, 1280, 7, 1, 1, 0, 1, 1, false},
+    // Large-kernel depthwise (RepLKNet-like 31x31 at 56x56; a 13x13 at 7x7 with many channels):
+    // not a torchvision model, its own group; no bias (BatchNorm follows in such nets).
+    {"large_kernel_dw", "dw31x31", 1, 128, 128, 56, 31, 1, 15, 1, 128, false},
+    {"large_kernel_dw", "dw13x13", 1, 1024, 1024, 7, 13, 1, 6, 1, 1024, false},
+};
+
+// One network's use of a case's shape.
+struct NetUse {
+  std::string net;
+  std::string module;
+  int count = 0;
+};
+
+// A case to run and, in the nets suite, which networks use it and how often.
+struct SuiteCase {
+  Shape shape;
+  std::vector<NetUse> uses;
+};
+
+Shape NetLayerShape(const NetLayer& l) {
+  Shape s{kNetsBatch, l.in, l.out, l.size, l.size, l.kernel, l.kernel};
+  s.pad_top = s.pad_bottom = s.pad_left = s.pad_right = l.pad;
+  s.stride_h = s.stride_w = l.stride;
+  s.dilation_h = s.dilation_w = l.dilation;
+  s.groups = l.groups;
+  s.has_bias = l.bias;
+  return s;
+}
+
+// One case per distinct shape of kNetLayers, in table order; a shape that two networks share is
+// timed once and counted in both.
+std::vector<SuiteCase> NetsCases() {
+  std::vector<SuiteCase> cases;
+  for (const NetLayer& l : kNetLayers) {
+    const Shape s = NetLayerShape(l);
+    auto it = std::find_if(cases.begin(), cases.end(),
+                           [&](const SuiteCase& c) { return c.shape == s; });
+    if (it == cases.end()) it = cases.insert(cases.end(), SuiteCase{s, {}});
+    it->uses.push_back(NetUse{l.net, l.module, l.count});
+  }
+  return cases;
+}
+
+std::vector<SuiteCase> SuiteCases(const std::string& suite) {
+  if (suite == "nets") return NetsCases();
   // cnn: common CNN layers, from tiny to large channel counts; else KernelBot's five (its repeated
   // case included).
-  return suite == "cnn" ? CnnShapes() : KernelBotBenchmarkShapes();
+  std::vector<SuiteCase> cases;
+  for (const Shape& s : suite == "cnn" ? CnnShapes() : KernelBotBenchmarkShapes()) {
+    cases.push_back(SuiteCase{s, {}});
+  }
+  return cases;
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -253,6 +510,7 @@ std::vector<Shape> SuiteShapes(const std::string& suite) {
 
 struct Case {
   Shape shape;
+  std::vector<NetUse> uses;  // the nets suite's: which networks have the layer, how often
   uint64_t seed = 0;
   bool reference_ready = false;
   std::vector<int64_t> positions;  // empty: every output element
@@ -300,12 +558,34 @@ Comparison Merge(const Comparison& a, const Comparison& b) {
   return m;
 }
 
+struct SummaryRow;
+
+// One network's (or set's) convolutions in one forward pass: the sum over its layers of count x
+// the layer's mean time.
+struct NetTotal {
+  std::string net;
+  int layers = 0, convs = 0;
+  double cudnn_ms = 0;  // NaN when a layer has no cuDNN time
+  double auto_ms = 0;   // NaN when a layer has neither auto's time nor cuDNN's to stand in
+  // Layers auto has no time for, counted at cuDNN's time instead: n/a (no algorithm takes the
+  // layer yet) and errors; and layers timed whose output failed the fp64 bar.
+  int auto_na_layers = 0, auto_na_convs = 0;
+  int auto_error_layers = 0, auto_error_convs = 0;
+  int auto_failed_layers = 0;
+  // The layer where auto does worst against cuDNN: the least cuDNN ms / auto ms.
+  double worst_vs_cudnn = std::numeric_limits<double>::quiet_NaN();
+  int worst_case = -1;
+  std::string worst_module;
+  double vs_cudnn() const { return cudnn_ms / auto_ms; }
+};
+
 class GpuBench {
  public:
-  explicit GpuBench(std::vector<Shape> shapes) : variants_(VariantsFlag()) {
-    for (size_t i = 0; i < shapes.size(); ++i) {
+  explicit GpuBench(std::vector<SuiteCase> suite) : variants_(VariantsFlag()) {
+    for (size_t i = 0; i < suite.size(); ++i) {
       Case c;
-      c.shape = shapes[i];
+      c.shape = suite[i].shape;
+      c.uses = std::move(suite[i].uses);
       c.seed = absl::GetFlag(FLAGS_seed) + i;
       cases_.push_back(std::move(c));
     }
@@ -344,10 +624,24 @@ class GpuBench {
     std::vector<std::string> skipped_oracles;
     for (int ci = 0; ci < static_cast<int>(cases_.size()); ++ci) {
       const Shape& shape = cases_[ci].shape;
-      if (wanted(kCudnn)) Add(kCudnn, ci);
+      if (wanted(kCudnn)) {
+        // Asymmetric padding: not applicable to cuDNN's legacy API, said as such, not an error.
+        if (absl::Status can = CudnnConv::Supports(shape); !can.ok()) {
+          RecordNotApplicable(kCudnn, ci, can);
+        } else {
+          Add(kCudnn, ci);
+        }
+      }
       for (const Algorithm* a : Registry::Global().All()) {
         const std::string name = a->name();
         if (!wanted(name)) continue;
+        // A part of the geometry the algorithm does not compute: n/a, said before the oracle test
+        // below, which an algorithm that refuses the shape passes too (its estimate is infinite).
+        // Basic shapes pass this check, so the kernelbot and cnn suites' rows are as they were.
+        if (absl::Status geometry = a->CheckGeometry(shape); !geometry.ok()) {
+          RecordNotApplicable(name, ci, geometry);
+          continue;
+        }
         // Oracles say so by an infinite estimate; they take seconds per call on large cases.
         if (!std::isfinite(a->EstimateSeconds(shape)) && !absl::GetFlag(FLAGS_include_oracle) && !named(name)) {
           if (std::find(skipped_oracles.begin(), skipped_oracles.end(), name) ==
@@ -358,16 +652,21 @@ class GpuBench {
         }
         absl::Status can = a->CanImplement(shape);
         if (!can.ok()) {
-          Result r;
-          r.variant = name;
-          r.case_index = ci;
-          r.error = absl::StrCat("n/a: ", can.message());
-          Record(r);
+          RecordNotApplicable(name, ci, can);
           continue;
         }
         Add(name, ci);
       }
-      if (wanted(kAuto)) Add(kAuto, ci);
+      if (wanted(kAuto)) {
+        // Layers no algorithm takes yet (a geometry part no kernel computes) are n/a for auto,
+        // listed rather than timed; any other reason to fail is left to Plan::Create to report.
+        absl::StatusOr<std::string> choice = ChooseAlgorithm(shape);
+        if (!choice.ok() && choice.status().code() == absl::StatusCode::kUnimplemented) {
+          RecordNotApplicable(kAuto, ci, choice.status());
+        } else {
+          Add(kAuto, ci);
+        }
+      }
     }
     if (!skipped_oracles.empty()) {
       std::fprintf(stderr, "not timing oracle(s) %s (add --include_oracle)\n",
@@ -377,6 +676,15 @@ class GpuBench {
   }
 
   void PrintSummary() const;
+  // The nets suite's per-layer table (one row per case, one column per variant) and the
+  // per-variant tally, in place of the per-case columns, which would run past 80 cases wide.
+  void PrintNetsTable(const std::vector<SummaryRow>& rows) const;
+  // Per network: the forward pass's totals, for auto and for cuDNN.
+  std::vector<NetTotal> NetTotals() const;
+  void PrintNetTotals() const;
+  bool has_nets() const {
+    return std::any_of(cases_.begin(), cases_.end(), [](const Case& c) { return !c.uses.empty(); });
+  }
   absl::Status WriteJson(const std::string& path, const std::string& device) const;
 
  private:
@@ -396,6 +704,15 @@ class GpuBench {
   }
 
   void Record(const Result& r) { results_[{r.variant, r.case_index}] = r; }
+
+  // `variant` cannot take case `ci`, for the reason `why`: a result with no time, "n/a: why".
+  void RecordNotApplicable(const std::string& variant, int ci, const absl::Status& why) {
+    Result r;
+    r.variant = variant;
+    r.case_index = ci;
+    r.error = absl::StrCat("n/a: ", why.message());
+    Record(r);
+  }
 
   // The input classes of case `ci` (built when the case changes; one case's at a time).
   absl::Status PrepareClasses(int ci) {
@@ -445,11 +762,12 @@ class GpuBench {
       const int64_t positions = absl::GetFlag(FLAGS_positions);
       if (s.output_elements() <= positions) {
         c.positions.clear();
-        c.y64 = ReferenceConv(s, problem_->host_x().data(), problem_->host_w().data());
+        c.y64 = ReferenceConv(s, problem_->host_x().data(), problem_->host_w().data(),
+                              problem_->host_bias());
       } else {
         c.positions = SamplePositions(s, positions, c.seed);
         c.y64 = ReferenceConvAt(s, problem_->host_x().data(), problem_->host_w().data(),
-                                c.positions);
+                                c.positions, problem_->host_bias());
       }
       c.reference_ready = true;
       std::fprintf(stderr, "[case %d/%zu] %s  %.2f GFLOP  seed %llu  fp64 reference at %zu "
@@ -482,11 +800,13 @@ class GpuBench {
     const size_t ws_bytes = p.workspace_bytes;
     if (p.cudnn) {
       const CudnnConv* c = p.cudnn.get();
-      p.call = [=](cudaStream_t s) { return c->Run(prob->x(), prob->w(), prob->y(), ws, ws_bytes, s); };
+      p.call = [=](cudaStream_t s) {
+        return c->Run(prob->x(), prob->w(), prob->bias(), prob->y(), ws, ws_bytes, s);
+      };
     } else {
       const Plan* plan = p.plan.get();
       p.call = [=](cudaStream_t s) {
-        return plan->Run(prob->x(), prob->w(), prob->y(), ws, ws_bytes, s);
+        return plan->Run(prob->x(), prob->w(), prob->bias(), prob->y(), ws, ws_bytes, s);
       };
     }
     return p;
@@ -627,6 +947,25 @@ std::vector<SummaryRow> Summarize(const std::vector<std::string>& order, size_t 
   return rows;
 }
 
+// A result's cell in the summaries: its time ('!' when it failed the bar), n/a, ERROR, or '-'.
+std::string Cell(const Result* res) {
+  if (res == nullptr) return "-";
+  if (!res->error.empty()) return res->error.rfind("n/a", 0) == 0 ? "n/a" : "ERROR";
+  return absl::StrFormat("%.3f%s", res->ms, res->pass ? "" : "!");
+}
+
+std::string Num(double v, const char* fmt) {
+  return std::isnan(v) ? std::string("-") : absl::StrFormat(fmt, v);
+}
+
+std::string PassCell(const SummaryRow& r) {
+  const int tried = r.passed + r.failed + r.errors;
+  return tried == 0 ? "-"
+         : r.passed == tried
+             ? absl::StrCat("yes (", tried, ")")
+             : absl::StrCat("NO (", r.failed, " failed, ", r.errors, " errors)");
+}
+
 void GpuBench::PrintSummary() const {
   std::vector<SummaryRow> rows = Summarize(variant_order_, cases_.size(), results_);
   double cudnn_geo = kNaN;
@@ -637,48 +976,36 @@ void GpuBench::PrintSummary() const {
               "error vs fp64 at <= %lld positions, bar |y-y64| <= 1e-3 + 1e-3|y64|)\n",
               absl::GetFlag(FLAGS_calls), absl::GetFlag(FLAGS_warmup),
               static_cast<long long>(absl::GetFlag(FLAGS_positions)));
-  for (size_t ci = 0; ci < cases_.size(); ++ci) {
-    std::printf("  #%zu %-28s %8.2f GFLOP\n", ci + 1, cases_[ci].shape.ToString().c_str(),
-                cases_[ci].shape.flops() * 1e-9);
-  }
-  size_t width = 8;
-  for (const SummaryRow& r : rows) width = std::max(width, r.variant.size());
-  std::string line = absl::StrFormat("%-*s", static_cast<int>(width), "variant");
-  for (size_t ci = 0; ci < cases_.size(); ++ci) {
-    absl::StrAppend(&line, absl::StrFormat(" %9s", absl::StrCat("#", ci + 1)));
-  }
-  absl::StrAppend(&line, absl::StrFormat(" %9s %8s %11s %8s  %s", "geomean", "vs_cudnn",
-                                         "worst_ratio", "classes", "pass"));
-  std::printf("%s\n", line.c_str());
-  for (const SummaryRow& r : rows) {
-    line = absl::StrFormat("%-*s", static_cast<int>(width), r.variant);
-    for (const Result* res : r.per_case) {
-      std::string cell = "-";
-      if (res != nullptr && !res->error.empty()) {
-        cell = res->error.rfind("n/a", 0) == 0 ? "n/a" : "ERROR";
-      } else if (res != nullptr) {
-        cell = absl::StrFormat("%.3f%s", res->ms, res->pass ? "" : "!");
-      }
-      absl::StrAppend(&line, absl::StrFormat(" %9s", cell));
+  if (has_nets()) {
+    PrintNetsTable(rows);
+  } else {
+    for (size_t ci = 0; ci < cases_.size(); ++ci) {
+      std::printf("  #%zu %-28s %8.2f GFLOP\n", ci + 1, cases_[ci].shape.ToString().c_str(),
+                  cases_[ci].shape.flops() * 1e-9);
     }
-    auto num = [](double v, const char* fmt) {
-      return std::isnan(v) ? std::string("-") : absl::StrFormat(fmt, v);
-    };
-    const int tried = r.passed + r.failed + r.errors;
-    std::string pass = tried == 0 ? "-"
-                       : r.passed == tried
-                           ? absl::StrCat("yes (", tried, ")")
-                           : absl::StrCat("NO (", r.failed, " failed, ", r.errors, " errors)");
-    absl::StrAppend(&line, absl::StrFormat(" %9s %8s %11s %8s  %s", num(r.geomean_ms, "%.3f"),
-                                           num(cudnn_geo / r.geomean_ms, "%.2fx"),
-                                           num(r.worst_ratio, "%.3f"),
-                                           num(r.classes_worst, "%.3g"), pass));
+    size_t width = 8;
+    for (const SummaryRow& r : rows) width = std::max(width, r.variant.size());
+    std::string line = absl::StrFormat("%-*s", static_cast<int>(width), "variant");
+    for (size_t ci = 0; ci < cases_.size(); ++ci) {
+      absl::StrAppend(&line, absl::StrFormat(" %9s", absl::StrCat("#", ci + 1)));
+    }
+    absl::StrAppend(&line, absl::StrFormat(" %9s %8s %11s %8s  %s", "geomean", "vs_cudnn",
+                                           "worst_ratio", "classes", "pass"));
     std::printf("%s\n", line.c_str());
+    for (const SummaryRow& r : rows) {
+      line = absl::StrFormat("%-*s", static_cast<int>(width), r.variant);
+      for (const Result* res : r.per_case) absl::StrAppend(&line, absl::StrFormat(" %9s", Cell(res)));
+      absl::StrAppend(&line, absl::StrFormat(" %9s %8s %11s %8s  %s", Num(r.geomean_ms, "%.3f"),
+                                             Num(cudnn_geo / r.geomean_ms, "%.2fx"),
+                                             Num(r.worst_ratio, "%.3f"),
+                                             Num(r.classes_worst, "%.3g"), PassCell(r)));
+      std::printf("%s\n", line.c_str());
+    }
+    std::printf("('!' after a time: that case failed the fp64 bar; n/a: the variant cannot take the "
+                "shape; ERROR: see the benchmark line; geomean only when every case ran; classes: "
+                "the worst ratio over every output of the input classes beyond randn, --classes, "
+                "which pass does not count: see conv.h for each algorithm's domain)\n");
   }
-  std::printf("('!' after a time: that case failed the fp64 bar; n/a: the variant cannot take the "
-              "shape; ERROR: see the benchmark line; geomean only when every case ran; classes: "
-              "the worst ratio over every output of the input classes beyond randn, --classes, "
-              "which pass does not count: see conv.h for each algorithm's domain)\n");
   // Per case and class, for the variants that ran them.
   for (const SummaryRow& r : rows) {
     for (const Result* res : r.per_case) {
@@ -690,7 +1017,188 @@ void GpuBench::PrintSummary() const {
       std::printf("classes %s #%d:%s\n", r.variant.c_str(), res->case_index + 1, cells.c_str());
     }
   }
+  if (has_nets()) PrintNetTotals();
   std::fflush(stdout);
+}
+
+// auto's reason for not taking a shape, short enough to print: Plan's "no algorithm implements
+// <shape>: a: a does not implement padding; b: ..." without the shape's name and with the
+// algorithms that give one reason named together ("does not implement padding: a, b"), so that
+// layers refused alike share one reason. Any other text is returned as it is (the JSON keeps the
+// full one either way).
+std::string ShortReason(absl::string_view why) {
+  absl::ConsumePrefix(&why, "n/a: ");
+  constexpr absl::string_view kPrefix = "no algorithm implements ";
+  if (!absl::StartsWith(why, kPrefix)) return std::string(why);
+  const size_t list = why.find(": ", kPrefix.size());
+  if (list == absl::string_view::npos) return std::string(why);
+  std::vector<std::pair<std::string, std::vector<std::string>>> grouped;  // reason, algorithms
+  for (absl::string_view item : absl::StrSplit(why.substr(list + 2), "; ")) {
+    const std::pair<absl::string_view, absl::string_view> kv =
+        absl::StrSplit(item, absl::MaxSplits(": ", 1));
+    absl::string_view reason = kv.second;
+    absl::ConsumePrefix(&reason, absl::StrCat(kv.first, " "));  // "a does not ..." -> "does not"
+    auto it = std::find_if(grouped.begin(), grouped.end(),
+                           [&](const auto& g) { return g.first == reason; });
+    if (it == grouped.end()) it = grouped.insert(grouped.end(), {std::string(reason), {}});
+    it->second.emplace_back(kv.first);
+  }
+  return absl::StrCat("no algorithm implements the shape: ",
+                      absl::StrJoin(grouped, "; ", [](std::string* out, const auto& g) {
+                        absl::StrAppend(out, g.first, " (", absl::StrJoin(g.second, ", "), ")");
+                      }));
+}
+
+// "resnet50 layer1.0.conv3 x4", and any other network's use after a '+'.
+std::string UsesText(const std::vector<NetUse>& uses) {
+  if (uses.empty()) return "-";
+  return absl::StrJoin(uses, " + ", [](std::string* out, const NetUse& u) {
+    absl::StrAppend(out, u.net, " ", u.module, " x", u.count);
+  });
+}
+
+void GpuBench::PrintNetsTable(const std::vector<SummaryRow>& rows) const {
+  // Columns sized to their widest entry: the table is wide (a column per variant) but aligned.
+  size_t layer_w = 5, shape_w = 5;
+  for (const Case& c : cases_) {
+    layer_w = std::max(layer_w, UsesText(c.uses).size());
+    shape_w = std::max(shape_w, c.shape.ToString().size());
+  }
+  std::string line = absl::StrFormat("%4s %-*s %-*s %8s", "#", static_cast<int>(layer_w), "layer",
+                                     static_cast<int>(shape_w), "shape", "GFLOP");
+  for (const SummaryRow& r : rows) {
+    absl::StrAppend(&line, absl::StrFormat(" %*s", static_cast<int>(std::max<size_t>(9, r.variant.size())),
+                                           r.variant));
+  }
+  absl::StrAppend(&line, absl::StrFormat(" %8s  %s", "vs_cudnn", "auto's choice"));
+  std::printf("%s\n", line.c_str());
+  // auto's reasons for n/a, each once, numbered: the full text is long (every algorithm's reason).
+  std::vector<std::string> reasons;
+  for (size_t ci = 0; ci < cases_.size(); ++ci) {
+    const Case& c = cases_[ci];
+    line = absl::StrFormat("%4s %-*s %-*s %8.3f", absl::StrCat("#", ci + 1),
+                           static_cast<int>(layer_w), UsesText(c.uses), static_cast<int>(shape_w),
+                           c.shape.ToString(), c.shape.flops() * 1e-9);
+    const Result* auto_result = nullptr;
+    for (const SummaryRow& r : rows) {
+      const Result* res = r.per_case[ci];
+      if (r.variant == kAuto) auto_result = res;
+      absl::StrAppend(&line, absl::StrFormat(" %*s", static_cast<int>(std::max<size_t>(9, r.variant.size())),
+                                             Cell(res)));
+    }
+    std::string choice = "-";
+    double vs = kNaN;
+    if (auto_result != nullptr && auto_result->error.empty()) {
+      choice = auto_result->label;
+      vs = auto_result->speedup;
+    } else if (auto_result != nullptr && auto_result->error.rfind("n/a", 0) == 0) {
+      const std::string reason = ShortReason(auto_result->error);
+      auto it = std::find(reasons.begin(), reasons.end(), reason);
+      if (it == reasons.end()) it = reasons.insert(reasons.end(), reason);
+      choice = absl::StrCat("n/a [", it - reasons.begin() + 1, "]");
+    } else if (auto_result != nullptr) {
+      choice = "ERROR (see the benchmark line)";
+    }
+    absl::StrAppend(&line, absl::StrFormat(" %8s  %s", Num(vs, "%.2fx"), choice));
+    std::printf("%s\n", line.c_str());
+  }
+  for (size_t i = 0; i < reasons.size(); ++i) {
+    std::printf("  [%zu] auto n/a: %s\n", i + 1, reasons[i].c_str());
+  }
+  for (size_t ci = 0; ci < cases_.size(); ++ci) {
+    auto it = results_.find({kCudnn, static_cast<int>(ci)});
+    if (it != results_.end() && it->second.error.rfind("n/a", 0) == 0) {
+      std::printf("  #%zu cudnn %s\n", ci + 1, it->second.error.c_str());
+    }
+  }
+  std::printf("('!' after a time: that case failed the fp64 bar; n/a: the variant cannot take the "
+              "shape; ERROR: see the benchmark line; vs_cudnn: cuDNN ms / auto ms)\n");
+  // The per-variant tally of the cases above.
+  size_t width = 8;
+  for (const SummaryRow& r : rows) width = std::max(width, r.variant.size());
+  std::printf("%-*s %9s %11s %8s  %s\n", static_cast<int>(width), "variant", "timed",
+              "worst_ratio", "classes", "pass");
+  for (const SummaryRow& r : rows) {
+    const int timed = r.passed + r.failed;
+    std::printf("%-*s %9s %11s %8s  %s\n", static_cast<int>(width), r.variant.c_str(),
+                absl::StrCat(timed, "/", cases_.size()).c_str(), Num(r.worst_ratio, "%.3f").c_str(),
+                Num(r.classes_worst, "%.3g").c_str(), PassCell(r).c_str());
+  }
+}
+
+std::vector<NetTotal> GpuBench::NetTotals() const {
+  std::vector<NetTotal> totals;
+  auto find = [this](const std::string& variant, size_t ci) -> const Result* {
+    auto it = results_.find({variant, static_cast<int>(ci)});
+    return it == results_.end() ? nullptr : &it->second;
+  };
+  for (size_t ci = 0; ci < cases_.size(); ++ci) {
+    const Result* cudnn = find(kCudnn, ci);
+    const Result* au = find(kAuto, ci);
+    const bool cudnn_timed = cudnn != nullptr && cudnn->error.empty();
+    const bool auto_timed = au != nullptr && au->error.empty();
+    for (const NetUse& u : cases_[ci].uses) {
+      auto t = std::find_if(totals.begin(), totals.end(),
+                            [&](const NetTotal& n) { return n.net == u.net; });
+      if (t == totals.end()) t = totals.insert(totals.end(), NetTotal{u.net});
+      ++t->layers;
+      t->convs += u.count;
+      t->cudnn_ms += cudnn_timed ? u.count * cudnn->ms : kNaN;
+      if (auto_timed) {
+        t->auto_ms += u.count * au->ms;
+        if (!au->pass) ++t->auto_failed_layers;
+        const double vs = cudnn_timed ? cudnn->ms / au->ms : kNaN;
+        if (!std::isnan(vs) && (std::isnan(t->worst_vs_cudnn) || vs < t->worst_vs_cudnn)) {
+          t->worst_vs_cudnn = vs;
+          t->worst_case = static_cast<int>(ci);
+          t->worst_module = u.module;
+        }
+      } else {
+        // No time of auto's (n/a, an error, or filtered out by --variants): cuDNN's stands in, so
+        // that the total still covers the whole forward pass; the row says how much is so.
+        t->auto_ms += cudnn_timed ? u.count * cudnn->ms : kNaN;
+        const bool na = au != nullptr && au->error.rfind("n/a", 0) == 0;
+        ++(na ? t->auto_na_layers : t->auto_error_layers);
+        (na ? t->auto_na_convs : t->auto_error_convs) += u.count;
+      }
+    }
+  }
+  return totals;
+}
+
+void GpuBench::PrintNetTotals() const {
+  std::printf("\nPer network, the convolutions of one forward pass (batch %lld, 224x224 input; the "
+              "large-kernel set at its own sizes): the sum over its layers of count x mean ms; "
+              "vs_cudnn = cuDNN ms / auto ms\n",
+              static_cast<long long>(kNetsBatch));
+  std::printf("%-16s %6s %5s %10s %11s %8s  %s\n", "network", "layers", "convs", "cudnn_ms",
+              "auto_ms", "vs_cudnn", "auto's worst layer (vs_cudnn)");
+  for (const NetTotal& t : NetTotals()) {
+    const bool stand_in = t.auto_na_layers + t.auto_error_layers > 0;
+    const std::string worst =
+        t.worst_case < 0 ? "-"
+                         : absl::StrFormat("%.2fx #%d %s", t.worst_vs_cudnn, t.worst_case + 1,
+                                           t.worst_module);
+    std::printf("%-16s %6d %5d %10s %11s %8s  %s\n", t.net.c_str(), t.layers, t.convs,
+                Num(t.cudnn_ms, "%.3f").c_str(),
+                absl::StrCat(stand_in ? "*" : "", Num(t.auto_ms, "%.3f")).c_str(),
+                Num(t.vs_cudnn(), "%.2fx").c_str(), worst.c_str());
+    if (t.auto_na_layers > 0) {
+      std::printf("  * auto n/a on %d layer(s) (%d conv(s)): counted at cuDNN's time\n",
+                  t.auto_na_layers, t.auto_na_convs);
+    }
+    if (t.auto_error_layers > 0) {
+      std::printf("  * auto not timed (ERROR, or not run) on %d layer(s) (%d conv(s)): counted at "
+                  "cuDNN's time\n",
+                  t.auto_error_layers, t.auto_error_convs);
+    }
+    if (t.auto_failed_layers > 0) {
+      std::printf("  ! auto failed the fp64 bar on %d layer(s) (timed, counted)\n",
+                  t.auto_failed_layers);
+    }
+  }
+  std::printf("(cudnn_ms '-': a layer has no cuDNN time; auto_ms '-': a layer has neither auto's "
+              "nor cuDNN's)\n");
 }
 
 // The benchmark's figures to 9 significant digits (as many as a float time has), not the 17 a
@@ -721,6 +1229,48 @@ std::string Layout(const nlohmann::ordered_json& doc) {
   return absl::StrCat("{\n", absl::StrJoin(members, ",\n"), "\n}\n");
 }
 
+// One case's row of the JSON's "cases": its shape, every geometry field (defaults included, so
+// that each row reads the same way), and in the nets suite the networks that have it.
+nlohmann::ordered_json CaseJson(int ci, const Shape& s, uint64_t seed,
+                                const std::vector<NetUse>& uses) {
+  using Json = nlohmann::ordered_json;
+  Json row = {{"case", ci + 1},
+              {"name", s.ToString()},
+              {"batch", s.batch},
+              {"in_channels", s.in_channels},
+              {"out_channels", s.out_channels},
+              {"height", s.height},
+              {"width", s.width},
+              {"kernel_h", s.kernel_h},
+              {"kernel_w", s.kernel_w},
+              {"pad_top", s.pad_top},
+              {"pad_bottom", s.pad_bottom},
+              {"pad_left", s.pad_left},
+              {"pad_right", s.pad_right},
+              {"stride_h", s.stride_h},
+              {"stride_w", s.stride_w},
+              {"dilation_h", s.dilation_h},
+              {"dilation_w", s.dilation_w},
+              {"groups", s.groups},
+              {"has_bias", s.has_bias},
+              {"out_h", s.out_h()},
+              {"out_w", s.out_w()},
+              {"seed", seed},
+              {"gflop", Sig9(s.flops() * 1e-9)}};
+  for (const NetUse& u : uses) {
+    row["uses"].push_back({{"network", u.net}, {"module", u.module}, {"count", u.count}});
+  }
+  return row;
+}
+
+absl::Status WriteText(const std::string& path, const std::string& text) {
+  FILE* f = std::fopen(path.c_str(), "w");
+  if (f == nullptr) return absl::UnavailableError(absl::StrCat("cannot open ", path));
+  const bool ok = std::fwrite(text.data(), 1, text.size(), f) == text.size();
+  if (std::fclose(f) != 0 || !ok) return absl::DataLossError(absl::StrCat("writing ", path));
+  return absl::OkStatus();
+}
+
 absl::Status GpuBench::WriteJson(const std::string& path, const std::string& device) const {
   using Json = nlohmann::ordered_json;
   Json j;
@@ -736,18 +1286,8 @@ absl::Status GpuBench::WriteJson(const std::string& path, const std::string& dev
   j["rtol"] = Sig9(kRelTol);
   j["cases"] = Json::array();
   for (size_t ci = 0; ci < cases_.size(); ++ci) {
-    const Shape& s = cases_[ci].shape;
-    j["cases"].push_back({{"case", ci + 1},
-                          {"name", s.ToString()},
-                          {"batch", s.batch},
-                          {"in_channels", s.in_channels},
-                          {"out_channels", s.out_channels},
-                          {"height", s.height},
-                          {"width", s.width},
-                          {"kernel_h", s.kernel_h},
-                          {"kernel_w", s.kernel_w},
-                          {"seed", cases_[ci].seed},
-                          {"gflop", Sig9(s.flops() * 1e-9)}});
+    j["cases"].push_back(CaseJson(static_cast<int>(ci), cases_[ci].shape, cases_[ci].seed,
+                                  cases_[ci].uses));
   }
   j["results"] = Json::array();
   for (const auto& kv : results_) {
@@ -785,12 +1325,63 @@ absl::Status GpuBench::WriteJson(const std::string& path, const std::string& dev
                             {"cases_errors", r.errors},
                             {"pass", r.passed > 0 && r.failed + r.errors == 0}});
   }
-  const std::string text = Layout(j);
-  FILE* f = std::fopen(path.c_str(), "w");
-  if (f == nullptr) return absl::UnavailableError(absl::StrCat("cannot open ", path));
-  const bool ok = std::fwrite(text.data(), 1, text.size(), f) == text.size();
-  if (std::fclose(f) != 0 || !ok) return absl::DataLossError(absl::StrCat("writing ", path));
-  return absl::OkStatus();
+  if (has_nets()) {
+    j["nets"] = Json::array();
+    for (const NetTotal& t : NetTotals()) {
+      j["nets"].push_back({{"network", t.net},
+                           {"layers", t.layers},
+                           {"convs", t.convs},
+                           {"cudnn_ms", Sig9(t.cudnn_ms)},
+                           {"auto_ms", Sig9(t.auto_ms)},
+                           {"vs_cudnn", Sig9(t.vs_cudnn())},
+                           {"auto_na_layers", t.auto_na_layers},
+                           {"auto_na_convs", t.auto_na_convs},
+                           {"auto_error_layers", t.auto_error_layers},
+                           {"auto_error_convs", t.auto_error_convs},
+                           {"auto_failed_layers", t.auto_failed_layers},
+                           {"worst_vs_cudnn", Sig9(t.worst_vs_cudnn)},
+                           {"worst_case", t.worst_case < 0 ? Json(nullptr) : Json(t.worst_case + 1)},
+                           {"worst_module", t.worst_module}});
+    }
+  }
+  return WriteText(path, Layout(j));
+}
+
+// --list: the cases and what auto and cuDNN would do with each, without a device (auto's choice is
+// the model device's, DeviceInfo::ModelDevice).
+// With --json_out, the cases' rows as the benchmark's JSON has them (tools/nets_layers.py reads
+// the nets table from it where the source is not at hand).
+absl::Status ListCases(const std::vector<SuiteCase>& cases, const std::string& json_out) {
+  std::map<std::string, std::pair<int, int>> per_net;  // layers, convs
+  std::vector<std::string> order;
+  for (size_t ci = 0; ci < cases.size(); ++ci) {
+    const SuiteCase& c = cases[ci];
+    absl::StatusOr<std::string> choice = ChooseAlgorithm(c.shape);
+    const absl::Status cudnn = CudnnConv::Supports(c.shape);
+    std::printf("#%-3zu %-40s %-44s %9.3f GFLOP  auto: %s  cudnn: %s\n", ci + 1,
+                UsesText(c.uses).c_str(), c.shape.ToString().c_str(), c.shape.flops() * 1e-9,
+                choice.ok() ? choice->c_str()
+                            : absl::StrCat("n/a (", ShortReason(choice.status().message()), ")")
+                                  .c_str(),
+                cudnn.ok() ? "yes" : absl::StrCat("n/a (", cudnn.message(), ")").c_str());
+    for (const NetUse& u : c.uses) {
+      if (!per_net.count(u.net)) order.push_back(u.net);
+      ++per_net[u.net].first;
+      per_net[u.net].second += u.count;
+    }
+  }
+  for (const std::string& net : order) {
+    std::printf("%s: %d distinct layers, %d conv layers\n", net.c_str(), per_net[net].first,
+                per_net[net].second);
+  }
+  if (json_out.empty()) return absl::OkStatus();
+  nlohmann::ordered_json j;
+  j["cases"] = nlohmann::ordered_json::array();
+  for (size_t ci = 0; ci < cases.size(); ++ci) {
+    j["cases"].push_back(CaseJson(static_cast<int>(ci), cases[ci].shape,
+                                  absl::GetFlag(FLAGS_seed) + ci, cases[ci].uses));
+  }
+  return WriteText(json_out, Layout(j));
 }
 
 // ---------------------------------------------------------------------------------------------
@@ -840,6 +1431,18 @@ int Main(int argc, char** argv) {
     return 2;
   }
   const std::string json_out = FromCallerDir(absl::GetFlag(FLAGS_json_out));
+  std::vector<SuiteCase> cases;
+  const std::vector<Shape> given = absl::GetFlag(FLAGS_shape).shapes;
+  const std::optional<std::string> suite = absl::GetFlag(FLAGS_suite);
+  if (given.empty() || suite.has_value()) cases = SuiteCases(suite.value_or("kernelbot"));
+  for (const Shape& s : given) cases.push_back(SuiteCase{s, {}});
+  if (absl::GetFlag(FLAGS_list)) {
+    if (absl::Status listed = ListCases(cases, json_out); !listed.ok()) {
+      std::fprintf(stderr, "%s\n", listed.ToString().c_str());
+      return 1;
+    }
+    return 0;
+  }
   argc = static_cast<int>(args.benchmark_args.size());
   argv = args.benchmark_args.data();
 
@@ -853,12 +1456,6 @@ int Main(int argc, char** argv) {
     if (!json_out.empty()) std::fprintf(stderr, "--json_out is ignored without a device\n");
     return RunCpu(argc, argv);
   }
-
-  std::vector<Shape> shapes;
-  const std::vector<Shape> given = absl::GetFlag(FLAGS_shape).shapes;
-  const std::optional<std::string> suite = absl::GetFlag(FLAGS_suite);
-  if (given.empty() || suite.has_value()) shapes = SuiteShapes(suite.value_or("kernelbot"));
-  shapes.insert(shapes.end(), given.begin(), given.end());
 
   cudaDeviceProp prop;
   st = CudaStatus(cudaGetDeviceProperties(&prop, 0), "cudaGetDeviceProperties");
@@ -875,10 +1472,10 @@ int Main(int argc, char** argv) {
                                            absl::GetFlag(FLAGS_calls), " calls after ",
                                            absl::GetFlag(FLAGS_warmup), " warm-up"));
   std::fprintf(stderr, "device %s, cuDNN %s, %zu case(s), variants: cudnn, %s, auto\n",
-               device.c_str(), CudnnVersion().c_str(), shapes.size(),
+               device.c_str(), CudnnVersion().c_str(), cases.size(),
                absl::StrJoin(Registry::Global().Names(), ", ").c_str());
 
-  GpuBench bench(shapes);
+  GpuBench bench(std::move(cases));
   st = bench.Init();
   if (st.ok()) st = bench.Register();
   if (!st.ok()) {

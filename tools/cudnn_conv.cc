@@ -46,6 +46,7 @@ struct CudnnConv::Handles {
   cudnnHandle_t handle = nullptr;
   cudnnTensorDescriptor_t x = nullptr;
   cudnnTensorDescriptor_t y = nullptr;
+  cudnnTensorDescriptor_t bias = nullptr;  // [1, Cout, 1, 1], only when the shape has_bias
   cudnnFilterDescriptor_t w = nullptr;
   cudnnConvolutionDescriptor_t conv = nullptr;
   cudnnConvolutionFwdAlgo_t algo = CUDNN_CONVOLUTION_FWD_ALGO_IMPLICIT_GEMM;
@@ -54,6 +55,7 @@ struct CudnnConv::Handles {
     // Teardown errors have nowhere to go; the process is usually about to exit anyway.
     if (conv) cudnnDestroyConvolutionDescriptor(conv);
     if (w) cudnnDestroyFilterDescriptor(w);
+    if (bias) cudnnDestroyTensorDescriptor(bias);
     if (y) cudnnDestroyTensorDescriptor(y);
     if (x) cudnnDestroyTensorDescriptor(x);
     if (handle) cudnnDestroy(handle);
@@ -63,8 +65,20 @@ struct CudnnConv::Handles {
 CudnnConv::CudnnConv(const Shape& shape) : shape_(shape), h_(new Handles) {}
 CudnnConv::~CudnnConv() = default;
 
+absl::Status CudnnConv::Supports(const Shape& s) {
+  // The legacy descriptor has one pad per dimension, added on both sides. Asymmetric padding
+  // would need the backend (graph) API's pre/post padding; no layer of the nets suite needs it.
+  if (s.pad_top != s.pad_bottom || s.pad_left != s.pad_right) {
+    return absl::UnimplementedError(absl::StrCat(
+        "cuDNN's legacy API pads symmetrically; ", s.ToString(), " pads ", s.pad_top, ",",
+        s.pad_bottom, " rows and ", s.pad_left, ",", s.pad_right, " columns"));
+  }
+  return absl::OkStatus();
+}
+
 absl::StatusOr<std::unique_ptr<CudnnConv>> CudnnConv::Create(const Shape& s) {
   RETURN_IF_ERROR(ValidateShape(s));
+  RETURN_IF_ERROR(Supports(s));
   ASSIGN_OR_RETURN(int b, ToInt(s.batch, "batch"));
   ASSIGN_OR_RETURN(int ci, ToInt(s.in_channels, "in_channels"));
   ASSIGN_OR_RETURN(int co, ToInt(s.out_channels, "out_channels"));
@@ -72,6 +86,13 @@ absl::StatusOr<std::unique_ptr<CudnnConv>> CudnnConv::Create(const Shape& s) {
   ASSIGN_OR_RETURN(int ww, ToInt(s.width, "width"));
   ASSIGN_OR_RETURN(int kh, ToInt(s.kernel_h, "kernel_h"));
   ASSIGN_OR_RETURN(int kw, ToInt(s.kernel_w, "kernel_w"));
+  ASSIGN_OR_RETURN(int ph, ToInt(s.pad_top, "pad_top"));
+  ASSIGN_OR_RETURN(int pw, ToInt(s.pad_left, "pad_left"));
+  ASSIGN_OR_RETURN(int sh, ToInt(s.stride_h, "stride_h"));
+  ASSIGN_OR_RETURN(int sw, ToInt(s.stride_w, "stride_w"));
+  ASSIGN_OR_RETURN(int dh, ToInt(s.dilation_h, "dilation_h"));
+  ASSIGN_OR_RETURN(int dw, ToInt(s.dilation_w, "dilation_w"));
+  ASSIGN_OR_RETURN(int groups, ToInt(s.groups, "groups"));
 
   std::unique_ptr<CudnnConv> c(new CudnnConv(s));
   Handles& h = *c->h_;
@@ -83,14 +104,16 @@ absl::StatusOr<std::unique_ptr<CudnnConv>> CudnnConv::Create(const Shape& s) {
   RETURN_IF_ERROR(CudnnStatus(
       cudnnSetTensor4dDescriptor(h.x, CUDNN_TENSOR_NCHW, CUDNN_DATA_FLOAT, b, ci, hh, ww),
       "set x descriptor"));
-  RETURN_IF_ERROR(CudnnStatus(
-      cudnnSetFilter4dDescriptor(h.w, CUDNN_DATA_FLOAT, CUDNN_TENSOR_NCHW, co, ci, kh, kw),
-      "set w descriptor"));
-  // No padding, stride 1, dilation 1; cross-correlation is what F.conv2d and the library compute.
-  RETURN_IF_ERROR(CudnnStatus(cudnnSetConvolution2dDescriptor(h.conv, 0, 0, 1, 1, 1, 1,
+  // OIHW with I = Cin / groups, as F.conv2d's weight and the library's filter.
+  RETURN_IF_ERROR(CudnnStatus(cudnnSetFilter4dDescriptor(h.w, CUDNN_DATA_FLOAT, CUDNN_TENSOR_NCHW,
+                                                         co, ci / groups, kh, kw),
+                              "set w descriptor"));
+  // Cross-correlation is what F.conv2d and the library compute.
+  RETURN_IF_ERROR(CudnnStatus(cudnnSetConvolution2dDescriptor(h.conv, ph, pw, sh, sw, dh, dw,
                                                               CUDNN_CROSS_CORRELATION,
                                                               CUDNN_DATA_FLOAT),
                               "set conv descriptor"));
+  RETURN_IF_ERROR(CudnnStatus(cudnnSetConvolutionGroupCount(h.conv, groups), "set group count"));
   // FMA math forbids TF32 tensor cores, which miss the accuracy bar by 60-470x.
   RETURN_IF_ERROR(CudnnStatus(cudnnSetConvolutionMathType(h.conv, CUDNN_FMA_MATH),
                               "set math type"));
@@ -105,6 +128,12 @@ absl::StatusOr<std::unique_ptr<CudnnConv>> CudnnConv::Create(const Shape& s) {
   RETURN_IF_ERROR(CudnnStatus(
       cudnnSetTensor4dDescriptor(h.y, CUDNN_TENSOR_NCHW, CUDNN_DATA_FLOAT, on, oc, oh, ow),
       "set y descriptor"));
+  if (s.has_bias) {
+    RETURN_IF_ERROR(CudnnStatus(cudnnCreateTensorDescriptor(&h.bias), "create bias descriptor"));
+    RETURN_IF_ERROR(CudnnStatus(
+        cudnnSetTensor4dDescriptor(h.bias, CUDNN_TENSOR_NCHW, CUDNN_DATA_FLOAT, 1, co, 1, 1),
+        "set bias descriptor"));
+  }
 
   int max_algos = 0;
   RETURN_IF_ERROR(CudnnStatus(cudnnGetConvolutionForwardAlgorithmMaxCount(h.handle, &max_algos),
@@ -140,10 +169,15 @@ absl::StatusOr<std::unique_ptr<CudnnConv>> CudnnConv::Create(const Shape& s) {
   return c;
 }
 
-absl::Status CudnnConv::Run(const float* x, const float* w, float* y, void* workspace,
-                            size_t workspace_bytes, cudaStream_t stream) const {
+absl::Status CudnnConv::Run(const float* x, const float* w, const float* bias, float* y,
+                            void* workspace, size_t workspace_bytes, cudaStream_t stream) const {
   if (x == nullptr || w == nullptr || y == nullptr) {
     return absl::InvalidArgumentError("cuDNN: null tensor pointer");
+  }
+  if ((bias != nullptr) != shape_.has_bias) {
+    return absl::InvalidArgumentError(absl::StrCat("cuDNN: a bias is ",
+                                                   bias == nullptr ? "missing" : "given", " for ",
+                                                   shape_.ToString()));
   }
   if (workspace_bytes < workspace_bytes_ || (workspace_bytes_ > 0 && workspace == nullptr)) {
     return absl::InvalidArgumentError(absl::StrCat("cuDNN: workspace of ", workspace_bytes,
@@ -151,10 +185,17 @@ absl::Status CudnnConv::Run(const float* x, const float* w, float* y, void* work
   }
   RETURN_IF_ERROR(CudnnStatus(cudnnSetStream(h_->handle, stream), "set stream"));
   const float alpha = 1.0f, beta = 0.0f;  // beta 0: y is not read, so a poisoned y is fine
-  return CudnnStatus(cudnnConvolutionForward(h_->handle, &alpha, h_->x, x, h_->w, w, h_->conv,
-                                             h_->algo, workspace, workspace_bytes_, &beta, h_->y,
-                                             y),
-                     "cudnnConvolutionForward");
+  RETURN_IF_ERROR(CudnnStatus(cudnnConvolutionForward(h_->handle, &alpha, h_->x, x, h_->w, w,
+                                                      h_->conv, h_->algo, workspace,
+                                                      workspace_bytes_, &beta, h_->y, y),
+                              "cudnnConvolutionForward"));
+  if (bias == nullptr) return absl::OkStatus();
+  // The bias as one more pass over y (y = 1 * bias broadcast + 1 * y), not
+  // cudnnConvolutionBiasActivationForward: that call's identity activation is supported only
+  // with IMPLICIT_PRECOMP_GEMM, which would override the algorithm search above.
+  const float one = 1.0f;
+  return CudnnStatus(cudnnAddTensor(h_->handle, &one, h_->bias, bias, &one, h_->y, y),
+                     "cudnnAddTensor bias");
 }
 
 std::string CudnnVersion() {

@@ -1,5 +1,7 @@
 // The cuDNN fp32 peer the benchmark measures every variant against. FMA math only (no TF32), NCHW,
-// cross-correlation, the fastest algorithm cuDNN's own search finds for the shape.
+// cross-correlation, the fastest algorithm cuDNN's own search finds for the shape. The whole
+// geometry of conv/shape.h but asymmetric padding (cuDNN's legacy API pads both sides alike):
+// padding, stride, dilation, groups (cudnnSetConvolutionGroupCount) and the bias.
 // Used only by tools/benchmark.cc; not part of the library.
 #ifndef CONV2D_TOOLS_CUDNN_CONV_H_
 #define CONV2D_TOOLS_CUDNN_CONV_H_
@@ -18,9 +20,16 @@ namespace conv2d {
 
 class CudnnConv {
  public:
+  // OK when the peer can take `shape` (validated), else Unimplemented with the reason: only
+  // asymmetric padding (pad_top != pad_bottom or pad_left != pad_right), which the legacy
+  // cudnnSetConvolution2dDescriptor cannot express. The benchmark reports such a case as n/a.
+  // Needs no device.
+  static absl::Status Supports(const Shape& shape);
+
   // Creates a handle and descriptors and runs cuDNN's algorithm search (it allocates and times its
-  // own buffers, so it needs a device and free memory). Errors: InvalidArgument (a dimension does
-  // not fit cuDNN's int), Unimplemented (no FMA-math algorithm ran), Internal (cuDNN/CUDA errors).
+  // own buffers, so it needs a device and free memory). Errors: InvalidArgument (a bad shape, or a
+  // dimension that does not fit cuDNN's int), Unimplemented (Supports says no, or no FMA-math
+  // algorithm ran), Internal (cuDNN/CUDA errors).
   static absl::StatusOr<std::unique_ptr<CudnnConv>> Create(const Shape& shape);
   ~CudnnConv();
   CudnnConv(const CudnnConv&) = delete;
@@ -32,8 +41,11 @@ class CudnnConv {
   const std::string& algorithm() const { return algorithm_; }
   float search_ms() const { return search_ms_; }
 
-  // y = conv(x, w) on `stream` (enqueued, not synchronized). y is written without being read.
-  absl::Status Run(const float* x, const float* w, float* y, void* workspace,
+  // y = conv(x, w) (+ bias[o] per output channel when the shape has_bias) on `stream` (enqueued,
+  // not synchronized): cudnnConvolutionForward, then cudnnAddTensor for the bias, both in the one
+  // call the benchmark times, as Plan::Run's time includes its bias. `bias` is given exactly when
+  // the shape has_bias. y is written without being read first.
+  absl::Status Run(const float* x, const float* w, const float* bias, float* y, void* workspace,
                    size_t workspace_bytes, cudaStream_t stream) const;
 
  private:

@@ -2,7 +2,8 @@
 # The GPU check, on a GPU host with no Bazel (packed by tools/make_gpu_bundle.sh).
 #   ./run.sh                      every step
 #   ./run.sh tests regress ...    some steps: tests regress sanitize bench overhead kernelbot
-#                                 classes (and, not by default: bench_cnn profile)
+#                                 classes (and, not by default: bench_cnn bench_nets
+#                                 nets_layers profile)
 # Every step's output is appended to $OUT/all.log (default ./out); per-step logs are kept in
 # $LOGS (default /tmp/conv2d_logs) and packed into $OUT/logs.tgz at the end.
 # Ends with "N passed, N failed" over the steps.
@@ -58,6 +59,12 @@ for s in "${steps[@]}"; do
       step bench 900 bin/benchmark --json_out="$OUT/bench.json" ;;
     bench_cnn)
       step bench_cnn 900 bin/benchmark --suite=cnn --json_out="$OUT/bench_cnn.json" ;;
+    bench_nets)
+      # ResNet-50, ConvNeXt-T, EfficientNet-B0 layer by layer, per-network totals vs cuDNN.
+      step bench_nets 1800 bin/benchmark --suite=nets --json_out="$OUT/bench_nets.json" ;;
+    nets_layers)
+      # The nets suite's table against torchvision's models (needs torch and torchvision).
+      step nets_layers 300 python3 nets_layers.py --benchmark bin/benchmark ;;
     profile)
       # Per-kernel device time of the FFT variants on the largest KernelBot case (one call each).
       step profile 600 ncu --clock-control none --metrics gpu__time_duration.sum \

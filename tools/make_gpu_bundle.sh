@@ -23,7 +23,7 @@ cp bazel-bin/tools/regress bazel-bin/tools/benchmark bazel-bin/tools/mix_kernels
   "$BUNDLE/bin/"
 cp bazel-bin/conv/libconv2d.so "$BUNDLE/lib/"
 cp testdata/*.golden "$BUNDLE/testdata/"
-cp tools/kernelbot.py tools/kernelbot_test.py tools/gpu_run.sh "$BUNDLE/"
+cp tools/kernelbot.py tools/kernelbot_test.py tools/nets_layers.py tools/gpu_run.sh "$BUNDLE/"
 mv "$BUNDLE/gpu_run.sh" "$BUNDLE/run.sh"
 # The shared libraries that are not on a CUDA host: Debian's Abseil and Google Benchmark.
 for f in "$BUNDLE"/bin/* "$BUNDLE"/tests/* "$BUNDLE"/lib/libconv2d.so; do
