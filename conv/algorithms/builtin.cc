@@ -2,6 +2,7 @@
 // target in this package's BUILD (docs/DESIGN.md, "Adding an algorithm").
 #include "conv/algorithms/builtin.h"
 
+#include "conv/algorithms/depthwise/depthwise.h"
 #include "conv/algorithms/direct/direct.h"
 #include "conv/algorithms/direct/direct_tiled.h"
 #include "conv/algorithms/fft/fft_fused.h"
@@ -23,6 +24,7 @@ const std::vector<AlgorithmFactory>& BuiltinAlgorithms() {
       &MakeImplicitGemm3xTf32,
       &MakeImplicitGemmWgmma,
       &MakeWinograd,
+      &MakeDepthwise,
   };
   return *factories;
 }

@@ -51,6 +51,36 @@ TEST_P(ImplicitGemmWgmmaTest, MatchesFp64Reference) {
 INSTANTIATE_TEST_SUITE_P(Shapes, ImplicitGemmWgmmaTest, ::testing::ValuesIn(Cases()),
                          [](const auto& info) { return info.param.shape.ToString(); });
 
+// Padding, stride and dilation (the geometry gather), ResNet-50's forms at reduced batch among
+// them, at every output.
+Shape Geometry(Shape s, int64_t pt, int64_t pb, int64_t pl, int64_t pr, int64_t sh, int64_t sw,
+               int64_t dh, int64_t dw) {
+  s.pad_top = pt, s.pad_bottom = pb, s.pad_left = pl, s.pad_right = pr;
+  s.stride_h = sh, s.stride_w = sw, s.dilation_h = dh, s.dilation_w = dw;
+  return s;
+}
+
+TEST(ImplicitGemmWgmmaGpuTest, GeometryMatchesFp64Reference) {
+  for (const Shape& s : {
+           Geometry(Shape{2, 8, 24, 14, 14, 3, 3}, 1, 1, 1, 1, 1, 1, 1, 1),
+           Geometry(Shape{2, 8, 40, 15, 13, 3, 3}, 1, 1, 1, 1, 2, 2, 1, 1),
+           Geometry(Shape{2, 3, 64, 58, 58, 7, 7}, 3, 3, 3, 3, 2, 2, 1, 1),
+           Geometry(Shape{2, 64, 130, 28, 28, 1, 1}, 0, 0, 0, 0, 2, 2, 1, 1),
+           Geometry(Shape{2, 3, 96, 32, 32, 4, 4}, 0, 0, 0, 0, 4, 4, 1, 1),
+           Geometry(Shape{1, 5, 9, 11, 12, 2, 2}, 0, 0, 0, 0, 3, 3, 1, 1),
+           Geometry(Shape{2, 4, 12, 17, 19, 3, 3}, 2, 0, 5, 1, 1, 1, 1, 1),
+           Geometry(Shape{1, 6, 10, 20, 18, 3, 2}, 2, 2, 1, 3, 1, 2, 2, 3),
+           Geometry(Shape{4, 64, 64, 56, 56, 3, 3}, 1, 1, 1, 1, 1, 1, 1, 1),
+           Geometry(Shape{2, 128, 128, 28, 28, 3, 3}, 1, 1, 1, 1, 2, 2, 1, 1),
+           Geometry(Shape{1, 3, 5, 12, 12, 1, 1}, 0, 0, 0, 0, 1, 1, 2, 2),
+       }) {
+    ExpectMatchesReference(s, kAlgorithm, /*max_positions=*/1 << 18);
+    Shape biased = s;
+    biased.has_bias = true;
+    ExpectMatchesReference(biased, kAlgorithm, /*max_positions=*/1 << 14);
+  }
+}
+
 TEST(ImplicitGemmWgmmaGpuTest, InputsChangeBetweenCalls) {
   absl::Status st = CheckInputsChangeBetweenCalls(kAlgorithm);
   EXPECT_TRUE(st.ok()) << st;

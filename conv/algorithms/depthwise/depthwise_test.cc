@@ -1,0 +1,109 @@
+// depthwise on the GPU against the fp64 reference at every output (seeded uniform and normal
+// inputs, NaN-poisoned output): odd sizes, batch 1, K = 1, K = H, H != W, channel multipliers,
+// stride (also larger than the kernel), dilation, asymmetric padding, the bias, the networks'
+// depthwise layers at reduced batch, the 31x31 large kernel; inputs changed between calls; data
+// beyond randn (the input classes); and shapes it must refuse. Fails without a GPU.
+#include <cctype>
+#include <string>
+#include <vector>
+
+#include "conv/algorithms/depthwise/depthwise.h"
+#include "conv/conv.h"
+#include "conv/testing/expect_reference.h"
+#include "conv/testing/testbed.h"
+#include "gtest/gtest.h"
+#include "reference/input_classes.h"
+
+namespace conv2d {
+namespace {
+
+constexpr char kAlgorithm[] = "depthwise";
+
+Shape Depthwise(int64_t b, int64_t c, int64_t mult, int64_t h, int64_t w, int64_t kh, int64_t kw,
+                int64_t pad, int64_t stride, int64_t dilation, bool bias) {
+  Shape s{b, c, c * mult, h, w, kh, kw};
+  s.pad_top = s.pad_bottom = s.pad_left = s.pad_right = pad;
+  s.stride_h = s.stride_w = stride;
+  s.dilation_h = s.dilation_w = dilation;
+  s.groups = c;
+  s.has_bias = bias;
+  return s;
+}
+
+std::vector<Shape> Shapes() {
+  std::vector<Shape> v = {
+      Depthwise(2, 5, 1, 13, 11, 3, 3, 1, 1, 1, false),    // odd sizes, pad 1
+      Depthwise(1, 3, 1, 9, 9, 1, 1, 0, 1, 1, true),       // K = 1, batch 1, bias
+      Depthwise(1, 4, 1, 7, 7, 7, 7, 0, 1, 1, false),      // K = H: one output
+      Depthwise(2, 6, 2, 17, 23, 5, 5, 2, 2, 1, true),     // multiplier 2, stride 2, H != W
+      Depthwise(1, 3, 3, 20, 20, 3, 3, 1, 1, 1, false),    // multiplier 3
+      Depthwise(2, 4, 1, 19, 21, 3, 3, 2, 1, 2, false),    // dilation 2
+      Depthwise(1, 2, 1, 25, 25, 2, 2, 0, 5, 1, true),     // stride larger than the kernel
+      Depthwise(1, 3, 1, 40, 70, 7, 7, 3, 1, 1, true),     // ConvNeXt's 7x7, several tiles
+      Depthwise(2, 8, 1, 28, 28, 5, 5, 2, 2, 1, false),    // EfficientNet's 5x5 stride 2
+      Depthwise(1, 4, 1, 56, 56, 31, 31, 15, 1, 1, false), // RepLKNet's 31x31
+      Depthwise(1, 4, 1, 7, 7, 13, 13, 6, 1, 1, true),     // 13x13 on 7x7: mostly padding
+  };
+  Shape asym = Depthwise(2, 3, 1, 15, 16, 3, 4, 0, 1, 1, true);
+  asym.pad_top = 2, asym.pad_bottom = 0, asym.pad_left = 1, asym.pad_right = 3;
+  asym.stride_h = 1, asym.stride_w = 2, asym.dilation_h = 2, asym.dilation_w = 1;
+  v.push_back(asym);
+  return v;
+}
+
+std::string TestName(const Shape& s) {
+  std::string n = s.ToString();
+  for (char& ch : n) {
+    if (!std::isalnum(static_cast<unsigned char>(ch))) ch = '_';
+  }
+  return n;
+}
+
+class DepthwiseTest : public ::testing::TestWithParam<Shape> {};
+
+TEST_P(DepthwiseTest, MatchesFp64Reference) {
+  ExpectMatchesReference(GetParam(), kAlgorithm, /*max_positions=*/1 << 20);
+}
+
+TEST_P(DepthwiseTest, AutoTakesIt) {
+  absl::StatusOr<std::string> pick = ChooseAlgorithm(GetParam());
+  ASSERT_TRUE(pick.ok()) << pick.status();
+  EXPECT_EQ(*pick, kAlgorithm);
+}
+
+INSTANTIATE_TEST_SUITE_P(Shapes, DepthwiseTest, ::testing::ValuesIn(Shapes()),
+                         [](const auto& info) { return TestName(info.param); });
+
+TEST(DepthwiseGpuTest, InputsChangeBetweenCalls) {
+  absl::Status st = CheckInputsChangeBetweenCalls(
+      kAlgorithm, Depthwise(2, 5, 2, 37, 29, 6, 5, 2, 1, 1, true));
+  EXPECT_TRUE(st.ok()) << st;
+}
+
+// Every input class (outliers, a large mean, sparse, huge, tiny, non-finite) at every output.
+TEST(DepthwiseGpuTest, InputClasses) {
+  const Shape s = Depthwise(2, 6, 1, 30, 33, 7, 7, 3, 1, 1, false);
+  for (InputClass c : AllInputClasses()) {
+    absl::StatusOr<ClassProblem> p = MakeClassProblem(s, 77, c);
+    ASSERT_TRUE(p.ok()) << p.status();
+    absl::StatusOr<Comparison> r = CheckClass(*p, kAlgorithm);
+    ASSERT_TRUE(r.ok()) << r.status();
+    EXPECT_TRUE(r->ok()) << InputClassName(c) << ": " << r->ToString();
+  }
+}
+
+TEST(DepthwisePlanTest, RefusesWhatItDoesNotCompute) {
+  const Algorithm* a = nullptr;
+  std::unique_ptr<Algorithm> own = MakeDepthwise();
+  a = own.get();
+  Shape grouped{1, 8, 8, 10, 10, 3, 3};
+  grouped.groups = 4;  // two input channels per group
+  EXPECT_EQ(a->CanImplement(grouped).code(), absl::StatusCode::kUnimplemented);
+  EXPECT_EQ(a->CanImplement(Shape{1, 8, 8, 10, 10, 3, 3}).code(),
+            absl::StatusCode::kUnimplemented);
+  Shape huge = Depthwise(1, 2, 1, 80, 80, 64, 64, 0, 1, 1, false);
+  EXPECT_EQ(a->CanImplement(huge).code(), absl::StatusCode::kUnimplemented);
+}
+
+}  // namespace
+}  // namespace conv2d
