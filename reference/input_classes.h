@@ -101,8 +101,8 @@ inline Inputs MakeInputs(const Shape& shape, uint64_t seed, InputClass c) {
         const At a{i / (shape.in_channels * plane), (i % plane) / shape.width, i % shape.width};
         bool shares = false;
         for (const At& p : placed) {
-          shares = shares || (p.b == a.b && std::abs(p.row - a.row) < shape.kernel_h &&
-                              std::abs(p.col - a.col) < shape.kernel_w);
+          shares = shares || (p.b == a.b && std::abs(p.row - a.row) < shape.span_h() &&
+                              std::abs(p.col - a.col) < shape.span_w());
         }
         if (shares) continue;
         placed.push_back(a);
@@ -111,7 +111,7 @@ inline Inputs MakeInputs(const Shape& shape, uint64_t seed, InputClass c) {
       break;
     }
     case InputClass::kOutlierW: {
-      const int64_t per_o = shape.in_channels * taps;
+      const int64_t per_o = shape.reduction();
       for (int64_t o = 0; o < shape.out_channels; ++o) {
         const uint64_t h = pick(static_cast<uint64_t>(o));
         in.w[o * per_o + static_cast<int64_t>(h % static_cast<uint64_t>(per_o))] =
@@ -121,7 +121,7 @@ inline Inputs MakeInputs(const Shape& shape, uint64_t seed, InputClass c) {
     }
     case InputClass::kLargeMean: {
       for (float& v : in.x) v = std::fabs(v) + 10.0f;
-      for (int64_t f = 0; f < shape.out_channels * shape.in_channels; ++f) {
+      for (int64_t f = 0; f < shape.out_channels * shape.in_per_group(); ++f) {
         double sum = 0;
         for (int64_t t = 0; t < taps; ++t) sum += in.w[f * taps + t];
         const float mean = static_cast<float>(sum / static_cast<double>(taps));
@@ -142,7 +142,7 @@ inline Inputs MakeInputs(const Shape& shape, uint64_t seed, InputClass c) {
       const uint64_t n = in.x.size();
       const float values[3] = {INFINITY, -INFINITY, NAN};
       for (int k = 0; k < 3; ++k) in.x[pick(static_cast<uint64_t>(k)) % n] = values[k];
-      const int64_t per_o = shape.in_channels * taps;
+      const int64_t per_o = shape.reduction();
       in.w[(shape.out_channels - 1) * per_o + static_cast<int64_t>(pick(7) % per_o)] = NAN;
       break;
     }

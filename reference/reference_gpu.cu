@@ -35,11 +35,12 @@ __global__ void ReferenceKernel(Dims s, int64_t oh, int64_t ow, const float* __r
     const float* xc = x + (b * s.in_channels + g * s.cin_g + c) * s.height * s.width;
     for (int64_t p = 0; p < s.kernel_h; ++p) {
       const int64_t r = i * s.stride_h - s.pad_top + p * s.dilation_h;
-      if (r < 0 || r >= s.height) continue;
       for (int64_t q = 0; q < s.kernel_w; ++q) {
         const int64_t col = j * s.stride_w - s.pad_left + q * s.dilation_w;
-        if (col < 0 || col >= s.width) continue;
-        const double v = xc[r * s.width + col];
+        // The padding is zeros that are multiplied, as F.conv2d's are: 0 * NaN or 0 * Inf in the
+        // filter makes the output NaN.
+        const bool inside = r >= 0 && r < s.height && col >= 0 && col < s.width;
+        const double v = inside ? xc[r * s.width + col] : 0.0;
 #pragma unroll
         for (int t = 0; t < kOutChannelsPerThread; ++t) {
           const int64_t o = o0 + t;

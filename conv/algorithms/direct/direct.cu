@@ -40,11 +40,12 @@ __global__ void DirectKernel(const float* __restrict__ x, const float* __restric
       const float* wp = w + (o * g.cin_g + c) * g.kh * g.kw;
       for (int64_t p = 0; p < g.kh; ++p) {
         const int64_t r = i * g.stride_h - g.pad_top + p * g.dilation_h;
-        if (r < 0 || r >= g.h) continue;
         for (int64_t q = 0; q < g.kw; ++q) {
           const int64_t col = j * g.stride_w - g.pad_left + q * g.dilation_w;
-          if (col < 0 || col >= g.w) continue;
-          acc += static_cast<double>(xc[r * g.w + col]) * static_cast<double>(wp[p * g.kw + q]);
+          // Padding taps multiply a zero (a non-finite filter tap reaches them, as in F.conv2d).
+          const bool inside = r >= 0 && r < g.h && col >= 0 && col < g.w;
+          const double v = inside ? static_cast<double>(xc[r * g.w + col]) : 0.0;
+          acc += v * static_cast<double>(wp[p * g.kw + q]);
         }
       }
     }
