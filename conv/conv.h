@@ -32,7 +32,11 @@
 //     those terms), and data beyond ~1e18 in magnitude, where the FFT's spike detection turns off.
 //   - Non-finite inputs: an output whose window holds a NaN or an infinity is non-finite (NaN or
 //     either infinity), every other output is finite and within the bar; winograd may also make
-//     the other outputs of that output's tile non-finite.
+//     the other outputs of that output's tile non-finite. The padding counts as zeros that are
+//     multiplied (as in F.conv2d): a non-finite filter tap reaches every output of its channel.
+//   - The geometry (padding, stride, dilation, groups, bias: conv/shape.h) changes none of this:
+//     the families that take it (Algorithm::geometry) meet the same bar, measured on the H200 at
+//     every layer of ResNet-50, ConvNeXt-T and EfficientNet-B0 (docs/PERF.md, round 86).
 #ifndef CONV2D_CONV_CONV_H_
 #define CONV2D_CONV_CONV_H_
 
