@@ -9,12 +9,25 @@
  *   size_t ws_bytes; conv2d_plan_workspace_size(plan, &ws_bytes);
  *   conv2d_plan_run(plan, x, w, y, ws, ws_bytes, stream);  // device pointers, cudaStream_t
  *   conv2d_plan_destroy(plan);
+ *
+ * The whole geometry of torch.nn.functional.conv2d (padding per side, stride, dilation, groups,
+ * bias; conv/shape.h) through an extensible descriptor:
+ *
+ *   conv2d_problem p;
+ *   conv2d_problem_init(&p);                 // defaults, and struct_size = sizeof(p)
+ *   p.batch = 8; p.in_channels = 3; p.out_channels = 64; p.height = p.width = 224;
+ *   p.kernel_h = p.kernel_w = 7;
+ *   p.pad_top = p.pad_bottom = p.pad_left = p.pad_right = 3; p.stride_h = p.stride_w = 2;
+ *   p.has_bias = 1;
+ *   if (conv2d_plan_create_ex(&p, "auto", &plan)) puts(conv2d_last_error());
+ *   conv2d_plan_run_ex(plan, x, w, bias, y, ws, ws_bytes, stream);
  */
 #ifndef CONV2D_CONV_CONV2D_C_H_
 #define CONV2D_CONV_CONV2D_C_H_
 
 #include <stddef.h>
 #include <stdint.h>
+#include <string.h>
 
 #ifdef __cplusplus
 extern "C" {
@@ -22,10 +35,12 @@ extern "C" {
 
 enum conv2d_error {
   CONV2D_OK = 0,
-  CONV2D_INVALID_ARGUMENT = 3,   /* bad shape; a pointer that is null, misaligned (x, w or y not on a
-                                    4-byte boundary), pageable host memory or another
-                                    device's memory; workspace too small; y overlapping x, w or
-                                    the workspace */
+  CONV2D_INVALID_ARGUMENT = 3,   /* bad shape or problem descriptor (the message says which
+                                    field and why); a pointer that is null, misaligned (x, w, y
+                                    or bias not on a 4-byte boundary), pageable host memory or
+                                    another device's memory; workspace too small; y overlapping
+                                    x, w, bias or the workspace; a bias given to a plan without
+                                    one, or missing for a plan with one */
   CONV2D_NOT_FOUND = 5,          /* unknown algorithm name */
   CONV2D_RESOURCE_EXHAUSTED = 8, /* the chosen algorithm's workspace is over its cap, or host
                                     memory ran out */
@@ -39,12 +54,56 @@ enum conv2d_error {
 
 typedef struct conv2d_plan conv2d_plan;
 
-/* x [batch, in_channels, height, width], w [out_channels, in_channels, kernel_h, kernel_w],
+/* One convolution, exactly as torch.nn.functional.conv2d computes it (conv/shape.h):
+ *   x [batch, in_channels, height, width], w [out_channels, in_channels / groups, kernel_h,
+ *   kernel_w], bias [out_channels] (when has_bias), y [batch, out_channels, out_h, out_w] with
+ *   out_h = (height + pad_top + pad_bottom - dilation_h * (kernel_h - 1) - 1) / stride_h + 1
+ *   (floor; out_w likewise); fp32, dense, NCHW / OIHW.
+ *
+ * Extensible: struct_size is sizeof(conv2d_problem) as the caller compiled it (conv2d_problem_init
+ * sets it). A library newer than the caller gives the fields past a smaller struct_size their
+ * defaults; a library older than the caller accepts a larger struct_size only when every byte it
+ * does not know is zero. A struct_size smaller than this first version's sizeof (144 bytes on
+ * 64-bit targets), or larger with a nonzero byte unknown to the library (or beyond 4096):
+ * CONV2D_INVALID_ARGUMENT. Fields added later start at offset sizeof(this version); the padding
+ * after has_bias is never read, so it may hold anything. */
+typedef struct conv2d_problem {
+  size_t struct_size;
+  int64_t batch, in_channels, out_channels, height, width, kernel_h, kernel_w; /* required */
+  int64_t pad_top, pad_bottom, pad_left, pad_right; /* default 0; >= 0 */
+  int64_t stride_h, stride_w;                       /* default 1; >= 1 */
+  int64_t dilation_h, dilation_w;                   /* default 1; >= 1 */
+  int64_t groups;   /* default 1; divides in_channels and out_channels (= in_channels: depthwise) */
+  int32_t has_bias; /* default 0; 0 or 1: whether conv2d_plan_run_ex takes a bias */
+} conv2d_problem;
+
+/* The defaults above, every size 0 (to be set), and struct_size = sizeof(conv2d_problem) as this
+ * header declares it. Inline, so that the size is the caller's, never the library's (a library
+ * built from a newer header must not write past the caller's struct). Ignores NULL. Bindings
+ * that cannot call it (ctypes) mirror it: zero the struct, set struct_size to their size of it,
+ * stride, dilation and groups to 1. */
+static inline void conv2d_problem_init(conv2d_problem* problem) {
+  if (problem == NULL) return;
+  memset(problem, 0, sizeof *problem);
+  problem->struct_size = sizeof *problem;
+  problem->stride_h = problem->stride_w = 1;
+  problem->dilation_h = problem->dilation_w = 1;
+  problem->groups = 1;
+}
+
+/* The basic form: no padding, stride 1, no dilation, one group, no bias.
+ * x [batch, in_channels, height, width], w [out_channels, in_channels, kernel_h, kernel_w],
  * y [batch, out_channels, height-kernel_h+1, width-kernel_w+1], fp32. algorithm: "auto" or NULL
  * for automatic choice, else a name from conv2d_algorithm_name. */
 int conv2d_plan_create(int64_t batch, int64_t in_channels, int64_t out_channels, int64_t height,
                        int64_t width, int64_t kernel_h, int64_t kernel_w, const char* algorithm,
                        conv2d_plan** plan);
+/* Any problem (see conv2d_problem). Errors as conv2d_plan_create; CONV2D_INVALID_ARGUMENT for a
+ * NULL problem, a bad struct_size, has_bias other than 0 or 1, or a field the shape's
+ * validation refuses (the message names it: "stride_h must be positive, got 0"). An algorithm
+ * that does not compute a part of the geometry gives CONV2D_UNIMPLEMENTED naming the part. */
+int conv2d_plan_create_ex(const conv2d_problem* problem, const char* algorithm,
+                          conv2d_plan** plan);
 int conv2d_plan_workspace_size(const conv2d_plan* plan, size_t* bytes);
 /* The algorithm the plan runs; valid until the plan is destroyed. NULL for a NULL plan. */
 const char* conv2d_plan_algorithm(const conv2d_plan* plan);
@@ -54,6 +113,13 @@ const char* conv2d_plan_algorithm(const conv2d_plan* plan);
  * concurrent call needs its own workspace. */
 int conv2d_plan_run(const conv2d_plan* plan, const float* x, const float* w, float* y,
                     void* workspace, size_t workspace_bytes, void* stream);
+/* The same with a bias: `bias` ([out_channels] fp32, readable by the plan's device as x is) is
+ * given exactly when the plan's problem has_bias, else NULL; a bias given to a plan without one,
+ * or missing for one with one, is CONV2D_INVALID_ARGUMENT and nothing is written.
+ * conv2d_plan_run is conv2d_plan_run_ex with bias NULL. */
+int conv2d_plan_run_ex(const conv2d_plan* plan, const float* x, const float* w,
+                       const float* bias, float* y, void* workspace, size_t workspace_bytes,
+                       void* stream);
 void conv2d_plan_destroy(conv2d_plan* plan);
 
 /* Registered algorithm names: index 0..count-1, NULL past the end. */

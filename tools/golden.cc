@@ -3,6 +3,7 @@
 #include <cstring>
 #include <fstream>
 #include <sstream>
+#include <utility>
 
 #include "absl/strings/str_cat.h"
 
@@ -16,12 +17,24 @@ std::string GoldenFileName(const Golden& g) {
                       ".golden");
 }
 
-Inputs GoldenInputs(const Golden& g) {
-  if (g.input_class != InputClass::kRandn) return MakeInputs(g.shape, g.seed, g.input_class);
-  Inputs in;
-  in.x = RandomTensor(g.seed, kInputTensor, g.shape.input_elements(), g.inputs);
-  in.w = RandomTensor(g.seed, kFilterTensor, g.shape.filter_elements(), g.inputs);
-  return in;
+GoldenTensors GoldenInputs(const Golden& g) {
+  GoldenTensors t;
+  if (g.input_class != InputClass::kRandn) {
+    Inputs in = MakeInputs(g.shape, g.seed, g.input_class);
+    t.x = std::move(in.x);
+    t.w = std::move(in.w);
+  } else {
+    t.x = RandomTensor(g.seed, kInputTensor, g.shape.input_elements(), g.inputs);
+    t.w = RandomTensor(g.seed, kFilterTensor, g.shape.filter_elements(), g.inputs);
+  }
+  if (g.input_class != InputClass::kRandn) {
+    // As the testbed's MakeClassProblem: the classes are classes of x and w, and a zero bias
+    // keeps each class's output (and the bar's scaling by the class's scale) as it is.
+    t.bias.assign(g.shape.bias_elements(), 0.0f);
+  } else {
+    t.bias = RandomTensor(g.seed, kBiasTensor, g.shape.bias_elements(), g.inputs);
+  }
+  return t;
 }
 
 absl::Status WriteGolden(const Golden& g, const std::string& path) {
@@ -30,8 +43,13 @@ absl::Status WriteGolden(const Golden& g, const std::string& path) {
   const Shape& s = g.shape;
   f << "conv2d-golden 1\n"
     << "shape " << s.batch << " " << s.in_channels << " " << s.out_channels << " " << s.height
-    << " " << s.width << " " << s.kernel_h << " " << s.kernel_w << "\n"
-    << "seed " << g.seed << "\n"
+    << " " << s.width << " " << s.kernel_h << " " << s.kernel_w << "\n";
+  if (!s.basic() || s.has_bias) {
+    f << "geometry " << s.pad_top << " " << s.pad_bottom << " " << s.pad_left << " "
+      << s.pad_right << " " << s.stride_h << " " << s.stride_w << " " << s.dilation_h << " "
+      << s.dilation_w << " " << s.groups << " " << (s.has_bias ? 1 : 0) << "\n";
+  }
+  f << "seed " << g.seed << "\n"
     << "inputs " << DistributionName(g.inputs) << "\n";
   if (g.input_class != InputClass::kRandn) f << "class " << InputClassName(g.input_class) << "\n";
   f << "tolerance " << g.atol << " " << g.rtol << "\n"
@@ -59,7 +77,7 @@ absl::StatusOr<Golden> ReadGolden(const std::string& path) {
   Golden g;
   std::string line, key, count, type;
   if (!std::getline(f, line) || line != "conv2d-golden 1") return bad("not a conv2d-golden v1 file");
-  bool have_shape = false, have_seed = false, have_positions = false;
+  bool have_shape = false, have_seed = false, have_positions = false, have_geometry = false;
   int64_t npos = 0;
   while (std::getline(f, line) && line != "data") {
     std::istringstream in(line);
@@ -69,6 +87,18 @@ absl::StatusOr<Golden> ReadGolden(const std::string& path) {
       in >> s.batch >> s.in_channels >> s.out_channels >> s.height >> s.width >> s.kernel_h >>
           s.kernel_w;
       have_shape = !in.fail();
+    } else if (key == "geometry") {
+      if (have_geometry) return bad("two geometry lines");
+      Shape& s = g.shape;
+      int bias = -1;
+      in >> s.pad_top >> s.pad_bottom >> s.pad_left >> s.pad_right >> s.stride_h >> s.stride_w >>
+          s.dilation_h >> s.dilation_w >> s.groups >> bias;
+      if (in.fail() || (bias != 0 && bias != 1)) {
+        return bad("geometry must be <pad_top> <pad_bottom> <pad_left> <pad_right> <stride_h> "
+                   "<stride_w> <dilation_h> <dilation_w> <groups> <bias 0|1>");
+      }
+      s.has_bias = bias == 1;
+      have_geometry = true;
     } else if (key == "seed") {
       in >> g.seed;
       have_seed = !in.fail();

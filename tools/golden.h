@@ -6,6 +6,11 @@
 //
 //   conv2d-golden 1
 //   shape <batch> <in_channels> <out_channels> <height> <width> <kernel_h> <kernel_w>
+//   geometry <pad_top> <pad_bottom> <pad_left> <pad_right> <stride_h> <stride_w>
+//            <dilation_h> <dilation_w> <groups> <bias 0|1>
+//                                  (conv/shape.h; written only for a shape that is not basic or
+//                                   has a bias, so that files of the basic form stay as they
+//                                   were; absent means the defaults)
 //   seed <seed>
 //   inputs uniform | normal        (reference/random.h; absent means uniform)
 //   class <name>                   (reference/input_classes.h's MakeInputs, which draws normal;
@@ -42,8 +47,15 @@ struct Golden {
 };
 
 std::string GoldenFileName(const Golden& g);  // "<shape>_s<seed>[_<class>].golden"
-// The golden problem's inputs, regenerated.
-Inputs GoldenInputs(const Golden& g);
+
+// A golden problem's inputs, regenerated: x and w as Golden says; the bias (only when the shape
+// has_bias, else empty) from tensor kBiasTensor of the seed, drawn from `inputs` (zero for the
+// input classes, as the testbed's MakeClassProblem).
+struct GoldenTensors {
+  std::vector<float> x, w, bias;
+  const float* bias_or_null() const { return bias.empty() ? nullptr : bias.data(); }
+};
+GoldenTensors GoldenInputs(const Golden& g);
 absl::Status WriteGolden(const Golden& g, const std::string& path);
 absl::StatusOr<Golden> ReadGolden(const std::string& path);
 

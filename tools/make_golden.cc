@@ -1,4 +1,5 @@
-// Writes testdata/*.golden from the fp64 reference: `bazel run //tools:make_golden -- --out=$PWD/testdata`.
+// Writes testdata/*.golden from the fp64 reference: `bazel run //tools:make_golden -- --out=$PWD/testdata`
+// (--filter=SUBSTRING: only the files whose name has it).
 #include <cstdio>
 #include <string>
 
@@ -12,6 +13,7 @@
 #include "tools/golden.h"
 
 ABSL_FLAG(std::string, out, "", "DIR: where the .golden files are written (required)");
+ABSL_FLAG(std::string, filter, "", "SUBSTRING: write only the files whose name has it");
 
 namespace conv2d {
 namespace {
@@ -23,20 +25,21 @@ int Write(const std::string& dir, const Shape& s, uint64_t seed, int64_t samples
   g.seed = seed;
   g.inputs = input_class == InputClass::kRandn ? inputs : Distribution::kNormal;
   g.input_class = input_class;
-  const Inputs in = GoldenInputs(g);
+  const std::string path = dir + "/" + GoldenFileName(g);
+  if (GoldenFileName(g).find(absl::GetFlag(FLAGS_filter)) == std::string::npos) return 0;
+  const GoldenTensors in = GoldenInputs(g);
   const std::vector<float>& x = in.x;
   const std::vector<float>& w = in.w;
   if (samples > 0 && samples < s.output_elements()) {
     g.positions = SamplePositions(s, samples, seed);
-    g.values = ReferenceConvAt(s, x.data(), w.data(), g.positions);
+    g.values = ReferenceConvAt(s, x.data(), w.data(), g.positions, in.bias_or_null());
     g.store_f64 = true;
   } else {
-    g.values = ReferenceConv(s, x.data(), w.data());
+    g.values = ReferenceConv(s, x.data(), w.data(), in.bias_or_null());
     // Small randn outputs keep full precision; large ones, and the input classes', are stored
     // as fp32 (see golden.h).
     g.store_f64 = s.output_elements() <= 100000 && input_class == InputClass::kRandn;
   }
-  const std::string path = dir + "/" + GoldenFileName(g);
   absl::Status st = WriteGolden(g, path);
   if (!st.ok()) {
     std::fprintf(stderr, "%s\n", st.ToString().c_str());
@@ -83,6 +86,14 @@ int main(int argc, char** argv) {
     for (InputClass c : AllInputClasses()) {
       if (c != InputClass::kRandn) failures += Write(out, s, seed, 0, Distribution::kNormal, c);
     }
+  }
+  // The geometry beyond the basic form (conv/testing/shapes.h): each part alone and together,
+  // every output, uniform as the edge shapes; networks' geometry at full size, sampled, normal.
+  seed = 6000;
+  for (const Shape& s : GeometryShapes()) failures += Write(out, s, ++seed, 0, Distribution::kUniform);
+  seed = 6100;
+  for (const Shape& s : NetworkGeometryShapes()) {
+    failures += Write(out, s, ++seed, 4096, Distribution::kNormal);
   }
   return failures ? 1 : 0;
 }

@@ -2,6 +2,7 @@
 #ifndef CONV2D_CONV_TESTING_SHAPES_H_
 #define CONV2D_CONV_TESTING_SHAPES_H_
 
+#include <cstdint>
 #include <vector>
 
 #include "conv/shape.h"
@@ -61,6 +62,59 @@ inline std::vector<Shape> EdgeAndTestShapes() {
   shapes.push_back({1, 3, 5, 100, 2, 7, 2});
   shapes.push_back({1, 13, 1, 40, 36, 32, 32});
   return shapes;
+}
+
+// `s` with the geometry beyond the sizes (conv/shape.h): padding top, bottom, left, right;
+// stride; dilation; groups; bias.
+inline Shape WithGeometry(Shape s, int64_t pt, int64_t pb, int64_t pl, int64_t pr, int64_t sh,
+                          int64_t sw, int64_t dh = 1, int64_t dw = 1, int64_t groups = 1,
+                          bool bias = false) {
+  s.pad_top = pt;
+  s.pad_bottom = pb;
+  s.pad_left = pl;
+  s.pad_right = pr;
+  s.stride_h = sh;
+  s.stride_w = sw;
+  s.dilation_h = dh;
+  s.dilation_w = dw;
+  s.groups = groups;
+  s.has_bias = bias;
+  return s;
+}
+
+// The geometry beyond the basic form, one part at a time and then together, on small odd shapes
+// (every output fits a golden file): the golden files' geometry set.
+inline std::vector<Shape> GeometryShapes() {
+  return {
+      // asymmetric padding, every side different, Kh != Kw
+      WithGeometry({2, 5, 7, 23, 19, 3, 4}, 2, 0, 1, 3, 1, 1),
+      // stride larger than the kernel in both axes (rows and columns skipped)
+      WithGeometry({3, 6, 5, 45, 38, 2, 3}, 0, 0, 0, 0, 3, 4),
+      // dilation with K = 1 (changes nothing) and with K = 3 (span 5x7)
+      WithGeometry({2, 4, 6, 17, 15, 1, 1}, 0, 0, 0, 0, 1, 1, 2, 3),
+      WithGeometry({2, 5, 4, 29, 27, 3, 3}, 0, 0, 0, 0, 1, 1, 2, 3),
+      // depthwise: groups = Cin = Cout
+      WithGeometry({2, 8, 8, 26, 22, 5, 3}, 0, 0, 0, 0, 1, 1, 1, 1, 8),
+      // two groups, odd channels per group (3 in, 5 out)
+      WithGeometry({2, 6, 10, 21, 18, 4, 3}, 0, 0, 0, 0, 1, 1, 1, 1, 2),
+      // a bias alone
+      WithGeometry({2, 7, 9, 20, 17, 3, 5}, 0, 0, 0, 0, 1, 1, 1, 1, 1, true),
+      // everything at once: asymmetric padding, stride 2x3, dilation 2x1, 3 groups, bias
+      WithGeometry({2, 9, 6, 33, 28, 5, 3}, 2, 1, 0, 3, 2, 3, 2, 1, 3, true),
+      // depthwise with a channel multiplier of 2, padded, stride 2, dilation 2, bias
+      WithGeometry({1, 4, 8, 19, 17, 3, 3}, 1, 1, 1, 1, 2, 2, 2, 2, 4, true),
+  };
+}
+
+// Networks' geometry at full size (sampled golden files): ResNet's stem (7x7, padding 3,
+// stride 2, bias), MobileNet's stride-2 depthwise 3x3 with TensorFlow's "SAME" padding (one
+// row and column, bottom and right), DeepLab's dilated 3x3 (dilation 2, padding 2).
+inline std::vector<Shape> NetworkGeometryShapes() {
+  return {
+      WithGeometry({8, 3, 64, 224, 224, 7, 7}, 3, 3, 3, 3, 2, 2, 1, 1, 1, true),
+      WithGeometry({8, 96, 96, 112, 112, 3, 3}, 0, 1, 0, 1, 2, 2, 1, 1, 96, true),
+      WithGeometry({4, 64, 64, 33, 33, 3, 3}, 2, 2, 2, 2, 1, 1, 2, 2),
+  };
 }
 
 }  // namespace conv2d
