@@ -90,7 +90,7 @@ struct Summary {
   int shapes = 0, failures = 0, auto_refused = 0;
   void Print() const {
     std::printf("%d shapes, %d failures; auto refused %d (no algorithm that auto may pick takes "
-                "them yet: only the oracle)\n",
+                "them)\n",
                 shapes, failures, auto_refused);
     for (const auto& [name, t] : by_algorithm) {
       std::printf("  %-24s ran %4d  refused %4d  failed %4d\n", name.c_str(), t.ran, t.refused,
