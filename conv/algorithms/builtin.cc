@@ -5,6 +5,7 @@
 #include "conv/algorithms/depthwise/depthwise.h"
 #include "conv/algorithms/direct/direct.h"
 #include "conv/algorithms/direct/direct_tiled.h"
+#include "conv/algorithms/dot/dot.h"
 #include "conv/algorithms/fft/fft_fused.h"
 #include "conv/algorithms/implicit_gemm/implicit_gemm_3xtf32.h"
 #include "conv/algorithms/implicit_gemm/implicit_gemm_wgmma.h"
@@ -25,6 +26,7 @@ const std::vector<AlgorithmFactory>& BuiltinAlgorithms() {
       &MakeImplicitGemmWgmma,
       &MakeWinograd,
       &MakeDepthwise,
+      &MakeDot,
   };
   return *factories;
 }

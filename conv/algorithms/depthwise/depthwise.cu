@@ -1,10 +1,19 @@
-// "depthwise" (depthwise.h). One CTA per kTileH x kTileW block of one output plane: it stages the
-// plane's filter and the block's input window (zeros where the window leaves the image: the
-// padding is never materialised in global memory) in shared memory, then each thread sums
-// Kh*Kw terms for each of its four outputs in fp32 (at most kMaxKernel^2 = 3969 terms, within
-// the direct-summation contract's 4608) and adds the bias. At stride 1 and dilation 1 a thread
-// slides a window of registers along each kernel row: one shared load per tap for four
-// multiply-adds.
+// "depthwise" (depthwise.h). A CTA computes one tile of `planes` output planes at once: whole
+// planes, several to a CTA, when they are small (EfficientNet's and ConvNeXt's late stages run
+// at 7x7 and 14x14 with hundreds of channels: one plane per CTA would leave most threads idle
+// and every CTA waiting on one short load), one tile of one plane when they are large. It
+// stages each plane's filter and input window in shared memory with cp.async (zero-filled where
+// the window leaves the image: the padding is never materialised in global memory, and every
+// copy is in flight at once), then each thread sums Kh*Kw terms in fp32 for each of its outputs
+// (at most kMaxKernel^2 = 3969 terms, within the direct-summation contract's 4608) and adds the
+// bias.
+//
+// At stride 1 and dilation 1 a thread computes kCols x 4 outputs and walks the input rows its
+// outputs read: each row's eight-value window, two 16-byte shared loads, serves four filter taps
+// of up to four output rows (up to 64 multiply-adds for 2 + 4 loads: the direct sum stays on
+// the FMA pipe, not on shared-memory bandwidth, which matters at 31x31). A filter row's last
+// chunk of taps, past kernel_w, is skipped rather than multiplied by zero: the input there is
+// another output's, and 0 * Inf would put a NaN where F.conv2d has none.
 #include "conv/algorithms/depthwise/depthwise.h"
 
 #include <cuda_runtime.h>
@@ -13,127 +22,326 @@
 #include <limits>
 
 #include "absl/strings/str_cat.h"
+#include "conv/arch/cp_async.cuh"
+#include "conv/arch/fast_div.h"
+#include "conv/arch/int_math.h"
 #include "conv/core/cuda_status.h"
 #include "conv/core/status_macros.h"
 
 namespace conv2d {
 namespace depthwise_internal {
 
-TileGeometry TileFor(const Shape& s) {
-  TileGeometry t;
-  t.in_rows = static_cast<int>((kTileH - 1) * s.stride_h + s.span_h());
-  t.in_cols = static_cast<int>((kTileW - 1) * s.stride_w + s.span_w());
-  // in_pitch = 1 (mod 4): the four rows a warp reads (8 threads of 4 outputs each) fall in
-  // distinct banks at stride 1.
-  t.in_pitch = (t.in_cols + 3) / 4 * 4 + 1;
-  const int64_t filter_floats = (s.kernel_h * s.kernel_w + 3) / 4 * 4;
-  t.smem_bytes = 4 * (filter_floats + int64_t{t.in_rows} * t.in_pitch);
+namespace {
+// conv/arch/int_math.h's, in the int the tiling's fields are.
+int CeilDivInt(int64_t a, int64_t b) { return static_cast<int>(CeilDiv(a, b)); }
+int RoundUpInt(int64_t a, int64_t b) { return static_cast<int>(RoundUp(a, b)); }
+}  // namespace
+
+namespace {
+
+// The shared-memory wavefronts of the first warp's loads, per kernel step, for a candidate
+// layout: at stride 1 the 16-byte window and filter loads (a quarter-warp per wavefront, eight
+// 16-byte bank groups), otherwise the 4-byte ones (a warp per wavefront, 32 banks). Lanes of
+// different planes and thread rows read at the planes' and rows' strides; a layout whose strides
+// are multiples of the bank width puts them on the same banks (up to 4-way on 7x7 planes).
+int Wavefronts(const Tiling& t, const Shape& s, int per_plane) {
+  const bool unit = t.rows_per_thread > 1;
+  const int tpr = t.tile_w / kCols;
+  const int lanes = std::min(32, t.planes * per_plane);
+  const int phase = unit ? 8 : 32, granule = unit ? 4 : 1, banks = unit ? 8 : 32;
+  int window = 0, filter = 0;
+  for (int first = 0; first < lanes; first += phase) {
+    int64_t win_addr[32], fil_addr[32];
+    int n = 0;
+    for (int l = first; l < std::min(lanes, first + phase); ++l, ++n) {
+      const int pp = l / per_plane, ti = l % per_plane, ty = ti / tpr, tx = ti % tpr;
+      const int64_t row = unit ? int64_t{ty} * t.rows_per_thread : int64_t{ty} * s.stride_h;
+      const int64_t col = unit ? int64_t{tx} * kCols : int64_t{tx} * s.stride_w;
+      win_addr[n] = (pp * int64_t{t.plane_floats} + row * t.pitch + col) / granule;
+      fil_addr[n] = pp * int64_t{t.filter_floats} / granule;
+    }
+    // The wavefronts of one load: the most distinct addresses that share a bank.
+    auto ways = [&](const int64_t* addr) {
+      int64_t distinct[32];
+      std::copy(addr, addr + n, distinct);
+      std::sort(distinct, distinct + n);
+      const int m = static_cast<int>(std::unique(distinct, distinct + n) - distinct);
+      int count[32] = {};
+      int worst = 1;
+      for (int i = 0; i < m; ++i) worst = std::max(worst, ++count[distinct[i] % banks]);
+      return worst;
+    };
+    window += ways(win_addr);
+    filter += ways(fil_addr);
+  }
+  // Per chunk of four taps at stride 1: two window loads and up to four filter loads; per tap
+  // otherwise: four window loads and one filter load.
+  return unit ? 2 * window + t.rows_per_thread * filter : kCols * window + filter;
+}
+
+}  // namespace
+
+absl::StatusOr<Tiling> TilingWith(const Shape& s, int rows_per_thread, int64_t smem_limit) {
+  Tiling t;
+  const bool unit = !s.strided() && !s.dilated();
+  const int oh = static_cast<int>(s.out_h()), ow = static_cast<int>(s.out_w());
+  t.rows_per_thread = rows_per_thread;
+  // At most 8 threads across a tile row (32 outputs) and 16 thread rows: tiles that cover the
+  // plane evenly (56 = 2 x 28, not 32 + 24).
+  t.tiles_w = CeilDivInt(ow, 8 * kCols);
+  t.tile_w = RoundUpInt(CeilDivInt(ow, t.tiles_w), kCols);
+  t.tiles_h = CeilDivInt(oh, 16 * t.rows_per_thread);
+  t.tile_h = RoundUpInt(CeilDivInt(oh, t.tiles_h), t.rows_per_thread);
+  const int per_plane = (t.tile_h / t.rows_per_thread) * (t.tile_w / kCols);
+  t.in_rows = static_cast<int>((t.tile_h - 1) * s.stride_h + s.span_h());
+  t.in_cols = static_cast<int>((t.tile_w - 1) * s.stride_w + s.span_w());
+  t.filter_pitch = RoundUpInt(static_cast<int>(s.kernel_w), 4);
+  // At stride 1, 16-byte rows, and the last window load reads up to column tile_w +
+  // filter_pitch - 1 (columns from in_cols on are loaded, never used, and not staged).
+  const int min_pitch = unit ? RoundUpInt(std::max(t.in_cols, t.tile_w + t.filter_pitch), 4)
+                             : t.in_cols;
+  auto plane_bytes = [&](const Tiling& c) { return 4 * int64_t{c.plane_floats + c.filter_floats}; };
+  t.pitch = min_pitch;
+  t.plane_floats = t.in_rows * t.pitch;
+  t.filter_floats = static_cast<int>(s.kernel_h) * t.filter_pitch;
+  if (plane_bytes(t) > smem_limit) {
+    return absl::ResourceExhaustedError(absl::StrCat(
+        "depthwise: one plane's tile needs ", plane_bytes(t), " bytes of shared memory; the ",
+        "device allows ", smem_limit));
+  }
+  // Planes per CTA: as many as fill kMaxThreads, no more than there are, and at most 56 KB
+  // so that four such CTAs share an SM.
+  const int64_t total = s.batch * s.out_channels;
+  const int64_t budget = std::min<int64_t>(smem_limit, 56 << 10);
+  int64_t planes = std::max(1, kMaxThreads / per_plane);
+  planes = std::min({planes, total, std::max<int64_t>(1, budget / plane_bytes(t))});
+  t.planes = static_cast<int>(planes);
+  // The row pitch and the padding after each plane's window and filter with the fewest
+  // shared-memory wavefronts (then the least memory), within the planes' budget.
+  // (Eight 16-byte groups at stride 1; 16 4-byte steps otherwise, enough for the lanes'
+  // strides of 1 to 4 to spread over the banks, and the filter's offsets in 16-byte steps.)
+  const int step = unit ? 4 : 1, span = unit ? 32 : 16;
+  Tiling best = t;
+  int best_cost = Wavefronts(t, s, per_plane);
+  for (int pitch = min_pitch; pitch < min_pitch + span; pitch += step) {
+    for (int pad = 0; pad < span; pad += step) {
+      for (int fpad = 0; fpad < (unit ? 32 : 16); fpad += 4) {
+        Tiling c = t;
+        c.pitch = pitch;
+        c.plane_floats = t.in_rows * pitch + pad;
+        c.filter_floats = t.filter_floats + fpad;
+        if (plane_bytes(c) * t.planes > std::max(budget, plane_bytes(t) * t.planes)) continue;
+        const int cost = Wavefronts(c, s, per_plane);
+        if (cost < best_cost ||
+            (cost == best_cost && plane_bytes(c) < plane_bytes(best))) {
+          best = c, best_cost = cost;
+        }
+      }
+    }
+  }
+  t = best;
+  t.threads = RoundUpInt(t.planes * per_plane, 32);
+  t.smem_bytes = plane_bytes(t) * t.planes;
   return t;
+}
+
+absl::StatusOr<Tiling> TilingFor(const Shape& s, int64_t smem_limit) {
+  const bool unit = !s.strided() && !s.dilated();
+  if (!unit) return TilingWith(s, 1, smem_limit);
+  // Four rows a thread (an input row's window serves four output rows: fewer shared loads per
+  // multiply-add) on tall planes and kernels of 5 and more, unless the tile then has so few
+  // threads for its shared memory that an SM holds fewer than 512 of them (a 13x13 kernel on 7x7
+  // planes: 4 threads per 2.8 KB plane); one row a thread shares each plane's window among four
+  // times as many. One row measured faster for 3x3 on 7x7 and 14x14 planes, four for 5x5 and
+  // 7x7 there (round 87).
+  if (s.out_h() < 16 && s.kernel_h < 5) return TilingWith(s, 1, smem_limit);
+  absl::StatusOr<Tiling> four = TilingWith(s, 4, smem_limit);
+  if (four.ok()) {
+    const int per_plane = (four->tile_h / 4) * (four->tile_w / kCols);
+    const double bytes_per_thread =
+        static_cast<double>(four->smem_bytes) / (int64_t{four->planes} * per_plane);
+    if (bytes_per_thread * 512 <= static_cast<double>(smem_limit)) return four;
+  }
+  absl::StatusOr<Tiling> one = TilingWith(s, 1, smem_limit);
+  return one.ok() ? one : four;
 }
 
 namespace {
 
 struct Params {
   int h, w, kh, kw, sh, sw, dh, dw, pt, pl, oh, ow;
-  int in_channels, out_channels, multiplier;  // multiplier: Cout / Cin outputs per input plane
-  int tiles_w;
-  int in_rows, in_cols, in_pitch, filter_floats;
+  int in_channels, out_channels;
+  int total_planes;  // batch * out_channels
+  int tile_h, tile_w, tiles_w, tiles, planes, threads_per_row, threads_per_plane;
+  // A plane's staged window is in_rows x pitch floats at a stride of plane_floats (padded for
+  // the banks), its filter kernel_h x filter_pitch at a stride of filter_floats.
+  int in_rows, in_cols, pitch, filter_pitch, plane_floats, filter_floats;
+  // The staging loop's stride (the CTA's threads) in planes, rows and columns of the window.
+  int step_planes, step_rows, step_cols;
+  FastDiv by_window_floats, by_pitch, by_filter_floats, by_filter_pitch, by_out_channels,
+      by_multiplier;
 };
 
-template <bool kUnitStride>
-__global__ void __launch_bounds__(kThreads)
-    DepthwiseKernel(const float* __restrict__ x, const float* __restrict__ w,
-                    const float* __restrict__ bias, float* __restrict__ y, const Params p) {
-  extern __shared__ float smem[];
-  float* filter = smem;
-  float* tile = smem + p.filter_floats;
-  const int tid = static_cast<int>(threadIdx.x);
-  const int o = static_cast<int>(blockIdx.y), b = static_cast<int>(blockIdx.z);
-  const int c = o / p.multiplier;
-  const int tile_y = static_cast<int>(blockIdx.x) / p.tiles_w;
-  const int tile_x = static_cast<int>(blockIdx.x) - tile_y * p.tiles_w;
-  const int oy0 = tile_y * kTileH, ox0 = tile_x * kTileW;
-  const int iy0 = oy0 * p.sh - p.pt, ix0 = ox0 * p.sw - p.pl;
+// The output plane q = b * Cout + o reads input plane b * Cin + o / multiplier = q / multiplier
+// (Cout = Cin * multiplier) and filter o.
+__device__ __forceinline__ int InputPlaneOf(const Params& p, int q) {
+  return p.by_multiplier.Div(q);
+}
 
-  const float* wp = w + static_cast<int64_t>(o) * p.kh * p.kw;
-  for (int i = tid; i < p.kh * p.kw; i += kThreads) filter[i] = wp[i];
-  const float* plane = x + (static_cast<int64_t>(b) * p.in_channels + c) * p.h * p.w;
-  for (int i = tid; i < p.in_rows * p.in_cols; i += kThreads) {
-    const int r = i / p.in_cols, col = i - r * p.in_cols;
-    const int gy = iy0 + r, gx = ix0 + col;
-    const bool inside = gy >= 0 && gy < p.h && gx >= 0 && gx < p.w;
-    tile[r * p.in_pitch + col] = inside ? plane[gy * p.w + gx] : 0.0f;
+// Four taps (kTaps of them; the rest of the chunk lies past kernel_w) of one filter row against
+// an eight-value input window, into up to four output rows: the row at offset `i` from the
+// thread's first input row is row i - r of output r's window.
+template <int kRows, int kTaps>
+__device__ __forceinline__ void Chunk(const float* row, const float* filter, int filter_pitch,
+                                      int kh, int i, int kq0, float (&acc)[kRows][kCols]) {
+  const float4 a = *reinterpret_cast<const float4*>(row + kq0);
+  const float4 b = *reinterpret_cast<const float4*>(row + kq0 + 4);
+  const float win[8] = {a.x, a.y, a.z, a.w, b.x, b.y, b.z, b.w};
+#pragma unroll
+  for (int r = 0; r < kRows; ++r) {
+    const int kp = i - r;
+    if (kp < 0 || kp >= kh) continue;
+    const float4 f4 = *reinterpret_cast<const float4*>(filter + kp * filter_pitch + kq0);
+    const float f[4] = {f4.x, f4.y, f4.z, f4.w};
+#pragma unroll
+    for (int t = 0; t < kTaps; ++t) {
+#pragma unroll
+      for (int j = 0; j < kCols; ++j) acc[r][j] = fmaf(win[j + t], f[t], acc[r][j]);
+    }
   }
+}
+
+template <bool kUnitStride>
+__global__ void DepthwiseKernel(const float* __restrict__ x, const float* __restrict__ w,
+                                const float* __restrict__ bias, float* __restrict__ y,
+                                const Params p) {
+  constexpr int kRows = kUnitStride ? 4 : 1;
+  extern __shared__ float4 smem4[];
+  float* filters = reinterpret_cast<float*>(smem4);
+  float* tiles = filters + p.planes * p.filter_floats;
+  const int tid = static_cast<int>(threadIdx.x);
+  const int group = static_cast<int>(blockIdx.x) / p.tiles;
+  const int tile = static_cast<int>(blockIdx.x) - group * p.tiles;
+  const int tile_y = tile / p.tiles_w, tile_x = tile - tile_y * p.tiles_w;
+  const int oy0 = tile_y * p.tile_h, ox0 = tile_x * p.tile_w;
+  const int iy0 = oy0 * p.sh - p.pt, ix0 = ox0 * p.sw - p.pl;
+  const int q0 = group * p.planes;
+
+  for (int i = tid; i < p.planes * p.filter_floats; i += blockDim.x) {
+    int pp, rem, kp, kq;
+    p.by_filter_floats.DivMod(i, &pp, &rem);
+    p.by_filter_pitch.DivMod(rem, &kp, &kq);
+    const int q = q0 + pp;
+    if (kq >= p.kw || kp >= p.kh) continue;  // never read (the tap loops stop at kernel_w)
+    const bool valid = q < p.total_planes;
+    const int o = valid ? q - p.by_out_channels.Div(q) * p.out_channels : 0;
+    CpAsync<4>(filters + i, w + (static_cast<int64_t>(o) * p.kh + kp) * p.kw + kq, valid);
+  }
+  // The window, one element per thread per step; the element's (plane, row, column) advances by
+  // the step with carries instead of being divided out again (this loop is the kernel's cost on
+  // small planes).
+  {
+    int pp, rem, r, col;
+    p.by_window_floats.DivMod(tid, &pp, &rem);
+    p.by_pitch.DivMod(rem, &r, &col);
+    for (int i = tid; i < p.planes * p.in_rows * p.pitch; i += blockDim.x) {
+      if (col < p.in_cols) {
+        const int q = q0 + pp, gy = iy0 + r, gx = ix0 + col;
+        const bool inside = q < p.total_planes && gy >= 0 && gy < p.h && gx >= 0 && gx < p.w;
+        const float* src =
+            x + (static_cast<int64_t>(InputPlaneOf(p, inside ? q : 0)) * p.h + gy) * p.w + gx;
+        CpAsync<4>(tiles + pp * p.plane_floats + r * p.pitch + col, inside ? src : x, inside);
+      }
+      col += p.step_cols;
+      r += p.step_rows;
+      pp += p.step_planes;
+      if (col >= p.pitch) col -= p.pitch, ++r;
+      if (r >= p.in_rows) r -= p.in_rows, ++pp;
+    }
+  }
+  CpAsyncCommit();
+  CpAsyncWait<0>();
   __syncthreads();
 
-  constexpr int kThreadsPerRow = kTileW / kOutputsPerThread;
-  const int ty = tid / kThreadsPerRow, tx = tid - ty * kThreadsPerRow;
-  const int oy = oy0 + ty, ox = ox0 + tx * kOutputsPerThread;
-  if (oy >= p.oh || ox >= p.ow) return;
-  float acc[kOutputsPerThread] = {};
-  if (kUnitStride) {
-    for (int kp = 0; kp < p.kh; ++kp) {
-      const float* row = tile + (ty + kp) * p.in_pitch + tx * kOutputsPerThread;
-      const float* f = filter + kp * p.kw;
-      float win[kOutputsPerThread];
-#pragma unroll
-      for (int j = 0; j < kOutputsPerThread - 1; ++j) win[j] = row[j];
-      for (int kq = 0; kq < p.kw; ++kq) {
-        win[kOutputsPerThread - 1] = row[kq + kOutputsPerThread - 1];
-        const float fv = f[kq];
-#pragma unroll
-        for (int j = 0; j < kOutputsPerThread; ++j) acc[j] = fmaf(win[j], fv, acc[j]);
-#pragma unroll
-        for (int j = 0; j < kOutputsPerThread - 1; ++j) win[j] = win[j + 1];
+  const int pp = tid / p.threads_per_plane;
+  const int t = tid - pp * p.threads_per_plane;
+  const int ty = t / p.threads_per_row, tx = t - ty * p.threads_per_row;
+  const int q = q0 + pp;
+  if (pp >= p.planes || q >= p.total_planes) return;
+  const float* tile_in = tiles + pp * p.plane_floats;
+  const float* filter = filters + pp * p.filter_floats;
+  float acc[kRows][kCols] = {};
+  if constexpr (kUnitStride) {
+    const float* base = tile_in + ty * kRows * p.pitch + tx * kCols;
+    const int full = p.kw / 4 * 4, tail = p.kw - full;
+    for (int i = 0; i < kRows + p.kh - 1; ++i) {
+      const float* row = base + i * p.pitch;
+      for (int kq0 = 0; kq0 < full; kq0 += 4) {
+        Chunk<kRows, 4>(row, filter, p.filter_pitch, p.kh, i, kq0, acc);
       }
+      if (tail == 1) Chunk<kRows, 1>(row, filter, p.filter_pitch, p.kh, i, full, acc);
+      if (tail == 2) Chunk<kRows, 2>(row, filter, p.filter_pitch, p.kh, i, full, acc);
+      if (tail == 3) Chunk<kRows, 3>(row, filter, p.filter_pitch, p.kh, i, full, acc);
     }
   } else {
+    // Thread tx owns columns tx, tx + threads_per_row, ...: neighbouring lanes read input
+    // columns `stride` apart (consecutive outputs per thread would put them 4 * stride apart,
+    // on fewer banks).
     for (int kp = 0; kp < p.kh; ++kp) {
-      const float* row = tile + (ty * p.sh + kp * p.dh) * p.in_pitch + tx * kOutputsPerThread * p.sw;
-      const float* f = filter + kp * p.kw;
+      const float* row = tile_in + (ty * p.sh + kp * p.dh) * p.pitch + tx * p.sw;
+      const float* f = filter + kp * p.filter_pitch;
       for (int kq = 0; kq < p.kw; ++kq) {
         const float fv = f[kq];
 #pragma unroll
-        for (int j = 0; j < kOutputsPerThread; ++j) {
-          acc[j] = fmaf(row[j * p.sw + kq * p.dw], fv, acc[j]);
+        for (int j = 0; j < kCols; ++j) {
+          acc[0][j] = fmaf(row[(j * p.threads_per_row) * p.sw + kq * p.dw], fv, acc[0][j]);
         }
       }
     }
   }
+  const int o = q - p.by_out_channels.Div(q) * p.out_channels;
   const float add = bias != nullptr ? bias[o] : 0.0f;
-  float* out = y + ((static_cast<int64_t>(b) * p.out_channels + o) * p.oh + oy) * p.ow + ox;
+  // At stride 1 a thread's columns are consecutive, otherwise threads_per_row apart.
+  const int ox = ox0 + (kUnitStride ? tx * kCols : tx);
+  const int col_step = kUnitStride ? 1 : p.threads_per_row;
 #pragma unroll
-  for (int j = 0; j < kOutputsPerThread; ++j) {
-    if (ox + j < p.ow) out[j] = acc[j] + add;
+  for (int r = 0; r < kRows; ++r) {
+    const int oy = oy0 + ty * kRows + r;
+    if (oy >= p.oh) break;
+    float* out = y + (static_cast<int64_t>(q) * p.oh + oy) * p.ow;
+#pragma unroll
+    for (int j = 0; j < kCols; ++j) {
+      if (ox + j * col_step < p.ow) out[ox + j * col_step] = acc[r][j] + add;
+    }
   }
 }
 
 class DepthwiseRunner : public Runner {
  public:
-  DepthwiseRunner(const Shape& s, const Params& p, int64_t smem_bytes, bool unit)
-      : s_(s), p_(p), smem_bytes_(static_cast<int>(smem_bytes)), unit_(unit) {}
+  DepthwiseRunner(const Shape& s, const Params& p, const Tiling& t, int64_t ctas, bool unit)
+      : s_(s), p_(p), t_(t), ctas_(ctas), unit_(unit) {}
   size_t workspace_bytes() const override { return 0; }
   bool adds_bias() const override { return true; }
   absl::Status Run(const RunArgs& a) const override {
-    const int tiles_h = (p_.oh + kTileH - 1) / kTileH;
-    const dim3 grid(static_cast<unsigned>(tiles_h * p_.tiles_w),
-                    static_cast<unsigned>(p_.out_channels), static_cast<unsigned>(s_.batch));
     auto* kernel = unit_ ? &DepthwiseKernel<true> : &DepthwiseKernel<false>;
-    kernel<<<grid, kThreads, smem_bytes_, a.stream>>>(a.x, a.w, s_.has_bias ? a.bias : nullptr,
-                                                      a.y, p_);
+    kernel<<<static_cast<unsigned>(ctas_), static_cast<unsigned>(t_.threads),
+             static_cast<size_t>(t_.smem_bytes), a.stream>>>(
+        a.x, a.w, s_.has_bias ? a.bias : nullptr, a.y, p_);
     return LaunchStatus("depthwise kernel launch");
   }
 
  private:
   Shape s_;
   Params p_;
-  int smem_bytes_;
+  Tiling t_;
+  int64_t ctas_;
   bool unit_;
 };
 
 struct Config {
   Params params;
-  int64_t smem_bytes = 0;
+  Tiling tiling;
+  int64_t ctas = 0;
   bool unit = false;
 };
 
@@ -149,9 +357,9 @@ class Depthwise : public AlgorithmWithConfig<Config> {
   }
 
  protected:
-  // The time: the input planes (read once, plus the halo each tile reads again), the filter and
-  // the output at 3 TB/s, or the multiply-adds at ~15 T/s (a quarter of the fp32 peak: two shared
-  // loads per four), whichever is longer, plus 3 us for the launch.
+  // The time: the staged windows (each plane read once, plus the halo tiles read again), the
+  // filters and the output at 3 TB/s, or the multiply-adds at 20 T/s (~60% of the fp32 peak),
+  // whichever is longer, plus 3 us for the launch.
   absl::StatusOr<Config> Choose(const Shape& s, const DeviceInfo& device,
                                 double* seconds) const override {
     if (s.in_per_group() != 1) {
@@ -163,15 +371,10 @@ class Depthwise : public AlgorithmWithConfig<Config> {
           absl::StrCat("depthwise takes kernels up to ", kMaxKernel, " a side"));
     }
     RETURN_IF_ERROR(CheckFitsInt32(s, "depthwise"));
-    if (s.out_channels > 65535 || s.batch > 65535) {
-      return absl::OutOfRangeError("depthwise: more than 65535 output channels or images");
-    }
-    const TileGeometry t = TileFor(s);
-    if (static_cast<size_t>(t.smem_bytes) > device.shared_memory_per_block_optin) {
-      return absl::ResourceExhaustedError(absl::StrCat("depthwise: its tile needs ", t.smem_bytes,
-                                                       " bytes of shared memory"));
-    }
+    ASSIGN_OR_RETURN(const Tiling t,
+                     TilingFor(s, static_cast<int64_t>(device.shared_memory_per_block_optin)));
     Config c;
+    c.tiling = t;
     Params& p = c.params;
     p.h = static_cast<int>(s.height);
     p.w = static_cast<int>(s.width);
@@ -187,25 +390,41 @@ class Depthwise : public AlgorithmWithConfig<Config> {
     p.ow = static_cast<int>(s.out_w());
     p.in_channels = static_cast<int>(s.in_channels);
     p.out_channels = static_cast<int>(s.out_channels);
-    p.multiplier = static_cast<int>(s.out_per_group());
-    p.tiles_w = (p.ow + kTileW - 1) / kTileW;
-    const int64_t tiles = int64_t{(p.oh + kTileH - 1) / kTileH} * p.tiles_w;
-    if (tiles > std::numeric_limits<int32_t>::max()) {
-      return absl::OutOfRangeError("depthwise: too many tiles per plane");
-    }
+    p.total_planes = static_cast<int>(s.batch * s.out_channels);  // < 2^31: CheckFitsInt32
+    p.tile_h = t.tile_h;
+    p.tile_w = t.tile_w;
+    p.tiles_w = t.tiles_w;
+    p.tiles = t.tiles_h * t.tiles_w;
+    p.planes = t.planes;
+    p.threads_per_row = t.tile_w / kCols;
+    p.threads_per_plane = (t.tile_h / t.rows_per_thread) * p.threads_per_row;
     p.in_rows = t.in_rows;
     p.in_cols = t.in_cols;
-    p.in_pitch = t.in_pitch;
-    p.filter_floats = static_cast<int>((s.kernel_h * s.kernel_w + 3) / 4 * 4);
-    c.smem_bytes = t.smem_bytes;
-    c.unit = !s.strided() && !s.dilated();
-    const double planes = static_cast<double>(s.batch) * s.out_channels;
-    const double staged = planes * tiles * t.in_rows * t.in_cols * 4.0;
+    p.pitch = t.pitch;
+    p.filter_pitch = t.filter_pitch;
+    p.plane_floats = t.plane_floats;
+    p.filter_floats = t.filter_floats;
+    const int window = t.in_rows * t.pitch;
+    p.step_planes = t.threads / window;
+    p.step_rows = t.threads % window / t.pitch;
+    p.step_cols = t.threads % t.pitch;
+    p.by_window_floats = FastDiv(static_cast<uint32_t>(window));
+    p.by_pitch = FastDiv(static_cast<uint32_t>(p.pitch));
+    p.by_filter_floats = FastDiv(static_cast<uint32_t>(p.filter_floats));
+    p.by_filter_pitch = FastDiv(static_cast<uint32_t>(p.filter_pitch));
+    p.by_out_channels = FastDiv(static_cast<uint32_t>(p.out_channels));
+    p.by_multiplier = FastDiv(static_cast<uint32_t>(s.out_per_group()));
+    const int64_t groups = (int64_t{p.total_planes} + t.planes - 1) / t.planes;
+    c.ctas = groups * p.tiles;
+    if (c.ctas > std::numeric_limits<int32_t>::max()) {
+      return absl::OutOfRangeError("depthwise: more than 2^31 - 1 CTAs");
+    }
+    c.unit = t.rows_per_thread > 1;
+    const double staged = static_cast<double>(c.ctas) * t.planes * t.in_rows * t.in_cols * 4.0;
     const double bytes = std::max(staged, 4.0 * s.input_elements()) +
                          4.0 * (s.filter_elements() + s.output_elements());
     const double fmas = static_cast<double>(s.output_elements()) * s.kernel_h * s.kernel_w;
-    (void)device;
-    *seconds = std::max(bytes / 3e12, fmas / 15e12) + 3e-6;
+    *seconds = std::max(bytes / 3e12, fmas / 20e12) + 3e-6;
     return c;
   }
 
@@ -214,10 +433,10 @@ class Depthwise : public AlgorithmWithConfig<Config> {
     for (auto* kernel : {&DepthwiseKernel<true>, &DepthwiseKernel<false>}) {
       RETURN_IF_ERROR(CudaStatus(
           cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                               static_cast<int>(c.smem_bytes)),
+                               static_cast<int>(c.tiling.smem_bytes)),
           "depthwise: cudaFuncSetAttribute (shared memory size)"));
     }
-    return std::unique_ptr<Runner>(new DepthwiseRunner(s, c.params, c.smem_bytes, c.unit));
+    return std::unique_ptr<Runner>(new DepthwiseRunner(s, c.params, c.tiling, c.ctas, c.unit));
   }
 };
 
