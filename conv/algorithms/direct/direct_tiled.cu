@@ -621,12 +621,17 @@ class DirectTiled : public AlgorithmWithConfig<Tiling> {
  protected:
   // The tiling with the smallest modelled time for the device's SM count. The time: ModelCycles
   // at 1.755 GHz and 75% of the issue rate (6 shared loads per 32 FMAs), or the minimal traffic
-  // at 3.5 TB/s if that is longer, plus 5 us of launch; calibration() corrects it.
+  // at 3.5 TB/s if that is longer, plus 5 us of launch; calibration() corrects it. With one tap
+  // (1x1 kernels) nothing is reused from shared memory and the kernel streams at well under the
+  // copy rate: 0.46-0.85 TB/s measured on the nets suite's 1x1 layers of 16-32 input channels
+  // at 56x56 and 112x112 (round 87), where 3.5 TB/s had auto pick it over a 2-5x faster
+  // implicit_gemm_wgmma.
   absl::StatusOr<Tiling> Choose(const Shape& s, const DeviceInfo& device,
                                 double* seconds) const override {
     ASSIGN_OR_RETURN(Tiling t, PlanTiling(s, device.sm_count));
     const double compute = ModelCycles(s, t, device.sm_count) / (1.755e9 * 0.75);
-    const double memory = s.min_bytes() / 3.5e12;
+    const bool one_tap = s.kernel_h * s.kernel_w == 1;
+    const double memory = s.min_bytes() / (one_tap ? 0.8e12 : 3.5e12);
     *seconds = std::max(compute, memory) + 5e-6;
     return t;
   }
