@@ -161,7 +161,7 @@ TEST_P(VariantsTest, MatchesFp64Reference) {
 
 INSTANTIATE_TEST_SUITE_P(All, VariantsTest, ::testing::ValuesIn(Cases()),
                          [](const auto& info) {
-                           return info.param.algorithm + "_" + info.param.shape.ToString();
+                           return info.param.algorithm + "_" + GtestName(info.param.shape);
                          });
 
 }  // namespace

@@ -2,12 +2,24 @@
 #ifndef CONV2D_CONV_TESTING_SHAPES_H_
 #define CONV2D_CONV_TESTING_SHAPES_H_
 
+#include <cctype>
 #include <cstdint>
+#include <string>
 #include <vector>
 
 #include "conv/shape.h"
 
 namespace conv2d {
+
+// Shape::ToString() as a parameterised test's name: gtest takes [A-Za-z0-9_] only, and the
+// geometry's suffixes carry commas ("_p1,1,1,1").
+inline std::string GtestName(const Shape& s) {
+  std::string n = s.ToString();
+  for (char& ch : n) {
+    if (!std::isalnum(static_cast<unsigned char>(ch))) ch = '_';
+  }
+  return n;
+}
 
 // KernelBot conv2d test shapes, (size, kernelsize, channels, batch).
 inline std::vector<Shape> KernelBotTestShapes() {

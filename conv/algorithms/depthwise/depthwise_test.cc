@@ -3,13 +3,13 @@
 // stride (also larger than the kernel), dilation, asymmetric padding, the bias, the networks'
 // depthwise layers at reduced batch, the 31x31 large kernel; inputs changed between calls; data
 // beyond randn (the input classes); and shapes it must refuse. Fails without a GPU.
-#include <cctype>
 #include <string>
 #include <vector>
 
 #include "conv/algorithms/depthwise/depthwise.h"
 #include "conv/conv.h"
 #include "conv/testing/expect_reference.h"
+#include "conv/testing/shapes.h"
 #include "conv/testing/testbed.h"
 #include "gtest/gtest.h"
 #include "reference/input_classes.h"
@@ -59,14 +59,6 @@ std::vector<Shape> Shapes() {
   return v;
 }
 
-std::string TestName(const Shape& s) {
-  std::string n = s.ToString();
-  for (char& ch : n) {
-    if (!std::isalnum(static_cast<unsigned char>(ch))) ch = '_';
-  }
-  return n;
-}
-
 class DepthwiseTest : public ::testing::TestWithParam<Shape> {};
 
 TEST_P(DepthwiseTest, MatchesFp64Reference) {
@@ -84,7 +76,7 @@ TEST_P(DepthwiseTest, AutoTakesIt) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Shapes, DepthwiseTest, ::testing::ValuesIn(Shapes()),
-                         [](const auto& info) { return TestName(info.param); });
+                         [](const auto& info) { return GtestName(info.param); });
 
 TEST(DepthwiseGpuTest, InputsChangeBetweenCalls) {
   absl::Status st = CheckInputsChangeBetweenCalls(

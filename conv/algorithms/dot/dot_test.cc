@@ -3,13 +3,13 @@
 // and are not multiples of 4 (16-byte and scalar loads), 4 to 32 lanes per output, batch 1, the
 // bias, stride (moot), inputs changed between calls, data beyond randn; and the shapes it must
 // refuse. Fails without a GPU.
-#include <cctype>
 #include <string>
 #include <vector>
 
 #include "conv/algorithms/dot/dot.h"
 #include "conv/conv.h"
 #include "conv/testing/expect_reference.h"
+#include "conv/testing/shapes.h"
 #include "conv/testing/testbed.h"
 #include "gtest/gtest.h"
 #include "reference/input_classes.h"
@@ -46,14 +46,6 @@ std::vector<Shape> Shapes() {
   return v;
 }
 
-std::string TestName(const Shape& s) {
-  std::string n = s.ToString();
-  for (char& ch : n) {
-    if (!std::isalnum(static_cast<unsigned char>(ch))) ch = '_';
-  }
-  return n;
-}
-
 class DotTest : public ::testing::TestWithParam<Shape> {};
 
 TEST_P(DotTest, MatchesFp64Reference) {
@@ -61,7 +53,7 @@ TEST_P(DotTest, MatchesFp64Reference) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Shapes, DotTest, ::testing::ValuesIn(Shapes()),
-                         [](const auto& info) { return TestName(info.param); });
+                         [](const auto& info) { return GtestName(info.param); });
 
 // auto takes the squeeze-excite layers here (depthwise on 1x1 images goes to depthwise or dot:
 // either is correct, so it is not asserted).
