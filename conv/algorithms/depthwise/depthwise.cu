@@ -8,12 +8,15 @@
 // (at most kMaxKernel^2 = 3969 terms, within the direct-summation contract's 4608) and adds the
 // bias.
 //
-// At stride 1 and dilation 1 a thread computes kCols x 4 outputs and walks the input rows its
-// outputs read: each row's eight-value window, two 16-byte shared loads, serves four filter taps
-// of up to four output rows (up to 64 multiply-adds for 2 + 4 loads: the direct sum stays on
-// the FMA pipe, not on shared-memory bandwidth, which matters at 31x31). A filter row's last
-// chunk of taps, past kernel_w, is skipped rather than multiplied by zero: the input there is
-// another output's, and 0 * Inf would put a NaN where F.conv2d has none.
+// At stride 1 and dilation 1 a thread computes kCols consecutive outputs of 4 rows (or of 1 row
+// where TilingFor says so) and walks the input rows its outputs read: each row's eight-value
+// window, two 16-byte shared loads, serves four filter taps of up to four output rows (up to 64
+// multiply-adds for 2 + 4 loads: the direct sum stays on the FMA pipe, not on shared-memory
+// bandwidth, which matters at 31x31). A filter row's last chunk of taps, past kernel_w, is
+// skipped rather than multiplied by zero: the input there is another output's, and 0 * Inf
+// would put a NaN where F.conv2d has none. Otherwise a thread computes kCols outputs of one
+// row, threads_per_row apart, with 4-byte loads. TilingFor pads the rows and planes in shared
+// memory so that one warp's loads spread over the banks.
 #include "conv/algorithms/depthwise/depthwise.h"
 
 #include <cuda_runtime.h>
