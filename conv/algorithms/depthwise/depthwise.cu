@@ -38,28 +38,25 @@ namespace {
 // conv/arch/int_math.h's, in the int the tiling's fields are.
 int CeilDivInt(int64_t a, int64_t b) { return static_cast<int>(CeilDiv(a, b)); }
 int RoundUpInt(int64_t a, int64_t b) { return static_cast<int>(RoundUp(a, b)); }
-}  // namespace
-
-namespace {
 
 // The shared-memory wavefronts of the first warp's loads, per kernel step, for a candidate
-// layout: at stride 1 the 16-byte window and filter loads (a quarter-warp per wavefront, eight
+// layout: with four rows a thread the 16-byte window and filter loads (a quarter-warp per wavefront, eight
 // 16-byte bank groups), otherwise the 4-byte ones (a warp per wavefront, 32 banks). Lanes of
 // different planes and thread rows read at the planes' and rows' strides; a layout whose strides
 // are multiples of the bank width puts them on the same banks (up to 4-way on 7x7 planes).
 int Wavefronts(const Tiling& t, const Shape& s, int per_plane) {
-  const bool unit = t.rows_per_thread > 1;
+  const bool four_rows = t.rows_per_thread > 1;
   const int tpr = t.tile_w / kCols;
   const int lanes = std::min(32, t.planes * per_plane);
-  const int phase = unit ? 8 : 32, granule = unit ? 4 : 1, banks = unit ? 8 : 32;
+  const int phase = four_rows ? 8 : 32, granule = four_rows ? 4 : 1, banks = four_rows ? 8 : 32;
   int window = 0, filter = 0;
   for (int first = 0; first < lanes; first += phase) {
     int64_t win_addr[32], fil_addr[32];
     int n = 0;
     for (int l = first; l < std::min(lanes, first + phase); ++l, ++n) {
       const int pp = l / per_plane, ti = l % per_plane, ty = ti / tpr, tx = ti % tpr;
-      const int64_t row = unit ? int64_t{ty} * t.rows_per_thread : int64_t{ty} * s.stride_h;
-      const int64_t col = unit ? int64_t{tx} * kCols : int64_t{tx} * s.stride_w;
+      const int64_t row = four_rows ? int64_t{ty} * t.rows_per_thread : int64_t{ty} * s.stride_h;
+      const int64_t col = four_rows ? int64_t{tx} * kCols : int64_t{tx} * s.stride_w;
       win_addr[n] = (pp * int64_t{t.plane_floats} + row * t.pitch + col) / granule;
       fil_addr[n] = pp * int64_t{t.filter_floats} / granule;
     }
@@ -79,7 +76,7 @@ int Wavefronts(const Tiling& t, const Shape& s, int per_plane) {
   }
   // Per chunk of four taps at stride 1: two window loads and up to four filter loads; per tap
   // otherwise: four window loads and one filter load.
-  return unit ? 2 * window + t.rows_per_thread * filter : kCols * window + filter;
+  return four_rows ? 2 * window + t.rows_per_thread * filter : kCols * window + filter;
 }
 
 }  // namespace
@@ -99,8 +96,10 @@ absl::StatusOr<Tiling> TilingWith(const Shape& s, int rows_per_thread, int64_t s
   t.in_rows = static_cast<int>((t.tile_h - 1) * s.stride_h + s.span_h());
   t.in_cols = static_cast<int>((t.tile_w - 1) * s.stride_w + s.span_w());
   t.filter_pitch = RoundUpInt(static_cast<int>(s.kernel_w), 4);
-  // At stride 1, 16-byte rows, and the last window load reads up to column tile_w +
-  // filter_pitch - 1 (columns from in_cols on are loaded, never used, and not staged).
+  // At stride 1, 16-byte rows, and the four-row path's last window load reads up to column
+  // tile_w + filter_pitch - 1 (columns from in_cols on are loaded, never used, and not staged).
+  // One-row tilings at stride 1 keep that layout too (as measured in round 87), though their
+  // 4-byte loads stop at in_cols.
   const int min_pitch = unit ? RoundUpInt(std::max(t.in_cols, t.tile_w + t.filter_pitch), 4)
                              : t.in_cols;
   auto plane_bytes = [&](const Tiling& c) { return 4 * int64_t{c.plane_floats + c.filter_floats}; };
@@ -173,7 +172,7 @@ namespace {
 
 struct Params {
   int h, w, kh, kw, sh, sw, dh, dw, pt, pl, oh, ow;
-  int in_channels, out_channels;
+  int out_channels;
   int total_planes;  // batch * out_channels
   int tile_h, tile_w, tiles_w, tiles, planes, threads_per_row, threads_per_plane;
   // A plane's staged window is in_rows x pitch floats at a stride of plane_floats (padded for
@@ -214,11 +213,11 @@ __device__ __forceinline__ void Chunk(const float* row, const float* filter, int
   }
 }
 
-template <bool kUnitStride>
+template <bool kFourRows>
 __global__ void DepthwiseKernel(const float* __restrict__ x, const float* __restrict__ w,
                                 const float* __restrict__ bias, float* __restrict__ y,
                                 const Params p) {
-  constexpr int kRows = kUnitStride ? 4 : 1;
+  constexpr int kRows = kFourRows ? 4 : 1;
   extern __shared__ float4 smem4[];
   float* filters = reinterpret_cast<float*>(smem4);
   float* tiles = filters + p.planes * p.filter_floats;
@@ -274,7 +273,7 @@ __global__ void DepthwiseKernel(const float* __restrict__ x, const float* __rest
   const float* tile_in = tiles + pp * p.plane_floats;
   const float* filter = filters + pp * p.filter_floats;
   float acc[kRows][kCols] = {};
-  if constexpr (kUnitStride) {
+  if constexpr (kFourRows) {
     const float* base = tile_in + ty * kRows * p.pitch + tx * kCols;
     const int full = p.kw / 4 * 4, tail = p.kw - full;
     for (int i = 0; i < kRows + p.kh - 1; ++i) {
@@ -304,9 +303,9 @@ __global__ void DepthwiseKernel(const float* __restrict__ x, const float* __rest
   }
   const int o = q - p.by_out_channels.Div(q) * p.out_channels;
   const float add = bias != nullptr ? bias[o] : 0.0f;
-  // At stride 1 a thread's columns are consecutive, otherwise threads_per_row apart.
-  const int ox = ox0 + (kUnitStride ? tx * kCols : tx);
-  const int col_step = kUnitStride ? 1 : p.threads_per_row;
+  // With four rows a thread's columns are consecutive, otherwise threads_per_row apart.
+  const int ox = ox0 + (kFourRows ? tx * kCols : tx);
+  const int col_step = kFourRows ? 1 : p.threads_per_row;
 #pragma unroll
   for (int r = 0; r < kRows; ++r) {
     const int oy = oy0 + ty * kRows + r;
@@ -321,12 +320,12 @@ __global__ void DepthwiseKernel(const float* __restrict__ x, const float* __rest
 
 class DepthwiseRunner : public Runner {
  public:
-  DepthwiseRunner(const Shape& s, const Params& p, const Tiling& t, int64_t ctas, bool unit)
-      : s_(s), p_(p), t_(t), ctas_(ctas), unit_(unit) {}
+  DepthwiseRunner(const Shape& s, const Params& p, const Tiling& t, int64_t ctas)
+      : s_(s), p_(p), t_(t), ctas_(ctas) {}
   size_t workspace_bytes() const override { return 0; }
   bool adds_bias() const override { return true; }
   absl::Status Run(const RunArgs& a) const override {
-    auto* kernel = unit_ ? &DepthwiseKernel<true> : &DepthwiseKernel<false>;
+    auto* kernel = t_.rows_per_thread == 4 ? &DepthwiseKernel<true> : &DepthwiseKernel<false>;
     kernel<<<static_cast<unsigned>(ctas_), static_cast<unsigned>(t_.threads),
              static_cast<size_t>(t_.smem_bytes), a.stream>>>(
         a.x, a.w, s_.has_bias ? a.bias : nullptr, a.y, p_);
@@ -338,14 +337,12 @@ class DepthwiseRunner : public Runner {
   Params p_;
   Tiling t_;
   int64_t ctas_;
-  bool unit_;
 };
 
 struct Config {
   Params params;
   Tiling tiling;
   int64_t ctas = 0;
-  bool unit = false;
 };
 
 class Depthwise : public AlgorithmWithConfig<Config> {
@@ -391,7 +388,6 @@ class Depthwise : public AlgorithmWithConfig<Config> {
     p.pl = static_cast<int>(s.pad_left);
     p.oh = static_cast<int>(s.out_h());
     p.ow = static_cast<int>(s.out_w());
-    p.in_channels = static_cast<int>(s.in_channels);
     p.out_channels = static_cast<int>(s.out_channels);
     p.total_planes = static_cast<int>(s.batch * s.out_channels);  // < 2^31: CheckFitsInt32
     p.tile_h = t.tile_h;
@@ -422,7 +418,6 @@ class Depthwise : public AlgorithmWithConfig<Config> {
     if (c.ctas > std::numeric_limits<int32_t>::max()) {
       return absl::OutOfRangeError("depthwise: more than 2^31 - 1 CTAs");
     }
-    c.unit = t.rows_per_thread > 1;
     const double staged = static_cast<double>(c.ctas) * t.planes * t.in_rows * t.in_cols * 4.0;
     const double bytes = std::max(staged, 4.0 * s.input_elements()) +
                          4.0 * (s.filter_elements() + s.output_elements());
@@ -439,7 +434,7 @@ class Depthwise : public AlgorithmWithConfig<Config> {
                                static_cast<int>(c.tiling.smem_bytes)),
           "depthwise: cudaFuncSetAttribute (shared memory size)"));
     }
-    return std::unique_ptr<Runner>(new DepthwiseRunner(s, c.params, c.tiling, c.ctas, c.unit));
+    return std::unique_ptr<Runner>(new DepthwiseRunner(s, c.params, c.tiling, c.ctas));
   }
 };
 
