@@ -6,6 +6,7 @@
 #include "conv/algorithms/direct/direct.h"
 #include "conv/algorithms/direct/direct_tiled.h"
 #include "conv/algorithms/dot/dot.h"
+#include "conv/algorithms/fft/fft_depthwise.h"
 #include "conv/algorithms/fft/fft_fused.h"
 #include "conv/algorithms/implicit_gemm/implicit_gemm_3xtf32.h"
 #include "conv/algorithms/implicit_gemm/implicit_gemm_wgmma.h"
@@ -27,6 +28,7 @@ const std::vector<AlgorithmFactory>& BuiltinAlgorithms() {
       &MakeWinograd,
       &MakeDepthwise,
       &MakeDot,
+      &MakeFftDepthwise,
   };
   return *factories;
 }

@@ -1,0 +1,109 @@
+// fft_depthwise's tiling on the CPU: every output of every plane is in exactly one tile's valid
+// part, the tile holds the kernel with no wrap-around, the CTAs cover the planes and images,
+// shared memory fits; the tile chosen for the networks' large kernels; the shapes it refuses.
+#include "conv/algorithms/fft/fft_depthwise.h"
+
+#include <cstdio>
+#include <random>
+
+#include "conv/shape.h"
+#include "gtest/gtest.h"
+
+namespace conv2d {
+namespace fft_depthwise {
+namespace {
+
+Shape Depthwise(int64_t b, int64_t c, int64_t mult, int64_t h, int64_t w, int64_t kh, int64_t kw,
+                int64_t pad) {
+  Shape s{b, c, c * mult, h, w, kh, kw};
+  s.pad_top = s.pad_bottom = s.pad_left = s.pad_right = pad;
+  s.groups = c;
+  return s;
+}
+
+void ExpectCovers(const Shape& s, const Tiling& t) {
+  SCOPED_TRACE(s.ToString());
+  const int64_t th = int64_t{1} << t.log2_th, tw = int64_t{1} << t.log2_tw;
+  EXPECT_GE(t.step_h, 1);
+  EXPECT_GE(t.step_w, 1);
+  // The valid outputs of a tile read only its own input rows and columns: no wrap-around.
+  EXPECT_LE(t.step_h + s.kernel_h - 1, th);
+  EXPECT_LE(t.step_w + s.kernel_w - 1, tw);
+  EXPECT_GE(int64_t{t.tiles_h} * t.step_h, s.out_h());
+  EXPECT_LT(int64_t{t.tiles_h - 1} * t.step_h, s.out_h());  // no empty tile
+  EXPECT_GE(int64_t{t.tiles_w} * t.step_w, s.out_w());
+  EXPECT_LT(int64_t{t.tiles_w - 1} * t.step_w, s.out_w());
+  EXPECT_GE(int64_t{t.batch_groups} * 2 * t.pairs, s.batch);
+  EXPECT_LT(int64_t{t.batch_groups - 1} * 2 * t.pairs, s.batch);
+  EXPECT_EQ(t.ctas, s.out_channels * t.tiles_h * t.tiles_w * t.batch_groups);
+  EXPECT_GE(t.pairs, 1);
+  EXPECT_LE(t.smem_bytes, 227 * 1024);
+  EXPECT_EQ(t.row_pitch % 2, 1);
+  EXPECT_GE(t.pair_stride, th * t.row_pitch);
+}
+
+TEST(FftDepthwiseTilingTest, LargeKernelsOfTheNetworks) {
+  // RepLKNet's 31x31 on 56x56, batch 32: 64x64 tiles of 34x34 outputs, four per plane, two
+  // complex FFTs (four images) per CTA in 72 KB.
+  const Shape big = Depthwise(32, 128, 1, 56, 56, 31, 31, 15);
+  absl::StatusOr<Tiling> t = TilingFor(big);
+  ASSERT_TRUE(t.ok()) << t.status();
+  EXPECT_EQ(t->log2_th, 6);
+  EXPECT_EQ(t->log2_tw, 6);
+  EXPECT_EQ(t->step_h, 34);
+  EXPECT_EQ(t->tiles_h * t->tiles_w, 4);
+  EXPECT_EQ(t->pairs, 2);
+  EXPECT_LE(t->smem_bytes, 72 * 1024);
+  ExpectCovers(big, *t);
+  // 13x13 on 7x7: one 32x32 tile a plane.
+  const Shape small = Depthwise(32, 1024, 1, 7, 7, 13, 13, 6);
+  t = TilingFor(small);
+  ASSERT_TRUE(t.ok()) << t.status();
+  EXPECT_EQ(t->log2_th, 5);
+  EXPECT_EQ(t->tiles_h * t->tiles_w, 1);
+  ExpectCovers(small, *t);
+}
+
+TEST(FftDepthwiseTilingTest, RandomGeometriesAreCovered) {
+  std::mt19937 rng(5);
+  auto pick = [&](int lo, int hi) { return std::uniform_int_distribution<int>(lo, hi)(rng); };
+  for (int i = 0; i < 2000; ++i) {
+    const int64_t kh = pick(1, 63), kw = pick(1, 63);
+    Shape s = Depthwise(pick(1, 9), pick(1, 6), pick(1, 3), pick(1, 200), pick(1, 200), kh, kw, 0);
+    s.pad_top = pick(0, static_cast<int>(kh) - 1);
+    s.pad_bottom = pick(0, static_cast<int>(kh) - 1);
+    s.pad_left = pick(0, static_cast<int>(kw) - 1);
+    s.pad_right = pick(0, static_cast<int>(kw) - 1);
+    if (!ValidateShape(s).ok()) continue;
+    absl::StatusOr<Tiling> t = TilingFor(s);
+    ASSERT_TRUE(t.ok()) << s.ToString() << ": " << t.status();
+    ExpectCovers(s, *t);
+    if (i < 12) {
+      std::printf("%-44s tile %dx%d step %dx%d tiles %dx%d pairs %d smem %lld ctas %lld\n",
+                  s.ToString().c_str(), 1 << t->log2_th, 1 << t->log2_tw, t->step_h, t->step_w,
+                  t->tiles_h, t->tiles_w, t->pairs, static_cast<long long>(t->smem_bytes),
+                  static_cast<long long>(t->ctas));
+    }
+  }
+}
+
+TEST(FftDepthwiseTilingTest, RefusesWhatItDoesNotCompute) {
+  Shape strided = Depthwise(1, 4, 1, 32, 32, 15, 15, 7);
+  strided.stride_h = 2;
+  EXPECT_EQ(TilingFor(strided).status().code(), absl::StatusCode::kUnimplemented);
+  Shape dilated = Depthwise(1, 4, 1, 64, 64, 15, 15, 7);
+  dilated.dilation_w = 2;
+  EXPECT_EQ(TilingFor(dilated).status().code(), absl::StatusCode::kUnimplemented);
+  Shape grouped{1, 8, 8, 32, 32, 15, 15};
+  grouped.groups = 4;  // two input channels per group
+  EXPECT_EQ(TilingFor(grouped).status().code(), absl::StatusCode::kUnimplemented);
+  EXPECT_EQ(TilingFor(Depthwise(1, 2, 1, 80, 80, 64, 64, 0)).status().code(),
+            absl::StatusCode::kUnimplemented);  // past kMaxKernel
+  std::unique_ptr<Algorithm> a = MakeFftDepthwise();
+  EXPECT_EQ(a->CanImplement(strided).code(), absl::StatusCode::kUnimplemented);
+  EXPECT_TRUE(a->CanImplement(Depthwise(2, 3, 2, 40, 41, 31, 29, 14)).ok());
+}
+
+}  // namespace
+}  // namespace fft_depthwise
+}  // namespace conv2d
