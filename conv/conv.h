@@ -27,7 +27,9 @@
 //     (<= Cin/groups*Kh*Kw * 2^-24 * sum |x||w|), which large-mean data takes past the bar.
 //     The FFT (fft_fused*) is within it for filters of >= 9 taps: it takes spikes, non-finite
 //     values and large means out of its transforms and adds them back exactly, or computes a
-//     tile by direct summation in double.
+//     tile by direct summation in double. fft_depthwise is within it for every filter it takes
+//     (up to 63x63): an output whose FFT error estimate (from its tile's and filter's energies)
+//     could pass the bar at its value is recomputed by direct summation in fp32.
 //   - Outside the contract for every fp32 method: outputs whose window holds several outliers
 //     whose contributions cancel to far below their size (the error is then fp32 summation's on
 //     those terms), and data beyond ~1e18 in magnitude, where the FFT's spike detection turns off.
