@@ -1,5 +1,6 @@
 #include "tools/lab/lab.h"
 
+#include "conv/algorithms/depthwise/depthwise.h"
 #include "tools/lab/fft_tiled.h"
 
 namespace conv2d {
@@ -8,6 +9,8 @@ const std::vector<AlgorithmFactory>& LabAlgorithms() {
   static const auto* factories = new std::vector<AlgorithmFactory>{
       &MakeFftTiled,
       &MakeFftTiled3xTf32,
+      [] { return depthwise_internal::MakeDepthwiseForced(/*staged=*/true); },
+      [] { return depthwise_internal::MakeDepthwiseForced(/*staged=*/false); },
   };
   return *factories;
 }

@@ -12,7 +12,9 @@
 
 namespace conv2d {
 
-// fft_tiled and fft_tiled_3xtf32, the cuFFT + cuBLAS baselines of the FFT family.
+// fft_tiled and fft_tiled_3xtf32, the cuFFT + cuBLAS baselines of the FFT family;
+// depthwise_staged and depthwise_streaming, depthwise with its kernel forced (one shape timed on
+// both; auto never ranks them).
 const std::vector<AlgorithmFactory>& LabAlgorithms();
 
 // Adds LabAlgorithms() to `registry` (the global one by default); AlreadyExists when called

@@ -1,22 +1,40 @@
-// "depthwise" (depthwise.h). A CTA computes one tile of `planes` output planes at once: whole
-// planes, several to a CTA, when they are small (EfficientNet's and ConvNeXt's late stages run
-// at 7x7 and 14x14 with hundreds of channels: one plane per CTA would leave most threads idle
-// and every CTA waiting on one short load), one tile of one plane when they are large. It
-// stages each plane's filter and input window in shared memory with cp.async (zero-filled where
-// the window leaves the image: the padding is never materialised in global memory, and every
-// copy is in flight at once), then each thread sums Kh*Kw terms in fp32 for each of its outputs
-// (at most kMaxKernel^2 = 3969 terms, within the direct-summation contract's 4608) and adds the
-// bias.
+// "depthwise" (depthwise.h): two kernels, TilingFor choosing (PrefersStaged). The staged kernel: a
+// CTA computes one tile of `planes` output planes at once: whole planes, several to a CTA, when
+// they are small (EfficientNet's and ConvNeXt's late stages run at 7x7 and 14x14 with hundreds of
+// channels: one plane per CTA would leave most threads idle and every CTA waiting on one short
+// load), one tile of one plane when they are large. It stages each plane's filter and input window
+// in shared memory with cp.async (zero-filled where the window leaves the image: the padding is
+// never materialised in global memory, and every copy is in flight at once), then each thread sums
+// Kh*Kw terms in fp32 for each of its outputs (at most kMaxKernel^2 = 3969 terms, within the
+// direct-summation contract's 4608) and adds the bias.
 //
 // At stride 1 and dilation 1 a thread computes kCols consecutive outputs of 4 rows (or of 1 row
-// where TilingFor says so) and walks the input rows its outputs read: each row's eight-value
+// where StagedTilingFor says so) and walks the input rows its outputs read: each row's eight-value
 // window, two 16-byte shared loads, serves four filter taps of up to four output rows (up to 64
 // multiply-adds for 2 + 4 loads: the direct sum stays on the FMA pipe, not on shared-memory
-// bandwidth, which matters at 31x31). A filter row's last chunk of taps, past kernel_w, is
-// skipped rather than multiplied by zero: the input there is another output's, and 0 * Inf
-// would put a NaN where F.conv2d has none. Otherwise a thread computes kCols outputs of one
-// row, threads_per_row apart, with 4-byte loads. TilingFor pads the rows and planes in shared
-// memory so that one warp's loads spread over the banks.
+// bandwidth, which matters at 31x31). A filter row's last chunk of taps, past kernel_w, is skipped
+// rather than multiplied by zero: the input there is another output's, and 0 * Inf would put a NaN
+// where F.conv2d has none. Otherwise a thread computes kCols outputs of one row, threads_per_row
+// apart, with 4-byte loads. StagedTilingFor pads the rows and planes in shared memory so that one
+// warp's loads spread over the banks.
+//
+// The streaming kernel (where PrefersStaged says the copy loop costs more than the reuse it buys:
+// kernels to 5x5, and 7x7 when strided, dilated or on planes of at most 14x14) stages nothing and
+// has no barrier. A thread computes outputs_per_thread consecutive outputs of one row; consecutive
+// threads take consecutive groups in the flattened (plane, row, group) order, so that a warp's
+// loads and stores cover adjacent columns, rows and planes. It reads its taps straight from global
+// memory through the L1, which holds the input rows that neighbouring warps share. A tap outside
+// the image is a predicated zero, never a load, and is multiplied like the staged kernel's zeros
+// (0 * Inf = NaN, as in F.conv2d). Two outputs a thread where the row steps one column (stride_w =
+// dilation_w = 1): they share kw - 1 of their kw + 1 input columns (a third to three sevenths fewer
+// loads for 3x3 to 7x7) and halve the filter loads and index arithmetic per output, while a warp's
+// loads still span two 128-byte lines. Otherwise one: with dilation two outputs share no column,
+// and at column stride s a warp's loads would span 2s lines instead of s, for at most kw - s shared
+// columns; lines per output, which the L1 serves one a cycle, are the tighter limit there by our
+// count (not yet measured). 3x3, 5x5 and 7x7 are unrolled (immediate tap offsets, the column
+// predicates once per thread); other sizes take a run-time loop. Both kernels sum each output's
+// taps in row-major order with fmaf from zero and then add the bias, so their outputs agree bit for
+// bit.
 #include "conv/algorithms/depthwise/depthwise.h"
 
 #include <cuda_runtime.h>
@@ -147,7 +165,7 @@ absl::StatusOr<Tiling> TilingWith(const Shape& s, int rows_per_thread, int64_t s
   return t;
 }
 
-absl::StatusOr<Tiling> TilingFor(const Shape& s, int64_t smem_limit) {
+absl::StatusOr<Tiling> StagedTilingFor(const Shape& s, int64_t smem_limit) {
   const bool unit = !s.strided() && !s.dilated();
   if (!unit) return TilingWith(s, 1, smem_limit);
   // Four rows a thread (an input row's window serves four output rows: fewer shared loads per
@@ -168,6 +186,30 @@ absl::StatusOr<Tiling> TilingFor(const Shape& s, int64_t smem_limit) {
   return one.ok() ? one : four;
 }
 
+bool PrefersStaged(const Shape& s) {
+  if (s.kernel_h > 7 || s.kernel_w > 7) return true;
+  if (s.strided() || s.dilated() || (s.kernel_h <= 5 && s.kernel_w <= 5)) return false;
+  return s.out_h() * s.out_w() > 196;
+}
+
+Tiling StreamingTilingFor(const Shape& s) {
+  Tiling t;
+  t.staged = false;
+  for (int k : kStreamingUnrolled) {
+    if (s.kernel_h == k && s.kernel_w == k) t.unrolled_kernel = k;
+  }
+  t.outputs_per_thread = t.unrolled_kernel != 0 && s.stride_w == 1 && s.dilation_w == 1 ? 2 : 1;
+  const int64_t items =
+      s.batch * s.out_channels * s.out_h() * CeilDiv(s.out_w(), t.outputs_per_thread);
+  t.threads = RoundUpInt(std::min<int64_t>(kMaxThreads, items), 32);
+  return t;
+}
+
+absl::StatusOr<Tiling> TilingFor(const Shape& s, int64_t smem_limit) {
+  if (PrefersStaged(s)) return StagedTilingFor(s, smem_limit);
+  return StreamingTilingFor(s);
+}
+
 namespace {
 
 struct Params {
@@ -182,6 +224,9 @@ struct Params {
   int step_planes, step_rows, step_cols;
   FastDiv by_window_floats, by_pitch, by_filter_floats, by_filter_pitch, by_out_channels,
       by_multiplier;
+  // The streaming kernel's threads with work (planes x rows x groups of a row's outputs).
+  int items;
+  FastDiv by_row_groups, by_out_h;
 };
 
 // The output plane q = b * Cout + o reads input plane b * Cin + o / multiplier = q / multiplier
@@ -318,6 +363,94 @@ __global__ void DepthwiseKernel(const float* __restrict__ x, const float* __rest
   }
 }
 
+// One input value of the streaming kernel: zero outside the image, and then no load (`src` may
+// then point outside the tensor).
+__device__ __forceinline__ float Tap(const float* src, bool inside) {
+  return inside ? __ldg(src) : 0.0f;
+}
+
+// kK: the unrolled kernel size (0: the run-time loop); kOut: outputs per thread, consecutive in
+// one row (2 only where the row steps one column: stride_w = dilation_w = 1).
+template <int kK, int kOut>
+__global__ void __launch_bounds__(kMaxThreads)
+    StreamingKernel(const float* __restrict__ x, const float* __restrict__ w,
+                    const float* __restrict__ bias, float* __restrict__ y, const Params p) {
+  static_assert(kOut == 1 || kK > 0, "the run-time loop computes one output a thread");
+  const int item = static_cast<int>(blockIdx.x) * static_cast<int>(blockDim.x) +
+                   static_cast<int>(threadIdx.x);
+  if (item >= p.items) return;
+  int row, group, q, oy;
+  p.by_row_groups.DivMod(item, &row, &group);  // row = q * oh + oy
+  p.by_out_h.DivMod(row, &q, &oy);
+  const int o = q - p.by_out_channels.Div(q) * p.out_channels;
+  const int ox0 = group * kOut;
+  const int iy0 = oy * p.sh - p.pt, ix0 = ox0 * p.sw - p.pl;
+  const float* plane = x + InputPlaneOf(p, q) * (p.h * p.w);
+  float acc[kOut] = {};
+  if constexpr (kK == 0) {
+    const float* filter = w + o * (p.kh * p.kw);
+    for (int kp = 0; kp < p.kh; ++kp) {
+      const int iy = iy0 + kp * p.dh;
+      const bool row_inside = static_cast<unsigned>(iy) < static_cast<unsigned>(p.h);
+      for (int kq = 0; kq < p.kw; ++kq) {
+        const int ix = ix0 + kq * p.dw;
+        const bool inside = row_inside && static_cast<unsigned>(ix) < static_cast<unsigned>(p.w);
+        const float v = Tap(plane + (iy * p.w + ix), inside);
+        acc[0] = fmaf(v, __ldg(filter + kp * p.kw + kq), acc[0]);
+      }
+    }
+  } else {
+    // The input columns of one kernel row: kOut + kK - 1 adjacent ones shared by the outputs,
+    // or, one output a thread, the kK taps dilation_w apart. The same for every row, so their
+    // offsets and predicates are computed once.
+    constexpr int kInCols = kOut == 1 ? kK : kOut + kK - 1;
+    const int col_step = kOut == 1 ? p.dw : 1;
+    bool col_inside[kInCols];
+#pragma unroll
+    for (int c = 0; c < kInCols; ++c) {
+      col_inside[c] = static_cast<unsigned>(ix0 + c * col_step) < static_cast<unsigned>(p.w);
+    }
+    const float* filter = w + o * (kK * kK);
+#pragma unroll
+    for (int kp = 0; kp < kK; ++kp) {
+      const int iy = iy0 + kp * p.dh;
+      const bool row_inside = static_cast<unsigned>(iy) < static_cast<unsigned>(p.h);
+      // One pointer a row, the columns' offsets from it immediate where col_step is 1.
+      const float* src = plane + (iy * p.w + ix0);
+      float in[kInCols];
+#pragma unroll
+      for (int c = 0; c < kInCols; ++c) {
+        in[c] = Tap(src + c * col_step, row_inside && col_inside[c]);
+      }
+#pragma unroll
+      for (int kq = 0; kq < kK; ++kq) {
+        const float f = __ldg(filter + kp * kK + kq);
+#pragma unroll
+        for (int j = 0; j < kOut; ++j) acc[j] = fmaf(in[j + kq], f, acc[j]);
+      }
+    }
+  }
+  const float add = bias != nullptr ? __ldg(bias + o) : 0.0f;
+  float* out = y + row * p.ow + ox0;
+#pragma unroll
+  for (int j = 0; j < kOut; ++j) {
+    if (kOut == 1 || ox0 + j < p.ow) out[j] = acc[j] + add;
+  }
+}
+
+using KernelFn = void (*)(const float*, const float*, const float*, float*, const Params);
+
+KernelFn KernelFor(const Tiling& t) {
+  if (t.staged) return t.rows_per_thread == 4 ? &DepthwiseKernel<true> : &DepthwiseKernel<false>;
+  const bool two = t.outputs_per_thread == 2;
+  switch (t.unrolled_kernel) {
+    case 3: return two ? &StreamingKernel<3, 2> : &StreamingKernel<3, 1>;
+    case 5: return two ? &StreamingKernel<5, 2> : &StreamingKernel<5, 1>;
+    case 7: return two ? &StreamingKernel<7, 2> : &StreamingKernel<7, 1>;
+    default: return &StreamingKernel<0, 1>;
+  }
+}
+
 class DepthwiseRunner : public Runner {
  public:
   DepthwiseRunner(const Shape& s, const Params& p, const Tiling& t, int64_t ctas)
@@ -325,7 +458,7 @@ class DepthwiseRunner : public Runner {
   size_t workspace_bytes() const override { return 0; }
   bool adds_bias() const override { return true; }
   absl::Status Run(const RunArgs& a) const override {
-    auto* kernel = t_.rows_per_thread == 4 ? &DepthwiseKernel<true> : &DepthwiseKernel<false>;
+    KernelFn kernel = KernelFor(t_);
     kernel<<<static_cast<unsigned>(ctas_), static_cast<unsigned>(t_.threads),
              static_cast<size_t>(t_.smem_bytes), a.stream>>>(
         a.x, a.w, s_.has_bias ? a.bias : nullptr, a.y, p_);
@@ -340,26 +473,41 @@ class DepthwiseRunner : public Runner {
 };
 
 struct Config {
-  Params params;
+  Params params = {};  // the other kernel's fields stay zero
   Tiling tiling;
   int64_t ctas = 0;
 };
 
+// Which kernel an instance runs: TilingFor's choice ("depthwise"), or one forced for measurement.
+enum class Path { kByRule, kStaged, kStreaming };
+
 class Depthwise : public AlgorithmWithConfig<Config> {
  public:
-  std::string name() const override { return "depthwise"; }
+  explicit Depthwise(Path path) : path_(path) {}
+  std::string name() const override {
+    switch (path_) {
+      case Path::kStaged: return "depthwise_staged";
+      case Path::kStreaming: return "depthwise_streaming";
+      default: return "depthwise";
+    }
+  }
   // Not yet fitted by tools/fit_auto.py: the model's own times. It is the only algorithm but
-  // the oracle that takes depthwise shapes, so auto's choice does not depend on it.
-  double calibration() const override { return 1.0; }
+  // the oracle that takes depthwise shapes, so auto's choice does not depend on it. The forced
+  // variants' is infinite: they would otherwise outrank "depthwise" wherever the rule and the
+  // models disagree, and auto must choose the same with the lab registered (tools/lab/lab_test).
+  double calibration() const override {
+    return path_ == Path::kByRule ? 1.0 : std::numeric_limits<double>::infinity();
+  }
   Geometry geometry() const override { return Geometry{true, true, true, true}; }
   absl::Status WithinContract(const Shape& shape) const override {
     return DirectSummationWithinContract(shape);
   }
 
  protected:
-  // The time: the staged windows (each plane read once, plus the halo tiles read again), the
-  // filters and the output at 3 TB/s, or the multiply-adds at 20 T/s (~60% of the fp32 peak),
-  // whichever is longer, plus 3 us for the launch.
+  // The time, plus 3 us for the launch. Staged: the staged windows (each plane read once, plus
+  // the halo tiles read again), the filters and the output at 3 TB/s, or the multiply-adds at
+  // 20 T/s (~60% of the fp32 peak), whichever is longer. Streaming: the same with the input read
+  // once (the L1 and L2 serve the rows that neighbouring outputs share).
   absl::StatusOr<Config> Choose(const Shape& s, const DeviceInfo& device,
                                 double* seconds) const override {
     if (s.in_per_group() != 1) {
@@ -371,8 +519,11 @@ class Depthwise : public AlgorithmWithConfig<Config> {
           absl::StrCat("depthwise takes kernels up to ", kMaxKernel, " a side"));
     }
     RETURN_IF_ERROR(CheckFitsInt32(s, "depthwise"));
+    const int64_t smem_limit = static_cast<int64_t>(device.shared_memory_per_block_optin);
     ASSIGN_OR_RETURN(const Tiling t,
-                     TilingFor(s, static_cast<int64_t>(device.shared_memory_per_block_optin)));
+                     path_ == Path::kStaged      ? StagedTilingFor(s, smem_limit)
+                     : path_ == Path::kStreaming ? absl::StatusOr<Tiling>(StreamingTilingFor(s))
+                                                 : TilingFor(s, smem_limit));
     Config c;
     c.tiling = t;
     Params& p = c.params;
@@ -390,6 +541,21 @@ class Depthwise : public AlgorithmWithConfig<Config> {
     p.ow = static_cast<int>(s.out_w());
     p.out_channels = static_cast<int>(s.out_channels);
     p.total_planes = static_cast<int>(s.batch * s.out_channels);  // < 2^31: CheckFitsInt32
+    p.by_out_channels = FastDiv(static_cast<uint32_t>(p.out_channels));
+    p.by_multiplier = FastDiv(static_cast<uint32_t>(s.out_per_group()));
+    const double fmas = static_cast<double>(s.output_elements()) * s.kernel_h * s.kernel_w;
+    const double fixed_bytes = 4.0 * (s.filter_elements() + s.output_elements());
+    if (!t.staged) {
+      const int row_groups = CeilDivInt(p.ow, t.outputs_per_thread);
+      // At most output_elements() (< 2^31: CheckFitsInt32).
+      p.items = static_cast<int>(int64_t{p.total_planes} * p.oh * row_groups);
+      p.by_row_groups = FastDiv(static_cast<uint32_t>(row_groups));
+      p.by_out_h = FastDiv(static_cast<uint32_t>(p.oh));
+      c.ctas = CeilDiv(p.items, t.threads);
+      const double bytes = 4.0 * s.input_elements() + fixed_bytes;
+      *seconds = std::max(bytes / 3e12, fmas / 20e12) + 3e-6;
+      return c;
+    }
     p.tile_h = t.tile_h;
     p.tile_w = t.tile_w;
     p.tiles_w = t.tiles_w;
@@ -411,38 +577,45 @@ class Depthwise : public AlgorithmWithConfig<Config> {
     p.by_pitch = FastDiv(static_cast<uint32_t>(p.pitch));
     p.by_filter_floats = FastDiv(static_cast<uint32_t>(p.filter_floats));
     p.by_filter_pitch = FastDiv(static_cast<uint32_t>(p.filter_pitch));
-    p.by_out_channels = FastDiv(static_cast<uint32_t>(p.out_channels));
-    p.by_multiplier = FastDiv(static_cast<uint32_t>(s.out_per_group()));
     const int64_t groups = (int64_t{p.total_planes} + t.planes - 1) / t.planes;
     c.ctas = groups * p.tiles;
     if (c.ctas > std::numeric_limits<int32_t>::max()) {
       return absl::OutOfRangeError("depthwise: more than 2^31 - 1 CTAs");
     }
     const double staged = static_cast<double>(c.ctas) * t.planes * t.in_rows * t.in_cols * 4.0;
-    const double bytes = std::max(staged, 4.0 * s.input_elements()) +
-                         4.0 * (s.filter_elements() + s.output_elements());
-    const double fmas = static_cast<double>(s.output_elements()) * s.kernel_h * s.kernel_w;
+    const double bytes = std::max(staged, 4.0 * s.input_elements()) + fixed_bytes;
     *seconds = std::max(bytes / 3e12, fmas / 20e12) + 3e-6;
     return c;
   }
 
   absl::StatusOr<std::unique_ptr<Runner>> Build(const Shape& s, const Config& c,
                                                 const DeviceInfo&) const override {
-    for (auto* kernel : {&DepthwiseKernel<true>, &DepthwiseKernel<false>}) {
-      RETURN_IF_ERROR(CudaStatus(
-          cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                               static_cast<int>(c.tiling.smem_bytes)),
-          "depthwise: cudaFuncSetAttribute (shared memory size)"));
+    if (c.tiling.staged) {
+      for (auto* kernel : {&DepthwiseKernel<true>, &DepthwiseKernel<false>}) {
+        RETURN_IF_ERROR(CudaStatus(
+            cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                 static_cast<int>(c.tiling.smem_bytes)),
+            "depthwise: cudaFuncSetAttribute (shared memory size)"));
+      }
     }
     return std::unique_ptr<Runner>(new DepthwiseRunner(s, c.params, c.tiling, c.ctas));
   }
+
+ private:
+  Path path_;
 };
 
 }  // namespace
 }  // namespace depthwise_internal
 
 std::unique_ptr<Algorithm> MakeDepthwise() {
-  return std::make_unique<depthwise_internal::Depthwise>();
+  return std::make_unique<depthwise_internal::Depthwise>(depthwise_internal::Path::kByRule);
 }
+
+namespace depthwise_internal {
+std::unique_ptr<Algorithm> MakeDepthwiseForced(bool staged) {
+  return std::make_unique<Depthwise>(staged ? Path::kStaged : Path::kStreaming);
+}
+}  // namespace depthwise_internal
 
 }  // namespace conv2d

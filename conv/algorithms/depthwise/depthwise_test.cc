@@ -1,9 +1,15 @@
 // depthwise on the GPU against the fp64 reference at every output (seeded uniform and normal
-// inputs, NaN-poisoned output): odd sizes, batch 1, K = 1, K = H, H != W, channel multipliers,
-// stride (also larger than the kernel), dilation, asymmetric padding, the bias, the networks'
-// depthwise layers at reduced batch, the 31x31 large kernel; inputs changed between calls; data
-// beyond randn (the input classes); and shapes it must refuse. Fails without a GPU.
+// inputs, NaN-poisoned output), through each of its kernels: "depthwise" (TilingFor's choice) and
+// the lab's depthwise_staged and depthwise_streaming (the kernel forced), on every case: odd
+// sizes, batch 1, K = 1, K = H, H != W, channel multipliers, stride (also larger than the kernel,
+// and in one direction only), dilation, asymmetric padding, the bias, the networks' depthwise
+// layers at reduced batch, the 31x31 large kernel; inputs changed between calls; data beyond randn
+// (the input classes); the two kernels' outputs equal bit for bit; and shapes it must refuse.
+// Fails without a GPU.
+#include <cstdint>
+#include <cstring>
 #include <string>
+#include <tuple>
 #include <vector>
 
 #include "conv/algorithms/depthwise/depthwise.h"
@@ -13,11 +19,21 @@
 #include "conv/testing/testbed.h"
 #include "gtest/gtest.h"
 #include "reference/input_classes.h"
+#include "tools/lab/lab.h"
 
 namespace conv2d {
 namespace {
 
 constexpr char kAlgorithm[] = "depthwise";
+// The shipped algorithm and its two kernels forced (registered by the lab, below).
+const std::vector<std::string>& Variants() {
+  static const auto* v =
+      new std::vector<std::string>{kAlgorithm, "depthwise_staged", "depthwise_streaming"};
+  return *v;
+}
+
+// The lab's algorithms are not the library's: registered here, before any test runs.
+[[maybe_unused]] const bool kLabRegistered = RegisterLabAlgorithms().ok();
 
 Shape Depthwise(int64_t b, int64_t c, int64_t mult, int64_t h, int64_t w, int64_t kh, int64_t kw,
                 int64_t pad, int64_t stride, int64_t dilation, bool bias) {
@@ -56,17 +72,39 @@ std::vector<Shape> Shapes() {
   asym.pad_top = 2, asym.pad_bottom = 0, asym.pad_left = 1, asym.pad_right = 3;
   asym.stride_h = 1, asym.stride_w = 2, asym.dilation_h = 2, asym.dilation_w = 1;
   v.push_back(asym);
+  // The streaming kernel's instantiations not reached above: 7x7 one output a thread (stride
+  // 2), two a thread under a vertical stride and dilation (the rows' step is not the columns'),
+  // and 5x5 with a column stride only.
+  v.push_back(Depthwise(2, 5, 1, 23, 19, 7, 7, 3, 2, 1, true));
+  Shape rows = Depthwise(2, 4, 2, 21, 17, 3, 3, 1, 1, 1, true);
+  rows.pad_top = 2, rows.pad_bottom = 1, rows.stride_h = 2, rows.dilation_h = 2;
+  v.push_back(rows);
+  Shape cols = Depthwise(1, 6, 1, 12, 27, 5, 5, 2, 1, 1, false);
+  cols.stride_w = 2;
+  v.push_back(cols);
   return v;
 }
 
-class DepthwiseTest : public ::testing::TestWithParam<Shape> {};
+// Every shape through every variant.
+class DepthwiseTest : public ::testing::TestWithParam<std::tuple<Shape, std::string>> {};
 
 TEST_P(DepthwiseTest, MatchesFp64Reference) {
-  ExpectMatchesReference(GetParam(), kAlgorithm, /*max_positions=*/1 << 20);
+  ExpectMatchesReference(std::get<0>(GetParam()), std::get<1>(GetParam()),
+                         /*max_positions=*/1 << 20);
 }
 
-// auto takes it, or "dot" where the output is one pixel that sees the whole image.
-TEST_P(DepthwiseTest, AutoTakesIt) {
+INSTANTIATE_TEST_SUITE_P(
+    Shapes, DepthwiseTest, ::testing::Combine(::testing::ValuesIn(Shapes()),
+                                              ::testing::ValuesIn(Variants())),
+    [](const auto& info) {
+      return GtestName(std::get<0>(info.param)) + "_" + std::get<1>(info.param);
+    });
+
+class DepthwiseShapeTest : public ::testing::TestWithParam<Shape> {};
+
+// auto takes it (never a forced variant), or "dot" where the output is one pixel that sees the
+// whole image.
+TEST_P(DepthwiseShapeTest, AutoTakesIt) {
   const Shape& s = GetParam();
   absl::StatusOr<std::string> pick = ChooseAlgorithm(s);
   ASSERT_TRUE(pick.ok()) << pick.status();
@@ -75,38 +113,77 @@ TEST_P(DepthwiseTest, AutoTakesIt) {
   EXPECT_EQ(*pick, kAlgorithm);
 }
 
-INSTANTIATE_TEST_SUITE_P(Shapes, DepthwiseTest, ::testing::ValuesIn(Shapes()),
+// The kernels sum the same terms in the same order (row-major taps, fmaf from zero, then the
+// bias), so what is measured of one is measured of the same result; NaN matches any NaN.
+TEST_P(DepthwiseShapeTest, KernelsAgreeBitForBit) {
+  const Shape& s = GetParam();
+  absl::StatusOr<DeviceProblem> p = DeviceProblem::Create(s, 31, Distribution::kNormal);
+  ASSERT_TRUE(p.ok()) << p.status();
+  absl::StatusOr<std::vector<float>> staged = RunOnce(*p, "depthwise_staged", {});
+  ASSERT_TRUE(staged.ok()) << staged.status();
+  absl::StatusOr<std::vector<float>> streaming = RunOnce(*p, "depthwise_streaming", {});
+  ASSERT_TRUE(streaming.ok()) << streaming.status();
+  ASSERT_EQ(staged->size(), streaming->size());
+  int64_t differ = 0, first = -1;
+  for (size_t i = 0; i < staged->size(); ++i) {
+    const float a = (*staged)[i], b = (*streaming)[i];
+    if (a != a && b != b) continue;
+    if (std::memcmp(&a, &b, sizeof a) != 0) {
+      if (first < 0) first = static_cast<int64_t>(i);
+      ++differ;
+    }
+  }
+  EXPECT_EQ(differ, 0) << s.ToString() << ": first at " << first;
+}
+
+INSTANTIATE_TEST_SUITE_P(Shapes, DepthwiseShapeTest, ::testing::ValuesIn(Shapes()),
                          [](const auto& info) { return GtestName(info.param); });
 
 TEST(DepthwiseGpuTest, InputsChangeBetweenCalls) {
-  absl::Status st = CheckInputsChangeBetweenCalls(
-      kAlgorithm, Depthwise(2, 5, 2, 37, 29, 6, 5, 2, 1, 1, true));
-  EXPECT_TRUE(st.ok()) << st;
+  for (const std::string& v : Variants()) {
+    absl::Status st =
+        CheckInputsChangeBetweenCalls(v, Depthwise(2, 5, 2, 37, 29, 6, 5, 2, 1, 1, true));
+    EXPECT_TRUE(st.ok()) << v << ": " << st;
+  }
 }
 
-// Every input class (outliers, a large mean, sparse, huge, tiny, non-finite) at every output.
+// Every input class (outliers, a large mean, sparse, huge, tiny, non-finite) at every output,
+// through every variant: a stride-1 7x7 (staged by the rule), a padded 5x5 stride 2 with a
+// multiplier and a 3x3 on 7x7 planes (both streamed by it). The non-finite class's NaN tap reaches
+// the outputs where it falls in the padding too.
 TEST(DepthwiseGpuTest, InputClasses) {
-  const Shape s = Depthwise(2, 6, 1, 30, 33, 7, 7, 3, 1, 1, false);
-  for (InputClass c : AllInputClasses()) {
-    absl::StatusOr<ClassProblem> p = MakeClassProblem(s, 77, c);
-    ASSERT_TRUE(p.ok()) << p.status();
-    absl::StatusOr<Comparison> r = CheckClass(*p, kAlgorithm);
-    ASSERT_TRUE(r.ok()) << r.status();
-    EXPECT_TRUE(r->ok()) << InputClassName(c) << ": " << r->ToString();
+  const std::vector<Shape> shapes = {Depthwise(2, 6, 1, 30, 33, 7, 7, 3, 1, 1, false),
+                                     Depthwise(2, 6, 2, 29, 31, 5, 5, 2, 2, 1, true),
+                                     Depthwise(3, 8, 1, 7, 7, 3, 3, 1, 1, 1, true)};
+  for (const Shape& s : shapes) {
+    for (InputClass c : AllInputClasses()) {
+      absl::StatusOr<ClassProblem> p = MakeClassProblem(s, 77, c);
+      ASSERT_TRUE(p.ok()) << p.status();
+      for (const std::string& v : Variants()) {
+        absl::StatusOr<Comparison> r = CheckClass(*p, v);
+        ASSERT_TRUE(r.ok()) << r.status();
+        EXPECT_TRUE(r->ok()) << s.ToString() << " " << v << " " << InputClassName(c) << ": "
+                             << r->ToString();
+      }
+    }
   }
 }
 
 TEST(DepthwisePlanTest, RefusesWhatItDoesNotCompute) {
-  const Algorithm* a = nullptr;
-  std::unique_ptr<Algorithm> own = MakeDepthwise();
-  a = own.get();
-  Shape grouped{1, 8, 8, 10, 10, 3, 3};
-  grouped.groups = 4;  // two input channels per group
-  EXPECT_EQ(a->CanImplement(grouped).code(), absl::StatusCode::kUnimplemented);
-  EXPECT_EQ(a->CanImplement(Shape{1, 8, 8, 10, 10, 3, 3}).code(),
-            absl::StatusCode::kUnimplemented);
-  Shape huge = Depthwise(1, 2, 1, 80, 80, 64, 64, 0, 1, 1, false);
-  EXPECT_EQ(a->CanImplement(huge).code(), absl::StatusCode::kUnimplemented);
+  std::vector<std::unique_ptr<Algorithm>> all;
+  all.push_back(MakeDepthwise());
+  all.push_back(depthwise_internal::MakeDepthwiseForced(/*staged=*/true));
+  all.push_back(depthwise_internal::MakeDepthwiseForced(/*staged=*/false));
+  for (const auto& a : all) {
+    SCOPED_TRACE(a->name());
+    Shape grouped{1, 8, 8, 10, 10, 3, 3};
+    grouped.groups = 4;  // two input channels per group
+    EXPECT_EQ(a->CanImplement(grouped).code(), absl::StatusCode::kUnimplemented);
+    EXPECT_EQ(a->CanImplement(Shape{1, 8, 8, 10, 10, 3, 3}).code(),
+              absl::StatusCode::kUnimplemented);
+    Shape huge = Depthwise(1, 2, 1, 80, 80, 64, 64, 0, 1, 1, false);
+    EXPECT_EQ(a->CanImplement(huge).code(), absl::StatusCode::kUnimplemented);
+  }
 }
 
 }  // namespace
