@@ -491,8 +491,9 @@ class Depthwise : public AlgorithmWithConfig<Config> {
       default: return "depthwise";
     }
   }
-  // Not yet fitted by tools/fit_auto.py: the model's own times. It is the only algorithm but
-  // the oracle that takes depthwise shapes, so auto's choice does not depend on it. The forced
+  // Not yet fitted by tools/fit_auto.py: the model's own times. Of the library's algorithms
+  // only fft_depthwise also takes depthwise shapes (stride 1, large kernels: its model ranks it
+  // first at 31x31 and below this one up to 13x13, as measured in round 88). The forced
   // variants' is infinite: they would otherwise outrank "depthwise" wherever the rule and the
   // models disagree, and auto must choose the same with the lab registered (tools/lab/lab_test).
   double calibration() const override {
