@@ -237,12 +237,36 @@ __device__ float DirectOutput(const float* __restrict__ plane, const float* __re
   return acc;
 }
 
+// Pinned tiles (log2 Th, log2 Tw, pairs): the networks' 31x31 (64x64, two pairs) and 13x13
+// (32x32, four pairs). Their kernels take those fields as compile-time constants, so the
+// passes' shifts, masks and trip counts fold into immediates (as fft_fused's pinned kernels);
+// the values are the same as the run-time ones (KernelFor picks a pinned kernel only then).
+struct Pin {
+  int log2_th, log2_tw, pairs;
+};
+constexpr Pin kPins[] = {{6, 6, 2}, {5, 5, 4}};
+
+template <int kPin>
+__device__ Params Pinned(Params p) {
+  if constexpr (kPin >= 0) {
+    constexpr Pin t = kPins[kPin];
+    p.log2_th = t.log2_th;
+    p.log2_tw = t.log2_tw;
+    p.pairs = t.pairs;
+    p.row_pitch = fft_fused::RowPitch(t.log2_tw);
+    p.pair_stride = fft_fused::PairStride(t.log2_th, t.log2_tw, t.pairs, false);
+  }
+  return p;
+}
+
+template <int kPin>
 __global__ void __launch_bounds__(kThreads) MainKernel(const float* __restrict__ x,
                                                        const float* __restrict__ w,
                                                        const Cf* __restrict__ spectra,
                                                        const float* __restrict__ energies,
                                                        const float* __restrict__ bias,
-                                                       float* __restrict__ y, Params p) {
+                                                       float* __restrict__ y, Params params) {
+  const Params p = Pinned<kPin>(params);
   const Smem m = CarveSmem();
   Setup(m, p.pairs);
   const int th = 1 << p.log2_th, tw = 1 << p.log2_tw, n = th * tw;
@@ -340,6 +364,19 @@ __global__ void __launch_bounds__(kThreads) MainKernel(const float* __restrict__
   });
 }
 
+using MainKernelFn = void (*)(const float*, const float*, const Cf*, const float*, const float*,
+                             float*, Params);
+// The pinned kernel whose constants are this tiling's, else the generic one.
+MainKernelFn KernelFor(const Tiling& t) {
+  for (int i = 0; i < 2; ++i) {
+    if (t.log2_th == kPins[i].log2_th && t.log2_tw == kPins[i].log2_tw &&
+        t.pairs == kPins[i].pairs) {
+      return i == 0 ? &MainKernel<0> : &MainKernel<1>;
+    }
+  }
+  return &MainKernel<-1>;
+}
+
 struct Config {
   Tiling tiling;
   Params params;
@@ -359,9 +396,9 @@ class FftDepthwiseRunner : public Runner {
                    static_cast<size_t>(SmemBytes(t.log2_th, t.log2_tw, 1)), a.stream>>>(
         a.w, spectra, energies, c_.params);
     RETURN_IF_ERROR(LaunchStatus("fft_depthwise filter kernel launch"));
-    MainKernel<<<static_cast<unsigned>(t.ctas), kThreads, static_cast<size_t>(t.smem_bytes),
-                 a.stream>>>(a.x, a.w, spectra, energies, s_.has_bias ? a.bias : nullptr, a.y,
-                             c_.params);
+    KernelFor(t)<<<static_cast<unsigned>(t.ctas), kThreads, static_cast<size_t>(t.smem_bytes),
+                   a.stream>>>(a.x, a.w, spectra, energies, s_.has_bias ? a.bias : nullptr, a.y,
+                               c_.params);
     return LaunchStatus("fft_depthwise kernel launch");
   }
 
@@ -427,7 +464,7 @@ class FftDepthwise : public AlgorithmWithConfig<Config> {
   absl::StatusOr<std::unique_ptr<Runner>> Build(const Shape& s, const Config& c,
                                                 const DeviceInfo&) const override {
     RETURN_IF_ERROR(CudaStatus(
-        cudaFuncSetAttribute(&MainKernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
+        cudaFuncSetAttribute(KernelFor(c.tiling), cudaFuncAttributeMaxDynamicSharedMemorySize,
                              static_cast<int>(c.tiling.smem_bytes)),
         "fft_depthwise: cudaFuncSetAttribute (shared memory size)"));
     RETURN_IF_ERROR(CudaStatus(
