@@ -28,6 +28,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstdint>
 #include <limits>
 
 #include "absl/strings/str_cat.h"
@@ -50,6 +51,7 @@ namespace {
 
 constexpr int kThreads = fft_fused::kThreads;  // the FFT passes deal items to this many
 constexpr int kMaxPairs = 4;
+constexpr size_t kWorkspaceAlign = 256;
 constexpr int64_t kSmemTarget = 72 << 10;  // three CTAs per SM
 // Over the rms-to-max ratio of the FFT's error on randn data (~6 over a million outputs), with
 // a margin for the constant of the error's growth (measured: docs/PERF.md, round 88).
@@ -307,7 +309,13 @@ __global__ void __launch_bounds__(kThreads) MainKernel(const float* __restrict__
 
   const fft_fused::KernelParams k = FftParams(p);
   const Ctx ctx{m.data, m.tw};
-  fft_fused::RowFft<false>(ctx, k, p.pair_stride, th);
+  // The rows outside the image are zero and so are their transforms: the forward row pass
+  // takes only rows [u_lo, u_hi) (a third of a 64x64 tile's rows at 31x31, padding 15).
+  const int u_lo = max(0, -iy0), u_hi = min(th, p.h - iy0);
+  if (u_hi > u_lo) {
+    const Ctx rows{m.data + u_lo * p.row_pitch, m.tw};
+    fft_fused::RowFft<false>(rows, k, p.pair_stride, u_hi - u_lo);
+  }
   fft_fused::ColumnFft<false, false>(ctx, k, p.pair_stride, tw);
 
   // V = conj(Z) W in natural order. Element (u, v) holds Z at (bitrev u, bitrev v) and the
@@ -389,8 +397,12 @@ class FftDepthwiseRunner : public Runner {
   size_t workspace_bytes() const override { return c_.workspace_bytes; }
   bool adds_bias() const override { return true; }
   absl::Status Run(const RunArgs& a) const override {
-    auto* spectra = static_cast<Cf*>(a.workspace);
-    auto* energies = reinterpret_cast<float*>(static_cast<char*>(a.workspace) + c_.spectra_bytes);
+    // The caller's workspace needs no alignment (conv.h): workspace_bytes() holds the slack.
+    const uintptr_t at = reinterpret_cast<uintptr_t>(a.workspace);
+    char* base = reinterpret_cast<char*>((at + kWorkspaceAlign - 1) / kWorkspaceAlign *
+                                         kWorkspaceAlign);
+    auto* spectra = reinterpret_cast<Cf*>(base);
+    auto* energies = reinterpret_cast<float*>(base + c_.spectra_bytes);
     const Tiling& t = c_.tiling;
     FilterKernel<<<static_cast<unsigned>(s_.out_channels), kThreads,
                    static_cast<size_t>(SmemBytes(t.log2_th, t.log2_tw, 1)), a.stream>>>(
@@ -454,7 +466,8 @@ class FftDepthwise : public AlgorithmWithConfig<Config> {
     p.by_step_h = FastDiv(static_cast<uint32_t>(t.step_h));
     const int64_t n = int64_t{1} << (t.log2_th + t.log2_tw);
     c.spectra_bytes = static_cast<size_t>(RoundUp(s.out_channels * n * 8, 256));
-    c.workspace_bytes = c.spectra_bytes + static_cast<size_t>(RoundUp(4 * s.out_channels, 256));
+    c.workspace_bytes = c.spectra_bytes + static_cast<size_t>(RoundUp(4 * s.out_channels, 256)) +
+                        kWorkspaceAlign;
     const double bytes = 4.0 * (s.input_elements() + s.output_elements()) +
                          static_cast<double>(t.ctas) * n * 8.0;
     *seconds = std::max(t.flops / 12e12, bytes / 3e12) + 6e-6;

@@ -1,9 +1,9 @@
 // fft_depthwise on the GPU against the fp64 reference at every output (seeded uniform and normal
 // inputs, NaN-poisoned output): RepLKNet's 31x31 and 13x13, odd sizes, batch 1 and odd batches
 // (a pair whose second plane is empty), H != W, Kh != Kw, channel multipliers, asymmetric
-// padding, no padding, the bias, 128-wide tiles; inputs changed between calls; every input class
-// (outliers, a large mean, sparse, huge, tiny, non-finite: the guard's direct fallback); the
-// shapes it must refuse. Fails without a GPU.
+// padding, no padding, padding past the kernel, the bias, 128-high tiles; inputs changed between
+// calls (with a misaligned workspace); every input class (outliers, a large mean, sparse, huge,
+// tiny, non-finite: the guard's direct fallback); the shapes it must refuse. Fails without a GPU.
 #include <string>
 #include <vector>
 
@@ -44,6 +44,11 @@ std::vector<Shape> Shapes() {
   Shape asym = Depthwise(3, 4, 1, 37, 45, 15, 11, 0, true);
   asym.pad_top = 9, asym.pad_bottom = 2, asym.pad_left = 0, asym.pad_right = 10;
   v.push_back(asym);
+  // Padding past the kernel: the lower tiles' input rows are all outside the image (no row to
+  // transform; their outputs are the bias).
+  Shape below = Depthwise(2, 2, 1, 10, 12, 15, 15, 0, true);
+  below.pad_bottom = 40, below.pad_left = below.pad_right = 7;
+  v.push_back(below);
   return v;
 }
 
