@@ -74,8 +74,8 @@ TEST(CApiTest, NoDeviceOrRunTimeErrors) {
     return;
   }
   // For every algorithm: null pointers and a short workspace are refused and y stays untouched.
-  // 3x3: every variant of the basic form takes it (depthwise and dot compute other families;
-  // these checks are Plan::Run's, before any algorithm's code)
+  // 3x3: every variant of the basic form takes it (depthwise, grouped_direct and dot compute
+  // other families; these checks are Plan::Run's, before any algorithm's code)
   const int64_t B = 1, C = 3, H = 40, K = 3, OH = H - K + 1;
   const size_t ny = B * C * OH * OH;
   float *x, *w, *y;
@@ -89,9 +89,10 @@ TEST(CApiTest, NoDeviceOrRunTimeErrors) {
   for (int a = 0; a < conv2d_algorithm_count(); ++a) {
     const char* name = conv2d_algorithm_name(a);
     SCOPED_TRACE(name);
-    // depthwise and fft_depthwise: Cin/groups = 1 only; dot: one output pixel only.
+    // depthwise and fft_depthwise: Cin/groups = 1 only; grouped_direct: groups > 1 only; dot:
+    // one output pixel only.
     const std::string n = name;
-    if (n == "depthwise" || n == "fft_depthwise" || n == "dot") continue;
+    if (n == "depthwise" || n == "fft_depthwise" || n == "grouped_direct" || n == "dot") continue;
     ASSERT_EQ(conv2d_plan_create(B, C, C, H, H, K, K, name, &plan), CONV2D_OK)
         << conv2d_last_error();
     size_t ws_bytes = 0;

@@ -22,9 +22,10 @@
 //     on data that is not: isolated outliers in x (1e6 among O(1) values) and in w (1e4), a large
 //     mean (|N| + 10) with zero-sum filters, sparse inputs, and magnitudes from 1e-17 to 1e17
 //     (the bar scaled by the data's scale squared). Measured over every output on the H200.
-//   - Direct summation (implicit GEMMs, direct_tiled, triton_igemm, depthwise, dot, direct) is
-//     within it for Cin/groups*Kh*Kw <= 4608; beyond, its error is that of fp32 summation
-//     (<= Cin/groups*Kh*Kw * 2^-24 * sum |x||w|), which large-mean data takes past the bar.
+//   - Direct summation (implicit GEMMs, direct_tiled, triton_igemm, depthwise, grouped_direct,
+//     dot, direct) is within it for Cin/groups*Kh*Kw <= 4608; beyond, its error is that of fp32
+//     summation (<= Cin/groups*Kh*Kw * 2^-24 * sum |x||w|), which large-mean data takes past the
+//     bar.
 //     The FFT (fft_fused*) is within it for filters of >= 9 taps: it takes spikes, non-finite
 //     values and large means out of its transforms and adds them back exactly, or computes a
 //     tile by direct summation in double. fft_depthwise is within it for every filter it takes

@@ -29,6 +29,7 @@ const std::vector<AlgorithmFactory>& BuiltinAlgorithms() {
       &MakeDepthwise,
       &MakeDot,
       &MakeFftDepthwise,
+      &MakeGroupedDirect,
   };
   return *factories;
 }

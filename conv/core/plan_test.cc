@@ -150,6 +150,28 @@ TEST(DispatchTest, AutoPicksTheMeasuredFastestOnSmallNetsLayers) {
   }
 }
 
+// Grouped layers of several channels per group (ResNeXt's 32 groups of 8 at 256 wide, stride 1
+// and 2; two groups of odd width) had no algorithm auto may pick; grouped_direct takes them. By
+// its model only (calibration 1.0, not yet measured against anything: nothing else takes them).
+TEST(DispatchTest, AutoPicksGroupedDirectForSeveralChannelsPerGroup) {
+  std::vector<Shape> shapes;
+  for (int64_t hw : {56, 28, 14}) {
+    for (int64_t stride : {1, 2}) {
+      shapes.push_back(
+          WithGeometry(Shape{32, 256, 256, hw, hw, 3, 3}, 1, 1, 1, 1, stride, stride, 1, 1, 32));
+    }
+  }
+  shapes.push_back(WithGeometry(Shape{2, 6, 10, 21, 18, 3, 3}, 1, 1, 1, 1, 1, 1, 1, 1, 2, true));
+  for (const Shape& s : GeometryShapes()) {
+    if (s.grouped() && s.in_per_group() > 1) shapes.push_back(s);
+  }
+  for (const Shape& s : shapes) {
+    absl::StatusOr<std::string> name = ChooseAlgorithm(s);
+    ASSERT_TRUE(name.ok()) << s.ToString() << ": " << name.status();
+    EXPECT_EQ(*name, "grouped_direct") << s.ToString();
+  }
+}
+
 // "auto" ranks by the model without asking the GPU; an algorithm whose Initialize says it cannot
 // run on this device (FailedPrecondition, as implicit_gemm_wgmma does off sm_90) hands the
 // choice to the next best instead of failing the plan.

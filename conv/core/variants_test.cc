@@ -1,7 +1,8 @@
-// Every registered variant (the library's and the lab's), on the standard shapes and the KernelBot test shapes it takes, two
-// fresh seeds each, against the fp64 reference with a poisoned output. Needs a GPU; fails
-// without one. Which variant may refuse which shape is itself checked (RefusalsAreDeclared),
-// and so is that a NaN in x or w reaches every output it touches (NanReachesTheOutput).
+// Every registered variant (the library's and the lab's), on the standard shapes, the KernelBot
+// test shapes and one grouped shape it takes, two fresh seeds each, against the fp64 reference
+// with a poisoned output. Needs a GPU; fails without one. Which variant may refuse which shape is
+// itself checked (RefusalsAreDeclared), and so is that a NaN in x or w reaches every output it
+// touches (NanReachesTheOutput).
 #include <cuda_runtime.h>
 
 #include <cmath>
@@ -26,6 +27,9 @@ struct Case {
 std::vector<Shape> Shapes() {
   std::vector<Shape> shapes = EdgeShapes();
   for (const Shape& s : KernelBotTestShapes()) shapes.push_back(s);
+  // Two groups of odd width (3 in, 5 out): grouped_direct takes no shape of one group, and
+  // RefusalsAreDeclared wants every variant to take one.
+  shapes.push_back(WithGeometry({2, 6, 10, 21, 18, 4, 3}, 0, 0, 0, 0, 1, 1, 1, 1, 2));
   return shapes;
 }
 

@@ -45,8 +45,9 @@ std::vector<Shape> Sweep() {
   return shapes;
 }
 
-// auto's pick, or, where nothing takes the shape (two of the geometry list's grouped shapes), the
-// error's code: its message lists every registered algorithm's reason, the lab's too.
+// auto's pick, or, where nothing takes the shape, the error's code: its message lists every
+// registered algorithm's reason, the lab's too. (Every shape of the sweep is taken since
+// grouped_direct serves the geometry list's two grouped shapes of several channels per group.)
 std::string Pick(const Shape& s) {
   absl::StatusOr<std::string> pick = ChooseAlgorithm(s);
   return pick.ok() ? *pick : absl::StatusCodeToString(pick.status().code());

@@ -35,6 +35,12 @@
 // predicates once per thread); other sizes take a run-time loop. Both kernels sum each output's
 // taps in row-major order with fmaf from zero and then add the bias, so their outputs agree bit for
 // bit.
+//
+// "grouped_direct" (depthwise.h) runs the streaming kernel too, with a loop over the group's input
+// planes around the taps: a grouped layer is the same per-output direct sum, only longer, and one
+// implementation keeps its padding, stride, dilation and bias handling the one depthwise's tests
+// check. Its column predicates serve every channel; each channel's rows come from a plane that the
+// group's out_per_group output planes all read, which the L1 and L2 serve.
 #include "conv/algorithms/depthwise/depthwise.h"
 
 #include <cuda_runtime.h>
@@ -227,6 +233,9 @@ struct Params {
   // The streaming kernel's threads with work (planes x rows x groups of a row's outputs).
   int items;
   FastDiv by_row_groups, by_out_h;
+  // grouped_direct's input channels per output (Cin / groups); depthwise's kernels never read
+  // it (theirs is 1 at compile time).
+  int in_per_group;
 };
 
 // The output plane q = b * Cout + o reads input plane b * Cin + o / multiplier = q / multiplier
@@ -369,9 +378,58 @@ __device__ __forceinline__ float Tap(const float* src, bool inside) {
   return inside ? __ldg(src) : 0.0f;
 }
 
+// One input plane's taps against its filter, into the thread's sums, row-major: the run-time
+// loop (one output a thread).
+__device__ __forceinline__ void RuntimeTaps(const float* plane, const float* filter,
+                                            const Params& p, int iy0, int ix0, float (&acc)[1]) {
+  for (int kp = 0; kp < p.kh; ++kp) {
+    const int iy = iy0 + kp * p.dh;
+    const bool row_inside = static_cast<unsigned>(iy) < static_cast<unsigned>(p.h);
+    for (int kq = 0; kq < p.kw; ++kq) {
+      const int ix = ix0 + kq * p.dw;
+      const bool inside = row_inside && static_cast<unsigned>(ix) < static_cast<unsigned>(p.w);
+      const float v = Tap(plane + (iy * p.w + ix), inside);
+      acc[0] = fmaf(v, __ldg(filter + kp * p.kw + kq), acc[0]);
+    }
+  }
+}
+
+// The same, unrolled for a kK x kK filter: kInCols input columns a kernel row (kOut + kK - 1
+// adjacent ones shared by the outputs, or, one output a thread, the kK taps dilation_w apart),
+// `col_inside` their predicates.
+template <int kK, int kOut, int kInCols>
+__device__ __forceinline__ void UnrolledTaps(const float* plane, const float* filter,
+                                             const Params& p, int iy0, int ix0, int col_step,
+                                             const bool (&col_inside)[kInCols],
+                                             float (&acc)[kOut]) {
+#pragma unroll
+  for (int kp = 0; kp < kK; ++kp) {
+    const int iy = iy0 + kp * p.dh;
+    const bool row_inside = static_cast<unsigned>(iy) < static_cast<unsigned>(p.h);
+    // One pointer a row, the columns' offsets from it immediate where col_step is 1.
+    const float* src = plane + (iy * p.w + ix0);
+    float in[kInCols];
+#pragma unroll
+    for (int c = 0; c < kInCols; ++c) {
+      in[c] = Tap(src + c * col_step, row_inside && col_inside[c]);
+    }
+#pragma unroll
+    for (int kq = 0; kq < kK; ++kq) {
+      const float f = __ldg(filter + kp * kK + kq);
+#pragma unroll
+      for (int j = 0; j < kOut; ++j) acc[j] = fmaf(in[j + kq], f, acc[j]);
+    }
+  }
+}
+
 // kK: the unrolled kernel size (0: the run-time loop); kOut: outputs per thread, consecutive in
-// one row (2 only where the row steps one column: stride_w = dilation_w = 1).
-template <int kK, int kOut>
+// one row (2 only where the row steps one column: stride_w = dilation_w = 1). kGrouped:
+// grouped_direct's instantiation, summing the in_per_group input planes of the output's group
+// one after the other, channel-major and then the taps row-major, into one fmaf chain per output.
+// Depthwise's (false) calls the taps once, without the channel loop, so that its code is the
+// one-plane kernel's, not a loop the compiler must first prove runs once (its PTX differed in
+// the address arithmetic when it was).
+template <int kK, int kOut, bool kGrouped>
 __global__ void __launch_bounds__(kMaxThreads)
     StreamingKernel(const float* __restrict__ x, const float* __restrict__ w,
                     const float* __restrict__ bias, float* __restrict__ y, const Params p) {
@@ -385,24 +443,25 @@ __global__ void __launch_bounds__(kMaxThreads)
   const int o = q - p.by_out_channels.Div(q) * p.out_channels;
   const int ox0 = group * kOut;
   const int iy0 = oy * p.sh - p.pt, ix0 = ox0 * p.sw - p.pl;
-  const float* plane = x + InputPlaneOf(p, q) * (p.h * p.w);
+  // Grouped: output plane q = b * Cout + o of group g = o / out_per_group reads input planes
+  // b * Cin + g * in_per_group on, which is (q / out_per_group) * in_per_group since
+  // Cin = groups * in_per_group and Cout = groups * out_per_group.
+  const int channels = kGrouped ? p.in_per_group : 1;
+  const int first_plane = kGrouped ? p.by_multiplier.Div(q) * p.in_per_group : InputPlaneOf(p, q);
+  const float* plane = x + first_plane * (p.h * p.w);
   float acc[kOut] = {};
   if constexpr (kK == 0) {
-    const float* filter = w + o * (p.kh * p.kw);
-    for (int kp = 0; kp < p.kh; ++kp) {
-      const int iy = iy0 + kp * p.dh;
-      const bool row_inside = static_cast<unsigned>(iy) < static_cast<unsigned>(p.h);
-      for (int kq = 0; kq < p.kw; ++kq) {
-        const int ix = ix0 + kq * p.dw;
-        const bool inside = row_inside && static_cast<unsigned>(ix) < static_cast<unsigned>(p.w);
-        const float v = Tap(plane + (iy * p.w + ix), inside);
-        acc[0] = fmaf(v, __ldg(filter + kp * p.kw + kq), acc[0]);
+    const int taps = p.kh * p.kw;
+    const float* filter = w + o * (channels * taps);
+    if constexpr (kGrouped) {
+      for (int c = 0; c < channels; ++c) {
+        RuntimeTaps(plane + c * (p.h * p.w), filter + c * taps, p, iy0, ix0, acc);
       }
+    } else {
+      RuntimeTaps(plane, filter, p, iy0, ix0, acc);
     }
   } else {
-    // The input columns of one kernel row: kOut + kK - 1 adjacent ones shared by the outputs,
-    // or, one output a thread, the kK taps dilation_w apart. The same for every row, so their
-    // offsets and predicates are computed once.
+    // The columns' offsets and predicates are the same for every row and channel: computed once.
     constexpr int kInCols = kOut == 1 ? kK : kOut + kK - 1;
     const int col_step = kOut == 1 ? p.dw : 1;
     bool col_inside[kInCols];
@@ -410,24 +469,14 @@ __global__ void __launch_bounds__(kMaxThreads)
     for (int c = 0; c < kInCols; ++c) {
       col_inside[c] = static_cast<unsigned>(ix0 + c * col_step) < static_cast<unsigned>(p.w);
     }
-    const float* filter = w + o * (kK * kK);
-#pragma unroll
-    for (int kp = 0; kp < kK; ++kp) {
-      const int iy = iy0 + kp * p.dh;
-      const bool row_inside = static_cast<unsigned>(iy) < static_cast<unsigned>(p.h);
-      // One pointer a row, the columns' offsets from it immediate where col_step is 1.
-      const float* src = plane + (iy * p.w + ix0);
-      float in[kInCols];
-#pragma unroll
-      for (int c = 0; c < kInCols; ++c) {
-        in[c] = Tap(src + c * col_step, row_inside && col_inside[c]);
+    const float* filter = w + o * (channels * kK * kK);
+    if constexpr (kGrouped) {
+      for (int c = 0; c < channels; ++c) {
+        UnrolledTaps<kK, kOut, kInCols>(plane + c * (p.h * p.w), filter + c * (kK * kK), p, iy0,
+                                        ix0, col_step, col_inside, acc);
       }
-#pragma unroll
-      for (int kq = 0; kq < kK; ++kq) {
-        const float f = __ldg(filter + kp * kK + kq);
-#pragma unroll
-        for (int j = 0; j < kOut; ++j) acc[j] = fmaf(in[j + kq], f, acc[j]);
-      }
+    } else {
+      UnrolledTaps<kK, kOut, kInCols>(plane, filter, p, iy0, ix0, col_step, col_inside, acc);
     }
   }
   const float add = bias != nullptr ? __ldg(bias + o) : 0.0f;
@@ -440,29 +489,36 @@ __global__ void __launch_bounds__(kMaxThreads)
 
 using KernelFn = void (*)(const float*, const float*, const float*, float*, const Params);
 
-KernelFn KernelFor(const Tiling& t) {
-  if (t.staged) return t.rows_per_thread == 4 ? &DepthwiseKernel<true> : &DepthwiseKernel<false>;
+template <bool kGrouped>
+KernelFn StreamingKernelFor(const Tiling& t) {
   const bool two = t.outputs_per_thread == 2;
   switch (t.unrolled_kernel) {
-    case 3: return two ? &StreamingKernel<3, 2> : &StreamingKernel<3, 1>;
-    case 5: return two ? &StreamingKernel<5, 2> : &StreamingKernel<5, 1>;
-    case 7: return two ? &StreamingKernel<7, 2> : &StreamingKernel<7, 1>;
-    default: return &StreamingKernel<0, 1>;
+    case 3: return two ? &StreamingKernel<3, 2, kGrouped> : &StreamingKernel<3, 1, kGrouped>;
+    case 5: return two ? &StreamingKernel<5, 2, kGrouped> : &StreamingKernel<5, 1, kGrouped>;
+    case 7: return two ? &StreamingKernel<7, 2, kGrouped> : &StreamingKernel<7, 1, kGrouped>;
+    default: return &StreamingKernel<0, 1, kGrouped>;
   }
+}
+
+// grouped_direct's tiling is always a streaming one (GroupedDirect::Choose).
+KernelFn KernelFor(const Tiling& t, bool grouped) {
+  if (grouped) return StreamingKernelFor<true>(t);
+  if (t.staged) return t.rows_per_thread == 4 ? &DepthwiseKernel<true> : &DepthwiseKernel<false>;
+  return StreamingKernelFor<false>(t);
 }
 
 class DepthwiseRunner : public Runner {
  public:
-  DepthwiseRunner(const Shape& s, const Params& p, const Tiling& t, int64_t ctas)
-      : s_(s), p_(p), t_(t), ctas_(ctas) {}
+  DepthwiseRunner(const Shape& s, const Params& p, const Tiling& t, int64_t ctas, bool grouped)
+      : s_(s), p_(p), t_(t), ctas_(ctas), grouped_(grouped) {}
   size_t workspace_bytes() const override { return 0; }
   bool adds_bias() const override { return true; }
   absl::Status Run(const RunArgs& a) const override {
-    KernelFn kernel = KernelFor(t_);
+    KernelFn kernel = KernelFor(t_, grouped_);
     kernel<<<static_cast<unsigned>(ctas_), static_cast<unsigned>(t_.threads),
              static_cast<size_t>(t_.smem_bytes), a.stream>>>(
         a.x, a.w, s_.has_bias ? a.bias : nullptr, a.y, p_);
-    return LaunchStatus("depthwise kernel launch");
+    return LaunchStatus(grouped_ ? "grouped_direct kernel launch" : "depthwise kernel launch");
   }
 
  private:
@@ -470,13 +526,49 @@ class DepthwiseRunner : public Runner {
   Params p_;
   Tiling t_;
   int64_t ctas_;
+  bool grouped_;
 };
 
 struct Config {
   Params params = {};  // the other kernel's fields stay zero
   Tiling tiling;
   int64_t ctas = 0;
+  bool grouped = false;  // grouped_direct's: the streaming kernel summing in_per_group channels
 };
+
+// The fields both kernels read: the sizes, the geometry and the plane arithmetic.
+Params GeometryParams(const Shape& s) {
+  Params p = {};
+  p.h = static_cast<int>(s.height);
+  p.w = static_cast<int>(s.width);
+  p.kh = static_cast<int>(s.kernel_h);
+  p.kw = static_cast<int>(s.kernel_w);
+  p.sh = static_cast<int>(s.stride_h);
+  p.sw = static_cast<int>(s.stride_w);
+  p.dh = static_cast<int>(s.dilation_h);
+  p.dw = static_cast<int>(s.dilation_w);
+  p.pt = static_cast<int>(s.pad_top);
+  p.pl = static_cast<int>(s.pad_left);
+  p.oh = static_cast<int>(s.out_h());
+  p.ow = static_cast<int>(s.out_w());
+  p.out_channels = static_cast<int>(s.out_channels);
+  p.total_planes = static_cast<int>(s.batch * s.out_channels);  // < 2^31: CheckFitsInt32
+  p.by_out_channels = FastDiv(static_cast<uint32_t>(p.out_channels));
+  p.by_multiplier = FastDiv(static_cast<uint32_t>(s.out_per_group()));
+  p.in_per_group = static_cast<int>(s.in_per_group());
+  return p;
+}
+
+// The streaming kernel's launch for tiling `t` into `c` (its params already GeometryParams').
+void StreamingLaunch(const Tiling& t, Config* c) {
+  Params& p = c->params;
+  const int row_groups = CeilDivInt(p.ow, t.outputs_per_thread);
+  // At most output_elements() (< 2^31: CheckFitsInt32).
+  p.items = static_cast<int>(int64_t{p.total_planes} * p.oh * row_groups);
+  p.by_row_groups = FastDiv(static_cast<uint32_t>(row_groups));
+  p.by_out_h = FastDiv(static_cast<uint32_t>(p.oh));
+  c->ctas = CeilDiv(p.items, t.threads);
+}
 
 // Which kernel an instance runs: TilingFor's choice ("depthwise"), or one forced for measurement.
 enum class Path { kByRule, kStaged, kStreaming };
@@ -527,32 +619,12 @@ class Depthwise : public AlgorithmWithConfig<Config> {
                                                  : TilingFor(s, smem_limit));
     Config c;
     c.tiling = t;
+    c.params = GeometryParams(s);
     Params& p = c.params;
-    p.h = static_cast<int>(s.height);
-    p.w = static_cast<int>(s.width);
-    p.kh = static_cast<int>(s.kernel_h);
-    p.kw = static_cast<int>(s.kernel_w);
-    p.sh = static_cast<int>(s.stride_h);
-    p.sw = static_cast<int>(s.stride_w);
-    p.dh = static_cast<int>(s.dilation_h);
-    p.dw = static_cast<int>(s.dilation_w);
-    p.pt = static_cast<int>(s.pad_top);
-    p.pl = static_cast<int>(s.pad_left);
-    p.oh = static_cast<int>(s.out_h());
-    p.ow = static_cast<int>(s.out_w());
-    p.out_channels = static_cast<int>(s.out_channels);
-    p.total_planes = static_cast<int>(s.batch * s.out_channels);  // < 2^31: CheckFitsInt32
-    p.by_out_channels = FastDiv(static_cast<uint32_t>(p.out_channels));
-    p.by_multiplier = FastDiv(static_cast<uint32_t>(s.out_per_group()));
     const double fmas = static_cast<double>(s.output_elements()) * s.kernel_h * s.kernel_w;
     const double fixed_bytes = 4.0 * (s.filter_elements() + s.output_elements());
     if (!t.staged) {
-      const int row_groups = CeilDivInt(p.ow, t.outputs_per_thread);
-      // At most output_elements() (< 2^31: CheckFitsInt32).
-      p.items = static_cast<int>(int64_t{p.total_planes} * p.oh * row_groups);
-      p.by_row_groups = FastDiv(static_cast<uint32_t>(row_groups));
-      p.by_out_h = FastDiv(static_cast<uint32_t>(p.oh));
-      c.ctas = CeilDiv(p.items, t.threads);
+      StreamingLaunch(t, &c);
       const double bytes = 4.0 * s.input_elements() + fixed_bytes;
       *seconds = std::max(bytes / 3e12, fmas / 20e12) + 3e-6;
       return c;
@@ -599,11 +671,63 @@ class Depthwise : public AlgorithmWithConfig<Config> {
             "depthwise: cudaFuncSetAttribute (shared memory size)"));
       }
     }
-    return std::unique_ptr<Runner>(new DepthwiseRunner(s, c.params, c.tiling, c.ctas));
+    return std::unique_ptr<Runner>(
+        new DepthwiseRunner(s, c.params, c.tiling, c.ctas, /*grouped=*/false));
   }
 
  private:
   Path path_;
+};
+
+class GroupedDirect : public AlgorithmWithConfig<Config> {
+ public:
+  std::string name() const override { return "grouped_direct"; }
+  // Not fitted (tools/fit_auto.py has no grouped layer measured yet): the model's own times.
+  // No other fast algorithm takes these shapes (dot only where the output is one pixel that
+  // sees the whole image), so the factor decides only against dot there.
+  double calibration() const override { return 1.0; }
+  Geometry geometry() const override { return Geometry{true, true, true, true}; }
+  absl::Status WithinContract(const Shape& shape) const override {
+    return DirectSummationWithinContract(shape);
+  }
+
+ protected:
+  // The time, plus 3 us for the launch: the input read once (the L1 and L2 serve the rows that
+  // neighbouring outputs and the group's out_per_group filters share), the filters and the
+  // output at 3 TB/s, or the multiply-adds at 15 T/s, whichever is longer. 15 rather than
+  // depthwise's 20: every term is a filter load besides the input tap (not measured).
+  absl::StatusOr<Config> Choose(const Shape& s, const DeviceInfo&,
+                                double* seconds) const override {
+    if (!s.grouped()) {
+      return absl::UnimplementedError(
+          "grouped_direct takes groups > 1 only (one group is the implicit GEMMs' and the "
+          "others')");
+    }
+    if (s.in_per_group() == 1) {
+      return absl::UnimplementedError(
+          "grouped_direct takes in_channels / groups > 1 only (1 is depthwise's)");
+    }
+    if (s.kernel_h > kMaxKernel || s.kernel_w > kMaxKernel) {
+      return absl::UnimplementedError(
+          absl::StrCat("grouped_direct takes kernels up to ", kMaxKernel, " a side"));
+    }
+    RETURN_IF_ERROR(CheckFitsInt32(s, "grouped_direct"));
+    Config c;
+    c.grouped = true;
+    c.tiling = StreamingTilingFor(s);
+    c.params = GeometryParams(s);
+    StreamingLaunch(c.tiling, &c);
+    const double fmas = static_cast<double>(s.output_elements()) * s.reduction();
+    const double bytes = 4.0 * (s.input_elements() + s.filter_elements() + s.output_elements());
+    *seconds = std::max(bytes / 3e12, fmas / 15e12) + 3e-6;
+    return c;
+  }
+
+  absl::StatusOr<std::unique_ptr<Runner>> Build(const Shape& s, const Config& c,
+                                                const DeviceInfo&) const override {
+    return std::unique_ptr<Runner>(
+        new DepthwiseRunner(s, c.params, c.tiling, c.ctas, /*grouped=*/true));
+  }
 };
 
 }  // namespace
@@ -611,6 +735,10 @@ class Depthwise : public AlgorithmWithConfig<Config> {
 
 std::unique_ptr<Algorithm> MakeDepthwise() {
   return std::make_unique<depthwise_internal::Depthwise>(depthwise_internal::Path::kByRule);
+}
+
+std::unique_ptr<Algorithm> MakeGroupedDirect() {
+  return std::make_unique<depthwise_internal::GroupedDirect>();
 }
 
 namespace depthwise_internal {

@@ -17,6 +17,15 @@ namespace conv2d {
 
 std::unique_ptr<Algorithm> MakeDepthwise();
 
+// "grouped_direct": grouped convolution with several input channels per group (groups > 1,
+// in_channels / groups > 1: ResNeXt's 32 groups of 4 or 8 channels, and odd groupings), with
+// padding, stride, dilation and the bias fused, kernels up to kMaxKernel a side. The grouped
+// GEMMs are short and many (Cin/groups*Kh*Kw = 72 for 8 channels at 3x3), so it sums each output
+// directly: depthwise's streaming kernel (one primitive, its tiling StreamingTilingFor's) run
+// over the group's input channels, in_channels / groups * Kh * Kw terms per output in fp32,
+// channel-major and then row-major, padding taps multiplied as zeros as F.conv2d does.
+std::unique_ptr<Algorithm> MakeGroupedDirect();
+
 namespace depthwise_internal {
 
 // Each thread computes kCols consecutive outputs of kRows(shape) consecutive rows of one plane.
