@@ -39,8 +39,10 @@
 // "grouped_direct" (depthwise.h) runs the streaming kernel too, with a loop over the group's input
 // planes around the taps: a grouped layer is the same per-output direct sum, only longer, and one
 // implementation keeps its padding, stride, dilation and bias handling the one depthwise's tests
-// check. Its column predicates serve every channel; each channel's rows come from a plane that the
-// group's out_per_group output planes all read, which the L1 and L2 serve.
+// check. Its column predicates serve every channel, and a thread computes four output channels of
+// the group where out_per_group allows (kGroupedChannels), so that each input value it loads
+// serves four filters: with one a thread the group's inputs were re-read out_per_group times
+// through the L1 and L2, 2x slower at 8 and 32 channels per group (round 88).
 #include "conv/algorithms/depthwise/depthwise.h"
 
 #include <cuda_runtime.h>
