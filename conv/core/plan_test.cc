@@ -117,14 +117,6 @@ TEST(DispatchTest, AutoPicksTheMeasuredFastestOnBothSuites) {
   }
 }
 
-// A depthwise layer of the nets suite at batch 32.
-Shape Depthwise(int64_t channels, int64_t hw, int64_t k, int64_t pad) {
-  Shape s{32, channels, channels, hw, hw, k, k};
-  s.pad_top = s.pad_bottom = s.pad_left = s.pad_right = pad;
-  s.groups = channels;
-  return s;
-}
-
 // The nets suite's layers where round 87 measured every variant (docs/data/round87_small_1x1.txt):
 // the 1x1 layers of 16-32 input channels go to implicit_gemm_wgmma (2-5x faster than
 // direct_tiled, 19-28x than triton_igemm, which the models once preferred), the squeeze-excite
@@ -139,10 +131,10 @@ TEST(DispatchTest, AutoPicksTheMeasuredFastestOnSmallNetsLayers) {
       {se_expand, "dot"},
       {se_reduce, "dot"},
       // Depthwise (round 88, docs/data/round88_nets_dw.json): the FFT per channel only at 31x31.
-      {Depthwise(128, 56, 31, 15), "fft_depthwise"},
-      {Depthwise(1024, 7, 13, 6), "depthwise"},
-      {Depthwise(96, 56, 7, 3), "depthwise"},
-      {Depthwise(144, 56, 3, 1), "depthwise"}};
+      {DepthwiseShape(32, 128, 1, 56, 56, 31, 31, 15), "fft_depthwise"},
+      {DepthwiseShape(32, 1024, 1, 7, 7, 13, 13, 6), "depthwise"},
+      {DepthwiseShape(32, 96, 1, 56, 56, 7, 7, 3), "depthwise"},
+      {DepthwiseShape(32, 144, 1, 56, 56, 3, 3, 1), "depthwise"}};
   for (const auto& [shape, best] : expected) {
     absl::StatusOr<std::string> name = ChooseAlgorithm(shape);
     ASSERT_TRUE(name.ok()) << shape.ToString() << ": " << name.status();

@@ -94,6 +94,22 @@ inline Shape WithGeometry(Shape s, int64_t pt, int64_t pb, int64_t pl, int64_t p
   return s;
 }
 
+// A grouped shape with the same padding on every side and the same stride and dilation both
+// ways: the family tests' constructor.
+inline Shape GroupedShape(int64_t b, int64_t cin, int64_t cout, int64_t groups, int64_t h,
+                          int64_t w, int64_t kh, int64_t kw, int64_t pad = 0, int64_t stride = 1,
+                          int64_t dilation = 1, bool bias = false) {
+  return WithGeometry(Shape{b, cin, cout, h, w, kh, kw}, pad, pad, pad, pad, stride, stride,
+                      dilation, dilation, groups, bias);
+}
+
+// Depthwise: c input channels, each with `mult` filters of its own (groups = c, Cout = c * mult).
+inline Shape DepthwiseShape(int64_t b, int64_t c, int64_t mult, int64_t h, int64_t w, int64_t kh,
+                            int64_t kw, int64_t pad = 0, int64_t stride = 1,
+                            int64_t dilation = 1, bool bias = false) {
+  return GroupedShape(b, c, c * mult, c, h, w, kh, kw, pad, stride, dilation, bias);
+}
+
 // The geometry beyond the basic form, one part at a time and then together, on small odd shapes
 // (every output fits a golden file): the golden files' geometry set.
 inline std::vector<Shape> GeometryShapes() {

@@ -35,51 +35,40 @@ const std::vector<std::string>& Variants() {
 // The lab's algorithms are not the library's: registered here, before any test runs.
 [[maybe_unused]] const bool kLabRegistered = RegisterLabAlgorithms().ok();
 
-Shape Depthwise(int64_t b, int64_t c, int64_t mult, int64_t h, int64_t w, int64_t kh, int64_t kw,
-                int64_t pad, int64_t stride, int64_t dilation, bool bias) {
-  Shape s{b, c, c * mult, h, w, kh, kw};
-  s.pad_top = s.pad_bottom = s.pad_left = s.pad_right = pad;
-  s.stride_h = s.stride_w = stride;
-  s.dilation_h = s.dilation_w = dilation;
-  s.groups = c;
-  s.has_bias = bias;
-  return s;
-}
-
 std::vector<Shape> Shapes() {
   std::vector<Shape> v = {
-      Depthwise(2, 5, 1, 13, 11, 3, 3, 1, 1, 1, false),    // odd sizes, pad 1
-      Depthwise(1, 3, 1, 9, 9, 1, 1, 0, 1, 1, true),       // K = 1, batch 1, bias
-      Depthwise(1, 4, 1, 7, 7, 7, 7, 0, 1, 1, false),      // K = H: one output
-      Depthwise(2, 6, 2, 17, 23, 5, 5, 2, 2, 1, true),     // multiplier 2, stride 2, H != W
-      Depthwise(1, 3, 3, 20, 20, 3, 3, 1, 1, 1, false),    // multiplier 3
-      Depthwise(2, 4, 1, 19, 21, 3, 3, 2, 1, 2, false),    // dilation 2
-      Depthwise(1, 2, 1, 25, 25, 2, 2, 0, 5, 1, true),     // stride larger than the kernel
-      Depthwise(1, 3, 1, 40, 70, 7, 7, 3, 1, 1, true),     // ConvNeXt's 7x7, several tiles
-      Depthwise(2, 8, 1, 28, 28, 5, 5, 2, 2, 1, false),    // EfficientNet's 5x5 stride 2
-      Depthwise(1, 4, 1, 56, 56, 31, 31, 15, 1, 1, false), // RepLKNet's 31x31
-      Depthwise(1, 4, 1, 7, 7, 13, 13, 6, 1, 1, true),     // 13x13 on 7x7: mostly padding
+      DepthwiseShape(2, 5, 1, 13, 11, 3, 3, 1, 1, 1, false),    // odd sizes, pad 1
+      DepthwiseShape(1, 3, 1, 9, 9, 1, 1, 0, 1, 1, true),       // K = 1, batch 1, bias
+      DepthwiseShape(1, 4, 1, 7, 7, 7, 7, 0, 1, 1, false),      // K = H: one output
+      DepthwiseShape(2, 6, 2, 17, 23, 5, 5, 2, 2, 1, true),     // multiplier 2, stride 2, H != W
+      DepthwiseShape(1, 3, 3, 20, 20, 3, 3, 1, 1, 1, false),    // multiplier 3
+      DepthwiseShape(2, 4, 1, 19, 21, 3, 3, 2, 1, 2, false),    // dilation 2
+      DepthwiseShape(1, 2, 1, 25, 25, 2, 2, 0, 5, 1, true),     // stride larger than the kernel
+      DepthwiseShape(1, 3, 1, 40, 70, 7, 7, 3, 1, 1, true),     // ConvNeXt's 7x7, several tiles
+      DepthwiseShape(2, 8, 1, 28, 28, 5, 5, 2, 2, 1, false),    // EfficientNet's 5x5 stride 2
+      DepthwiseShape(1, 4, 1, 56, 56, 31, 31, 15, 1, 1, false), // RepLKNet's 31x31
+      DepthwiseShape(1, 4, 1, 7, 7, 13, 13, 6, 1, 1, true),     // 13x13 on 7x7: mostly padding
       // Several planes per CTA, the last CTA's group cut short (111 and 38 planes):
-      Depthwise(3, 37, 1, 7, 7, 5, 5, 2, 1, 1, true),      // EfficientNet's late 5x5
-      Depthwise(2, 19, 1, 14, 14, 5, 5, 2, 2, 1, false),   // 5x5 stride 2 onto 7x7
-      Depthwise(2, 7, 3, 9, 6, 3, 3, 1, 1, 1, true),       // multiplier 3: planes of one input
-      Depthwise(2, 11, 1, 1, 1, 3, 3, 1, 1, 1, true),      // 1x1 images
-      Depthwise(1, 5, 1, 50, 9, 7, 2, 3, 1, 1, false),     // kernel_w % 4 = 2, tall plane
-      Depthwise(1, 3, 1, 57, 61, 31, 31, 15, 1, 1, true),  // 31x31 on odd sizes: four tiles
-      Depthwise(2, 9, 1, 33, 35, 6, 5, 2, 1, 1, true),     // even kernel (6x5), pad 2
+      DepthwiseShape(3, 37, 1, 7, 7, 5, 5, 2, 1, 1, true),      // EfficientNet's late 5x5
+      DepthwiseShape(2, 19, 1, 14, 14, 5, 5, 2, 2, 1, false),   // 5x5 stride 2 onto 7x7
+      DepthwiseShape(2, 7, 3, 9, 6, 3, 3, 1, 1, 1, true),       // multiplier 3: planes of one input
+      DepthwiseShape(2, 11, 1, 1, 1, 3, 3, 1, 1, 1, true),      // 1x1 images
+      DepthwiseShape(1, 5, 1, 50, 9, 7, 2, 3, 1, 1, false),     // kernel_w % 4 = 2, tall plane
+      DepthwiseShape(1, 3, 1, 57, 61, 31, 31, 15, 1, 1, true),  // 31x31 on odd sizes: four tiles
+      DepthwiseShape(2, 9, 1, 33, 35, 6, 5, 2, 1, 1, true),     // even kernel (6x5), pad 2
   };
-  Shape asym = Depthwise(2, 3, 1, 15, 16, 3, 4, 0, 1, 1, true);
+  Shape asym = DepthwiseShape(2, 3, 1, 15, 16, 3, 4, 0, 1, 1, true);
   asym.pad_top = 2, asym.pad_bottom = 0, asym.pad_left = 1, asym.pad_right = 3;
   asym.stride_h = 1, asym.stride_w = 2, asym.dilation_h = 2, asym.dilation_w = 1;
   v.push_back(asym);
   // The streaming kernel's instantiations not reached above: 7x7 one output a thread (stride
   // 2), two a thread under a vertical stride and dilation (the rows' step is not the columns'),
   // and 5x5 with a column stride only.
-  v.push_back(Depthwise(2, 5, 1, 23, 19, 7, 7, 3, 2, 1, true));
-  Shape rows = Depthwise(2, 4, 2, 21, 17, 3, 3, 1, 1, 1, true);
+  v.push_back(DepthwiseShape(2, 5, 1, 23, 19, 7, 7, 3, 2, 1, true));
+  Shape rows = DepthwiseShape(2, 4, 2, 21, 17, 3, 3, 1, 1, 1, true);
   rows.pad_top = 2, rows.pad_bottom = 1, rows.stride_h = 2, rows.dilation_h = 2;
   v.push_back(rows);
-  Shape cols = Depthwise(1, 6, 1, 12, 27, 5, 5, 2, 1, 1, false);
+  Shape cols = DepthwiseShape(1, 6, 1, 12, 27, 5, 5, 2, 1, 1, false);
   cols.stride_w = 2;
   v.push_back(cols);
   return v;
@@ -142,7 +131,7 @@ INSTANTIATE_TEST_SUITE_P(Shapes, DepthwiseShapeTest, ::testing::ValuesIn(Shapes(
 TEST(DepthwiseGpuTest, InputsChangeBetweenCalls) {
   for (const std::string& v : Variants()) {
     absl::Status st =
-        CheckInputsChangeBetweenCalls(v, Depthwise(2, 5, 2, 37, 29, 6, 5, 2, 1, 1, true));
+        CheckInputsChangeBetweenCalls(v, DepthwiseShape(2, 5, 2, 37, 29, 6, 5, 2, 1, 1, true));
     EXPECT_TRUE(st.ok()) << v << ": " << st;
   }
 }
@@ -152,9 +141,9 @@ TEST(DepthwiseGpuTest, InputsChangeBetweenCalls) {
 // multiplier and a 3x3 on 7x7 planes (both streamed by it). The non-finite class's NaN tap reaches
 // the outputs where it falls in the padding too.
 TEST(DepthwiseGpuTest, InputClasses) {
-  const std::vector<Shape> shapes = {Depthwise(2, 6, 1, 30, 33, 7, 7, 3, 1, 1, false),
-                                     Depthwise(2, 6, 2, 29, 31, 5, 5, 2, 2, 1, true),
-                                     Depthwise(3, 8, 1, 7, 7, 3, 3, 1, 1, 1, true)};
+  const std::vector<Shape> shapes = {DepthwiseShape(2, 6, 1, 30, 33, 7, 7, 3, 1, 1, false),
+                                     DepthwiseShape(2, 6, 2, 29, 31, 5, 5, 2, 2, 1, true),
+                                     DepthwiseShape(3, 8, 1, 7, 7, 3, 3, 1, 1, 1, true)};
   for (const Shape& s : shapes) {
     for (InputClass c : AllInputClasses()) {
       absl::StatusOr<ClassProblem> p = MakeClassProblem(s, 77, c);
@@ -181,7 +170,7 @@ TEST(DepthwisePlanTest, RefusesWhatItDoesNotCompute) {
     EXPECT_EQ(a->CanImplement(grouped).code(), absl::StatusCode::kUnimplemented);
     EXPECT_EQ(a->CanImplement(Shape{1, 8, 8, 10, 10, 3, 3}).code(),
               absl::StatusCode::kUnimplemented);
-    Shape huge = Depthwise(1, 2, 1, 80, 80, 64, 64, 0, 1, 1, false);
+    Shape huge = DepthwiseShape(1, 2, 1, 80, 80, 64, 64, 0, 1, 1, false);
     EXPECT_EQ(a->CanImplement(huge).code(), absl::StatusCode::kUnimplemented);
   }
 }

@@ -23,49 +23,38 @@ namespace {
 
 constexpr char kAlgorithm[] = "grouped_direct";
 
-Shape Grouped(int64_t b, int64_t cin, int64_t cout, int64_t groups, int64_t h, int64_t w,
-              int64_t kh, int64_t kw, int64_t pad, int64_t stride, int64_t dilation, bool bias) {
-  Shape s{b, cin, cout, h, w, kh, kw};
-  s.pad_top = s.pad_bottom = s.pad_left = s.pad_right = pad;
-  s.stride_h = s.stride_w = stride;
-  s.dilation_h = s.dilation_w = dilation;
-  s.groups = groups;
-  s.has_bias = bias;
-  return s;
-}
-
 std::vector<Shape> Shapes() {
   std::vector<Shape> v = {
       // ResNeXt-50's 3x3 layers (32 groups of 8 channels at 256 wide), batch reduced:
-      Grouped(2, 256, 256, 32, 28, 28, 3, 3, 1, 1, 1, false),  // stride 1, two outputs a thread
-      Grouped(1, 256, 256, 32, 56, 56, 3, 3, 1, 2, 1, true),   // stride 2, one a thread
-      Grouped(2, 256, 256, 32, 14, 14, 3, 3, 1, 1, 1, true),   // small planes
-      Grouped(2, 128, 128, 32, 14, 14, 3, 3, 1, 1, 1, false),  // 4 channels per group
-      Grouped(2, 6, 10, 2, 21, 18, 3, 3, 1, 1, 1, true),       // 3 in, 5 out per group
-      Grouped(2, 6, 10, 2, 21, 18, 4, 3, 0, 1, 1, false),      // the golden geometry shape
-      Grouped(3, 12, 8, 4, 17, 13, 3, 3, 1, 1, 1, true),       // Cin > Cout (3 in, 2 out)
-      Grouped(1, 16, 24, 4, 9, 11, 1, 1, 0, 1, 1, true),       // K = 1, batch 1
-      Grouped(1, 9, 6, 3, 20, 23, 5, 5, 2, 1, 1, false),       // 5x5, two outputs a thread
-      Grouped(2, 8, 12, 2, 23, 19, 5, 5, 2, 2, 1, true),       // 5x5 stride 2
-      Grouped(1, 10, 10, 5, 30, 33, 7, 7, 3, 1, 1, true),      // 7x7, two outputs a thread
-      Grouped(2, 12, 6, 3, 23, 19, 7, 7, 3, 2, 1, false),      // 7x7 stride 2
-      Grouped(2, 8, 8, 2, 33, 35, 6, 5, 2, 1, 1, true),        // run-time loop: 6x5
-      Grouped(1, 6, 4, 2, 29, 27, 9, 9, 4, 1, 1, false),       // run-time loop: 9x9
-      Grouped(1, 4, 6, 2, 25, 25, 2, 2, 0, 5, 1, true),        // stride larger than the kernel
-      Grouped(2, 8, 8, 4, 19, 21, 3, 3, 2, 1, 2, false),       // dilation 2
-      Grouped(2, 6, 6, 3, 1, 1, 3, 3, 1, 1, 1, true),          // 1x1 images: only the center
-      Grouped(2, 8, 4, 2, 7, 7, 7, 7, 0, 1, 1, false),         // K = H: one output pixel
-      Grouped(1, 128, 8, 2, 12, 12, 3, 3, 1, 1, 1, true),      // 64 channels per group
+      GroupedShape(2, 256, 256, 32, 28, 28, 3, 3, 1, 1, 1, false),  // stride 1, two outputs a thread
+      GroupedShape(1, 256, 256, 32, 56, 56, 3, 3, 1, 2, 1, true),   // stride 2, one a thread
+      GroupedShape(2, 256, 256, 32, 14, 14, 3, 3, 1, 1, 1, true),   // small planes
+      GroupedShape(2, 128, 128, 32, 14, 14, 3, 3, 1, 1, 1, false),  // 4 channels per group
+      GroupedShape(2, 6, 10, 2, 21, 18, 3, 3, 1, 1, 1, true),       // 3 in, 5 out per group
+      GroupedShape(2, 6, 10, 2, 21, 18, 4, 3, 0, 1, 1, false),      // the golden geometry shape
+      GroupedShape(3, 12, 8, 4, 17, 13, 3, 3, 1, 1, 1, true),       // Cin > Cout (3 in, 2 out)
+      GroupedShape(1, 16, 24, 4, 9, 11, 1, 1, 0, 1, 1, true),       // K = 1, batch 1
+      GroupedShape(1, 9, 6, 3, 20, 23, 5, 5, 2, 1, 1, false),       // 5x5, two outputs a thread
+      GroupedShape(2, 8, 12, 2, 23, 19, 5, 5, 2, 2, 1, true),       // 5x5 stride 2
+      GroupedShape(1, 10, 10, 5, 30, 33, 7, 7, 3, 1, 1, true),      // 7x7, two outputs a thread
+      GroupedShape(2, 12, 6, 3, 23, 19, 7, 7, 3, 2, 1, false),      // 7x7 stride 2
+      GroupedShape(2, 8, 8, 2, 33, 35, 6, 5, 2, 1, 1, true),        // run-time loop: 6x5
+      GroupedShape(1, 6, 4, 2, 29, 27, 9, 9, 4, 1, 1, false),       // run-time loop: 9x9
+      GroupedShape(1, 4, 6, 2, 25, 25, 2, 2, 0, 5, 1, true),        // stride larger than the kernel
+      GroupedShape(2, 8, 8, 4, 19, 21, 3, 3, 2, 1, 2, false),       // dilation 2
+      GroupedShape(2, 6, 6, 3, 1, 1, 3, 3, 1, 1, 1, true),          // 1x1 images: only the center
+      GroupedShape(2, 8, 4, 2, 7, 7, 7, 7, 0, 1, 1, false),         // K = H: one output pixel
+      GroupedShape(1, 128, 8, 2, 12, 12, 3, 3, 1, 1, 1, true),      // 64 channels per group
   };
   // Asymmetric padding, H != W, a column stride and a row dilation only, bias.
-  Shape asym = Grouped(2, 9, 6, 3, 15, 16, 3, 4, 0, 1, 1, true);
+  Shape asym = GroupedShape(2, 9, 6, 3, 15, 16, 3, 4, 0, 1, 1, true);
   asym.pad_top = 2, asym.pad_bottom = 0, asym.pad_left = 1, asym.pad_right = 3;
   asym.stride_w = 2, asym.dilation_h = 2;
   v.push_back(asym);
   // The geometry list's "everything at once" (stride 2x3, dilation 2x1, 3 groups of 3 in, 2 out).
   v.push_back(WithGeometry({2, 9, 6, 33, 28, 5, 3}, 2, 1, 0, 3, 2, 3, 2, 1, 3, true));
   // Two outputs a thread under a row stride and dilation (the rows' step is not the columns').
-  Shape rows = Grouped(2, 8, 16, 4, 21, 17, 3, 3, 1, 1, 1, true);
+  Shape rows = GroupedShape(2, 8, 16, 4, 21, 17, 3, 3, 1, 1, 1, true);
   rows.pad_top = 2, rows.pad_bottom = 1, rows.stride_h = 2, rows.dilation_h = 2;
   v.push_back(rows);
   return v;
@@ -93,7 +82,7 @@ INSTANTIATE_TEST_SUITE_P(Shapes, GroupedDirectTest, ::testing::ValuesIn(Shapes()
 
 TEST(GroupedDirectGpuTest, InputsChangeBetweenCalls) {
   const absl::Status st =
-      CheckInputsChangeBetweenCalls(kAlgorithm, Grouped(2, 6, 10, 2, 37, 29, 6, 5, 2, 1, 1, true));
+      CheckInputsChangeBetweenCalls(kAlgorithm, GroupedShape(2, 6, 10, 2, 37, 29, 6, 5, 2, 1, 1, true));
   EXPECT_TRUE(st.ok()) << st;
 }
 
@@ -103,10 +92,10 @@ TEST(GroupedDirectGpuTest, InputsChangeBetweenCalls) {
 // 3x3, 4608 terms. The non-finite class's NaN tap reaches the outputs where it falls in the
 // padding too.
 TEST(GroupedDirectGpuTest, InputClasses) {
-  const std::vector<Shape> shapes = {Grouped(2, 32, 32, 4, 14, 15, 3, 3, 1, 1, 1, false),
-                                     Grouped(2, 6, 10, 2, 29, 31, 5, 5, 2, 2, 1, true),
-                                     Grouped(1, 8, 6, 2, 19, 17, 6, 5, 2, 1, 1, true),
-                                     Grouped(1, 1024, 4, 2, 9, 9, 3, 3, 1, 1, 1, false)};
+  const std::vector<Shape> shapes = {GroupedShape(2, 32, 32, 4, 14, 15, 3, 3, 1, 1, 1, false),
+                                     GroupedShape(2, 6, 10, 2, 29, 31, 5, 5, 2, 2, 1, true),
+                                     GroupedShape(1, 8, 6, 2, 19, 17, 6, 5, 2, 1, 1, true),
+                                     GroupedShape(1, 1024, 4, 2, 9, 9, 3, 3, 1, 1, 1, false)};
   for (const Shape& s : shapes) {
     ASSERT_TRUE(MakeGroupedDirect()->WithinContract(s).ok()) << s.ToString();
     for (InputClass c : AllInputClasses()) {
@@ -125,15 +114,15 @@ TEST(GroupedDirectPlanTest, RefusesWhatItDoesNotCompute) {
   EXPECT_EQ(a->CanImplement(Shape{1, 8, 8, 10, 10, 3, 3}).code(),
             absl::StatusCode::kUnimplemented);
   // Depthwise, with and without a channel multiplier: depthwise's.
-  EXPECT_EQ(a->CanImplement(Grouped(1, 8, 8, 8, 10, 10, 3, 3, 1, 1, 1, false)).code(),
+  EXPECT_EQ(a->CanImplement(GroupedShape(1, 8, 8, 8, 10, 10, 3, 3, 1, 1, 1, false)).code(),
             absl::StatusCode::kUnimplemented);
-  EXPECT_EQ(a->CanImplement(Grouped(1, 4, 8, 4, 10, 10, 3, 3, 1, 1, 1, false)).code(),
+  EXPECT_EQ(a->CanImplement(GroupedShape(1, 4, 8, 4, 10, 10, 3, 3, 1, 1, 1, false)).code(),
             absl::StatusCode::kUnimplemented);
   // A kernel past 63 a side.
-  EXPECT_EQ(a->CanImplement(Grouped(1, 4, 4, 2, 80, 80, 64, 64, 0, 1, 1, false)).code(),
+  EXPECT_EQ(a->CanImplement(GroupedShape(1, 4, 4, 2, 80, 80, 64, 64, 0, 1, 1, false)).code(),
             absl::StatusCode::kUnimplemented);
   // 5000 terms per output (200 channels per group at 5x5): taken, outside the contract.
-  const Shape long_sum = Grouped(1, 400, 4, 2, 8, 8, 5, 5, 2, 1, 1, false);
+  const Shape long_sum = GroupedShape(1, 400, 4, 2, 8, 8, 5, 5, 2, 1, 1, false);
   EXPECT_TRUE(a->CanImplement(long_sum).ok());
   EXPECT_EQ(a->WithinContract(long_sum).code(), absl::StatusCode::kOutOfRange);
 }

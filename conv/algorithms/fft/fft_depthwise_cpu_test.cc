@@ -7,19 +7,12 @@
 #include <random>
 
 #include "conv/shape.h"
+#include "conv/testing/shapes.h"
 #include "gtest/gtest.h"
 
 namespace conv2d {
 namespace fft_depthwise {
 namespace {
-
-Shape Depthwise(int64_t b, int64_t c, int64_t mult, int64_t h, int64_t w, int64_t kh, int64_t kw,
-                int64_t pad) {
-  Shape s{b, c, c * mult, h, w, kh, kw};
-  s.pad_top = s.pad_bottom = s.pad_left = s.pad_right = pad;
-  s.groups = c;
-  return s;
-}
 
 void ExpectCovers(const Shape& s, const Tiling& t) {
   SCOPED_TRACE(s.ToString());
@@ -45,7 +38,7 @@ void ExpectCovers(const Shape& s, const Tiling& t) {
 TEST(FftDepthwiseTilingTest, LargeKernelsOfTheNetworks) {
   // RepLKNet's 31x31 on 56x56, batch 32: 64x64 tiles of 34x34 outputs, four per plane, two
   // complex FFTs (four images) per CTA in 72 KB.
-  const Shape big = Depthwise(32, 128, 1, 56, 56, 31, 31, 15);
+  const Shape big = DepthwiseShape(32, 128, 1, 56, 56, 31, 31, 15);
   absl::StatusOr<Tiling> t = TilingFor(big);
   ASSERT_TRUE(t.ok()) << t.status();
   EXPECT_EQ(t->log2_th, 6);
@@ -56,7 +49,7 @@ TEST(FftDepthwiseTilingTest, LargeKernelsOfTheNetworks) {
   EXPECT_LE(t->smem_bytes, 72 * 1024);
   ExpectCovers(big, *t);
   // 13x13 on 7x7: one 32x32 tile a plane.
-  const Shape small = Depthwise(32, 1024, 1, 7, 7, 13, 13, 6);
+  const Shape small = DepthwiseShape(32, 1024, 1, 7, 7, 13, 13, 6);
   t = TilingFor(small);
   ASSERT_TRUE(t.ok()) << t.status();
   EXPECT_EQ(t->log2_th, 5);
@@ -69,7 +62,7 @@ TEST(FftDepthwiseTilingTest, RandomGeometriesAreCovered) {
   auto pick = [&](int lo, int hi) { return std::uniform_int_distribution<int>(lo, hi)(rng); };
   for (int i = 0; i < 2000; ++i) {
     const int64_t kh = pick(1, 63), kw = pick(1, 63);
-    Shape s = Depthwise(pick(1, 9), pick(1, 6), pick(1, 3), pick(1, 200), pick(1, 200), kh, kw, 0);
+    Shape s = DepthwiseShape(pick(1, 9), pick(1, 6), pick(1, 3), pick(1, 200), pick(1, 200), kh, kw, 0);
     s.pad_top = pick(0, static_cast<int>(kh) - 1);
     s.pad_bottom = pick(0, static_cast<int>(kh) - 1);
     s.pad_left = pick(0, static_cast<int>(kw) - 1);
@@ -88,20 +81,20 @@ TEST(FftDepthwiseTilingTest, RandomGeometriesAreCovered) {
 }
 
 TEST(FftDepthwiseTilingTest, RefusesWhatItDoesNotCompute) {
-  Shape strided = Depthwise(1, 4, 1, 32, 32, 15, 15, 7);
+  Shape strided = DepthwiseShape(1, 4, 1, 32, 32, 15, 15, 7);
   strided.stride_h = 2;
   EXPECT_EQ(TilingFor(strided).status().code(), absl::StatusCode::kUnimplemented);
-  Shape dilated = Depthwise(1, 4, 1, 64, 64, 15, 15, 7);
+  Shape dilated = DepthwiseShape(1, 4, 1, 64, 64, 15, 15, 7);
   dilated.dilation_w = 2;
   EXPECT_EQ(TilingFor(dilated).status().code(), absl::StatusCode::kUnimplemented);
   Shape grouped{1, 8, 8, 32, 32, 15, 15};
   grouped.groups = 4;  // two input channels per group
   EXPECT_EQ(TilingFor(grouped).status().code(), absl::StatusCode::kUnimplemented);
-  EXPECT_EQ(TilingFor(Depthwise(1, 2, 1, 80, 80, 64, 64, 0)).status().code(),
+  EXPECT_EQ(TilingFor(DepthwiseShape(1, 2, 1, 80, 80, 64, 64, 0)).status().code(),
             absl::StatusCode::kUnimplemented);  // past kMaxKernel
   std::unique_ptr<Algorithm> a = MakeFftDepthwise();
   EXPECT_EQ(a->CanImplement(strided).code(), absl::StatusCode::kUnimplemented);
-  EXPECT_TRUE(a->CanImplement(Depthwise(2, 3, 2, 40, 41, 31, 29, 14)).ok());
+  EXPECT_TRUE(a->CanImplement(DepthwiseShape(2, 3, 2, 40, 41, 31, 29, 14)).ok());
 }
 
 }  // namespace

@@ -20,33 +20,24 @@ namespace {
 
 constexpr char kAlgorithm[] = "fft_depthwise";
 
-Shape Depthwise(int64_t b, int64_t c, int64_t mult, int64_t h, int64_t w, int64_t kh, int64_t kw,
-                int64_t pad, bool bias) {
-  Shape s{b, c, c * mult, h, w, kh, kw};
-  s.pad_top = s.pad_bottom = s.pad_left = s.pad_right = pad;
-  s.groups = c;
-  s.has_bias = bias;
-  return s;
-}
-
 std::vector<Shape> Shapes() {
   std::vector<Shape> v = {
-      Depthwise(4, 3, 1, 56, 56, 31, 31, 15, false),  // RepLKNet's 31x31: 2x2 tiles of 64
-      Depthwise(3, 5, 1, 7, 7, 13, 13, 6, true),      // 13x13 on 7x7, odd batch
-      Depthwise(1, 2, 1, 57, 61, 31, 31, 15, true),   // batch 1, odd sizes
-      Depthwise(2, 3, 2, 40, 23, 17, 9, 4, false),    // multiplier 2, Kh != Kw, H != W
-      Depthwise(5, 2, 1, 90, 100, 21, 21, 10, true),  // several tiles, odd batch
-      Depthwise(2, 2, 1, 33, 33, 33, 33, 0, false),   // K = H: one output
-      Depthwise(2, 2, 1, 140, 40, 27, 5, 2, true),    // tall: 128-high tiles
-      Depthwise(6, 2, 3, 20, 20, 1, 1, 0, true),      // K = 1 (the FFT still computes it)
-      Depthwise(2, 2, 1, 64, 64, 63, 63, 31, false),  // the largest kernel
+      DepthwiseShape(4, 3, 1, 56, 56, 31, 31, 15, 1, 1, false),  // RepLKNet's 31x31: 2x2 tiles of 64
+      DepthwiseShape(3, 5, 1, 7, 7, 13, 13, 6, 1, 1, true),      // 13x13 on 7x7, odd batch
+      DepthwiseShape(1, 2, 1, 57, 61, 31, 31, 15, 1, 1, true),   // batch 1, odd sizes
+      DepthwiseShape(2, 3, 2, 40, 23, 17, 9, 4, 1, 1, false),    // multiplier 2, Kh != Kw, H != W
+      DepthwiseShape(5, 2, 1, 90, 100, 21, 21, 10, 1, 1, true),  // several tiles, odd batch
+      DepthwiseShape(2, 2, 1, 33, 33, 33, 33, 0, 1, 1, false),   // K = H: one output
+      DepthwiseShape(2, 2, 1, 140, 40, 27, 5, 2, 1, 1, true),    // tall: 128-high tiles
+      DepthwiseShape(6, 2, 3, 20, 20, 1, 1, 0, 1, 1, true),      // K = 1 (the FFT still computes it)
+      DepthwiseShape(2, 2, 1, 64, 64, 63, 63, 31, 1, 1, false),  // the largest kernel
   };
-  Shape asym = Depthwise(3, 4, 1, 37, 45, 15, 11, 0, true);
+  Shape asym = DepthwiseShape(3, 4, 1, 37, 45, 15, 11, 0, 1, 1, true);
   asym.pad_top = 9, asym.pad_bottom = 2, asym.pad_left = 0, asym.pad_right = 10;
   v.push_back(asym);
   // Padding past the kernel: the lower tiles' input rows are all outside the image (no row to
   // transform; their outputs are the bias).
-  Shape below = Depthwise(2, 2, 1, 10, 12, 15, 15, 0, true);
+  Shape below = DepthwiseShape(2, 2, 1, 10, 12, 15, 15, 0, 1, 1, true);
   below.pad_bottom = 40, below.pad_left = below.pad_right = 7;
   v.push_back(below);
   return v;
@@ -63,23 +54,22 @@ INSTANTIATE_TEST_SUITE_P(Shapes, FftDepthwiseTest, ::testing::ValuesIn(Shapes())
 
 // auto takes RepLKNet's 31x31 here: direct summation is 961 multiply-adds per output.
 TEST(FftDepthwiseGpuTest, AutoTakesTheLargeKernel) {
-  absl::StatusOr<std::string> pick = ChooseAlgorithm(Depthwise(32, 128, 1, 56, 56, 31, 31, 15,
-                                                               false));
+  absl::StatusOr<std::string> pick = ChooseAlgorithm(DepthwiseShape(32, 128, 1, 56, 56, 31, 31, 15, 1, 1, false));
   ASSERT_TRUE(pick.ok()) << pick.status();
   EXPECT_EQ(*pick, kAlgorithm);
 }
 
 TEST(FftDepthwiseGpuTest, InputsChangeBetweenCalls) {
   absl::Status st = CheckInputsChangeBetweenCalls(
-      kAlgorithm, Depthwise(3, 3, 2, 41, 37, 19, 17, 8, true));
+      kAlgorithm, DepthwiseShape(3, 3, 2, 41, 37, 19, 17, 8, 1, 1, true));
   EXPECT_TRUE(st.ok()) << st;
 }
 
 // Every input class (outliers, a large mean, sparse, huge, tiny, non-finite) at every output:
 // where the guard cannot trust the FFT it recomputes the output directly.
 TEST(FftDepthwiseGpuTest, InputClasses) {
-  for (const Shape& s : {Depthwise(3, 4, 1, 56, 56, 31, 31, 15, false),
-                         Depthwise(2, 3, 1, 30, 33, 13, 13, 6, true)}) {
+  for (const Shape& s : {DepthwiseShape(3, 4, 1, 56, 56, 31, 31, 15, 1, 1, false),
+                         DepthwiseShape(2, 3, 1, 30, 33, 13, 13, 6, 1, 1, true)}) {
     for (InputClass c : AllInputClasses()) {
       absl::StatusOr<ClassProblem> p = MakeClassProblem(s, 79, c);
       ASSERT_TRUE(p.ok()) << p.status();
@@ -92,12 +82,12 @@ TEST(FftDepthwiseGpuTest, InputClasses) {
 
 TEST(FftDepthwisePlanTest, RefusesWhatItDoesNotCompute) {
   std::unique_ptr<Algorithm> a = MakeFftDepthwise();
-  Shape strided = Depthwise(1, 4, 1, 32, 32, 15, 15, 7, false);
+  Shape strided = DepthwiseShape(1, 4, 1, 32, 32, 15, 15, 7, 1, 1, false);
   strided.stride_h = strided.stride_w = 2;
   EXPECT_EQ(a->CanImplement(strided).code(), absl::StatusCode::kUnimplemented);
   EXPECT_EQ(a->CanImplement(Shape{1, 8, 8, 40, 40, 15, 15}).code(),
             absl::StatusCode::kUnimplemented);  // not depthwise
-  EXPECT_EQ(a->CanImplement(Depthwise(1, 2, 1, 80, 80, 64, 64, 0, false)).code(),
+  EXPECT_EQ(a->CanImplement(DepthwiseShape(1, 2, 1, 80, 80, 64, 64, 0, 1, 1, false)).code(),
             absl::StatusCode::kUnimplemented);  // past kMaxKernel
 }
 
