@@ -10,6 +10,7 @@
 #include <string>
 
 #include "absl/status/statusor.h"
+#include "conv/conv.h"
 #include "conv/shape.h"
 #include "conv/testing/testbed.h"
 #include "gtest/gtest.h"
@@ -32,6 +33,17 @@ inline void ExpectMatchesReference(const Shape& shape, const std::string& algori
     EXPECT_TRUE(r->ok()) << shape.ToString() << " seed " << run.seed << ": " << r->ToString()
                          << " first failure at " << r->first_failure;
   }
+}
+
+// auto's pick for `shape` is `algorithm`, or "dot" where the output is one pixel that sees the
+// whole image (Kh = H, Kw = W, no padding): the families' tests that own a class of shapes.
+inline void ExpectAutoTakes(const Shape& shape, const std::string& algorithm) {
+  absl::StatusOr<std::string> pick = ChooseAlgorithm(shape);
+  ASSERT_TRUE(pick.ok()) << pick.status();
+  const bool whole =
+      shape.kernel_h == shape.height && shape.kernel_w == shape.width && !shape.padded();
+  if (whole && *pick == "dot") return;
+  EXPECT_EQ(*pick, algorithm) << shape.ToString();
 }
 
 }  // namespace conv2d

@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "conv/algorithms/depthwise/depthwise.h"
+#include "conv/testing/shapes.h"
 #include "gtest/gtest.h"
 
 namespace conv2d {
@@ -23,11 +24,7 @@ namespace {
 constexpr int64_t kH200Smem = 232448;  // shared memory one block may opt in to on the H200
 
 Shape Dw(int64_t b, int64_t c, int64_t hw, int64_t k, int64_t pad, int64_t stride) {
-  Shape s{b, c, c, hw, hw, k, k};
-  s.pad_top = s.pad_bottom = s.pad_left = s.pad_right = pad;
-  s.stride_h = s.stride_w = stride;
-  s.groups = c;
-  return s;
+  return DepthwiseShape(b, c, 1, hw, hw, k, k, pad, stride);
 }
 
 // The rule, restated: staged past 7x7; under it, streaming at stride or dilation > 1, for kernels

@@ -93,14 +93,7 @@ class DepthwiseShapeTest : public ::testing::TestWithParam<Shape> {};
 
 // auto takes it (never a forced variant), or "dot" where the output is one pixel that sees the
 // whole image.
-TEST_P(DepthwiseShapeTest, AutoTakesIt) {
-  const Shape& s = GetParam();
-  absl::StatusOr<std::string> pick = ChooseAlgorithm(s);
-  ASSERT_TRUE(pick.ok()) << pick.status();
-  const bool whole = s.kernel_h == s.height && s.kernel_w == s.width && !s.padded();
-  if (whole && *pick == "dot") return;
-  EXPECT_EQ(*pick, kAlgorithm);
-}
+TEST_P(DepthwiseShapeTest, AutoTakesIt) { ExpectAutoTakes(GetParam(), kAlgorithm); }
 
 // The kernels sum the same terms in the same order (row-major taps, fmaf from zero, then the
 // bias), so what is measured of one is measured of the same result; NaN matches any NaN.

@@ -68,21 +68,14 @@ TEST_P(GroupedDirectTest, MatchesFp64Reference) {
 
 // Nothing else fast takes a grouped shape with several channels per group, so auto must pick
 // grouped_direct (or dot, where the output is one pixel that sees the whole image).
-TEST_P(GroupedDirectTest, AutoTakesIt) {
-  const Shape& s = GetParam();
-  absl::StatusOr<std::string> pick = ChooseAlgorithm(s);
-  ASSERT_TRUE(pick.ok()) << pick.status();
-  const bool whole = s.kernel_h == s.height && s.kernel_w == s.width && !s.padded();
-  if (whole && *pick == "dot") return;
-  EXPECT_EQ(*pick, kAlgorithm);
-}
+TEST_P(GroupedDirectTest, AutoTakesIt) { ExpectAutoTakes(GetParam(), kAlgorithm); }
 
 INSTANTIATE_TEST_SUITE_P(Shapes, GroupedDirectTest, ::testing::ValuesIn(Shapes()),
                          [](const auto& info) { return GtestName(info.param); });
 
 TEST(GroupedDirectGpuTest, InputsChangeBetweenCalls) {
-  const absl::Status st =
-      CheckInputsChangeBetweenCalls(kAlgorithm, GroupedShape(2, 6, 10, 2, 37, 29, 6, 5, 2, 1, 1, true));
+  const absl::Status st = CheckInputsChangeBetweenCalls(
+      kAlgorithm, GroupedShape(2, 6, 10, 2, 37, 29, 6, 5, 2, 1, 1, true));
   EXPECT_TRUE(st.ok()) << st;
 }
 
