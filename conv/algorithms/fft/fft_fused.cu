@@ -334,10 +334,23 @@ absl::StatusOr<std::unique_ptr<Runner>> Build(const Shape& shape, const Options&
   return std::unique_ptr<Runner>(std::move(runner));
 }
 
+// The FFT algorithm with zero padding declared: the tiles are laid over the padded image and
+// their loads read x at (row - pad_top, col - pad_left), zero outside (ChooseConfig refuses
+// stride, dilation and groups, as Propose does from this geometry).
+class FftFusedAlgorithm final : public FftAlgorithm<Options, Config> {
+ public:
+  using FftAlgorithm<Options, Config>::FftAlgorithm;
+  ::conv2d::Geometry geometry() const override {
+    ::conv2d::Geometry g;
+    g.padding = true;
+    return g;
+  }
+};
+
 // "fft_fused" and "fft_fused_3xtf32": one algorithm, two sets of options.
 std::unique_ptr<Algorithm> Make(const char* name, const Options& options, double calibration) {
-  return std::make_unique<FftAlgorithm<Options, Config>>(name, options, calibration, &ChooseConfig,
-                                                         &Build, /*cleans=*/true);
+  return std::make_unique<FftFusedAlgorithm>(name, options, calibration, &ChooseConfig, &Build,
+                                             /*cleans=*/true);
 }
 
 }  // namespace

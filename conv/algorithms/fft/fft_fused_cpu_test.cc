@@ -20,6 +20,7 @@
 #include "conv/algorithms/fft/fft_fused_internal.h"
 #include "conv/testing/shapes.h"
 #include "gtest/gtest.h"
+#include "reference/input_classes.h"
 #include "reference/random.h"
 #include "reference/reference.h"
 
@@ -45,7 +46,7 @@ class HostCtx {
         written_(data_.size(), false),
         tw_(kTwiddles, Cf{kNaN, kNaN}),
         tw_written_(kTwiddles, false),
-        meta_(2 * pairs, TransformMeta{-1 << 30, -1 << 30, -1 << 30, -1 << 30}),
+        meta_(2 * pairs, TransformMeta{-1 << 30, -32768, -32768, -32768, -32768, -1 << 30}),
         transform_stats_(2 * pairs, TransformStats{}),
         stat_slots_(StatSlotCount(Log2Pow2(pairs)), StatSlot{kNaN, kNaN, 0xdeadbeefu}) {}
 
@@ -313,6 +314,16 @@ Options Tile(int64_t th, int64_t tw, int pairs = 0) {
   return o;
 }
 
+// Offset in x of tile position (u, v) of channel c, with the shape's padding (the tile origin t
+// is in the padded image's coordinates), or -1 outside the image (zero fill). Unpadded, what
+// fft_tiled::InputOffset gives.
+int64_t PaddedInputOffset(const Shape& s, const fft_tiled::Dims& d, const fft_tiled::TileOrigin& t,
+                          int c, int u, int v) {
+  const int64_t row = t.row + u - s.pad_top, col = t.col + v - s.pad_left;
+  if (row < 0 || row >= d.height || col < 0 || col >= d.width) return -1;
+  return ((int64_t{t.b} * d.in_channels + c) * d.height + row) * d.width + col;
+}
+
 std::vector<Shape> AllListedShapes() {
   std::vector<Shape> shapes = EdgeShapes();
   for (const Shape& s : KernelBotTestShapes()) shapes.push_back(s);
@@ -527,16 +538,24 @@ Emulated Emulate(const Shape& s, const Config& c, const std::vector<float>& x,
 
 // Worst |got - exact| / rms(exact spectrum of that transform) over a spectrum, against the fp64
 // DFT of the real th x tw arrays `tiles(n)`.
+// The rms is the larger of the transform's and its pair partner's (n ^ 1: the two share one
+// complex FFT, whose rounding reaches both; a tile wholly in the padding is zero, and its
+// spectrum holds its partner's rounding errors).
 template <class TileFn>
 double SpectrumError(const std::vector<Cf>& spectrum, int n_total, int th, int tw, TileFn tiles) {
   const int half = tw / 2 + 1;
+  std::vector<std::vector<cd>> exacts(n_total);
+  std::vector<double> rms_of(n_total);
+  for (int n = 0; n < n_total; ++n) {
+    exacts[n] = Dft2(tiles(n), th, tw);
+    double ss = 0;
+    for (const cd& v : exacts[n]) ss += std::norm(v);
+    rms_of[n] = std::sqrt(ss / exacts[n].size());
+  }
   double worst = 0;
   for (int n = 0; n < n_total; ++n) {
-    std::vector<cd> t = tiles(n);
-    const std::vector<cd> exact = Dft2(t, th, tw);
-    double ss = 0;
-    for (const cd& v : exact) ss += std::norm(v);
-    const double rms = std::sqrt(ss / exact.size()) + 1e-30;
+    const std::vector<cd>& exact = exacts[n];
+    const double rms = std::max(rms_of[n], (n ^ 1) < n_total ? rms_of[n ^ 1] : 0.0) + 1e-30;
     for (int k0 = 0; k0 < th; ++k0) {
       for (int k1 = 0; k1 < half; ++k1) {
         const Cf got = spectrum[(int64_t{k0} * half + k1) * n_total + n];
@@ -582,7 +601,7 @@ Result CheckShape(const Shape& s, const Options& o, uint64_t seed) {
     int n_in = 0;
     for (int u = 0; u < th; ++u) {
       for (int v = 0; v < tw; ++v) {
-        const int64_t at = fft_tiled::InputOffset(d, to, ci, u, v);
+        const int64_t at = PaddedInputOffset(s, d, to, ci, u, v);
         if (at >= 0) {
           t[u * tw + v] = x[at];
           sum += x[at];
@@ -592,12 +611,12 @@ Result CheckShape(const Shape& s, const Options& o, uint64_t seed) {
       }
     }
     // Where CleanTransforms moves a large mean to the DC bin, the spectrum is that of the tile
-    // with the mean outside the image too.
+    // with the mean outside the image too (the padding included: the inverse corrects that).
     if (n_in > 0 && 16.0 * sum * sum > n_in * sumsq) {
       const float mean = static_cast<float>(sum / n_in);
       for (int u = 0; u < th; ++u) {
         for (int v = 0; v < tw; ++v) {
-          if (fft_tiled::InputOffset(d, to, ci, u, v) < 0) t[u * tw + v] = mean;
+          if (PaddedInputOffset(s, d, to, ci, u, v) < 0) t[u * tw + v] = mean;
         }
       }
     }
@@ -664,6 +683,61 @@ TEST(FftFusedEmulationTest, EveryTileSizeAndPairCount) {
   for (const Case& c : cases) ExpectShapeOk(c.shape, c.options, 7);
 }
 
+// Zero padding: the tiles cover the padded image and their loads read x at (row - pad_top,
+// col - pad_left), zero outside. Asymmetric padding, padding wider than the kernel's half (than
+// the kernel, than a tile: tiles wholly in the padding), K = 1, odd sizes, H != W, one output row,
+// the largest tile. Uniform data, where small corner tiles often have a large mean (|mean| >
+// rms/4 over a few elements): PaddingMeanCorrection runs here too.
+std::vector<std::pair<Shape, Options>> PaddedCases() {
+  return {
+      {WithGeometry({2, 3, 4, 23, 19, 3, 4}, 2, 0, 1, 3, 1, 1), Options{}},  // every side differs
+      {WithGeometry({2, 8, 8, 33, 31, 3, 3}, 1, 1, 1, 1, 1, 1), Options{}},  // "same" 3x3
+      {WithGeometry({1, 4, 6, 33, 31, 5, 5}, 4, 3, 0, 6, 1, 1), Options{}},  // > K/2, one side 0
+      {WithGeometry({1, 3, 2, 40, 37, 17, 9}, 8, 8, 4, 4, 1, 1), Options{}}, // "same" 17x9
+      {WithGeometry({2, 3, 2, 5, 7, 1, 1}, 1, 2, 3, 0, 1, 1), Tile(8, 8)},   // K = 1: zero border
+      {WithGeometry({2, 2, 3, 9, 7, 4, 3}, 5, 6, 7, 3, 1, 1), Tile(8, 16, 1)},  // pads > K
+      {WithGeometry({1, 2, 2, 6, 6, 3, 3}, 20, 0, 0, 20, 1, 1), Tile(8, 8)},  // tiles in padding
+      {WithGeometry({1, 2, 3, 10, 20, 16, 9}, 3, 3, 0, 0, 1, 1), Options{}},  // one output row
+      {WithGeometry({1, 4, 6, 33, 31, 3, 3}, 0, 7, 9, 0, 1, 1), Tile(32, 16, 16)},
+      {WithGeometry({1, 2, 3, 100, 20, 100, 9}, 13, 2, 4, 4, 1, 1), Tile(128, 16, 8)},
+  };
+}
+
+TEST(FftFusedEmulationTest, PaddedShapes) {
+  for (const auto& [s, o] : PaddedCases()) ExpectShapeOk(s, o, 11);
+}
+
+// Random padded geometries (every pad in [0, 2K], sizes from 1, forced tiles now and then) end to
+// end, with the host context's race, bounds and unwritten-read checks on every CTA.
+TEST(FftFusedEmulationTest, RandomPaddedGeometries) {
+  uint64_t state = 12345;
+  auto next = [&](int64_t lo, int64_t hi) {  // uniform in [lo, hi]
+    state = SplitMix64(state);
+    return lo + static_cast<int64_t>(state % static_cast<uint64_t>(hi - lo + 1));
+  };
+  int checked = 0;
+  for (int trial = 0; trial < 60; ++trial) {
+    Shape s{next(1, 2), next(1, 3), next(1, 3), next(1, 24), next(1, 24), next(1, 12), next(1, 12)};
+    s.pad_top = next(0, 2 * s.kernel_h);
+    s.pad_bottom = next(0, 2 * s.kernel_h);
+    s.pad_left = next(0, 2 * s.kernel_w);
+    s.pad_right = next(0, 2 * s.kernel_w);
+    if (!ValidateShape(s).ok()) continue;  // the kernel larger than the padded image
+    Options o;
+    if (next(0, 2) == 0) {
+      o.tile_h = int64_t{8} << next(0, 2);
+      o.tile_w = int64_t{8} << next(0, 2);
+      if (o.tile_h < s.kernel_h || o.tile_w < s.kernel_w) o = Options{};
+    }
+    SCOPED_TRACE(s.ToString());
+    const Result r = CheckShape(s, o, 100 + trial);
+    EXPECT_EQ(r.failures, 0);
+    EXPECT_LT(r.worst_ratio, 0.5);
+    ++checked;
+  }
+  EXPECT_GE(checked, 40);
+}
+
 // The inverse alone, on spectra computed in fp64 from known tiles: y must be those tiles'
 // valid parts (so its errors are the inverse kernel's own).
 // Data the FFT alone handles badly (CleanTransforms): outliers in x and in w, a large mean with
@@ -671,7 +745,11 @@ TEST(FftFusedEmulationTest, EveryTileSizeAndPairCount) {
 // end to end against the fp64 reference at every output. The bar holds at every finite output;
 // a non-finite input reaches exactly the outputs whose window holds it.
 TEST(FftFusedEmulationTest, RobustToOutliersMeansAndNonFinite) {
-  const Shape s{2, 6, 5, 40, 37, 5, 4};
+  // Unpadded, and padded (asymmetric, the top wider than the kernel's half): there a large mean
+  // read in the padding is corrected (PaddingMeanCorrection), which sets the call's flag.
+  for (const Shape& s : {Shape{2, 6, 5, 40, 37, 5, 4},
+                         WithGeometry({2, 6, 5, 40, 37, 5, 4}, 3, 1, 0, 2, 1, 1)}) {
+  SCOPED_TRACE(s.ToString());
   const Config c = MustConfig(s, Options{});
   enum Kind { kRandn, kOutlierX, kOutlierW, kLargeMean, kNonFiniteX, kNonFiniteW, kDenseOutliers };
   for (Kind kind : {kRandn, kOutlierX, kOutlierW, kLargeMean, kNonFiniteX, kNonFiniteW,
@@ -700,7 +778,7 @@ TEST(FftFusedEmulationTest, RobustToOutliersMeansAndNonFinite) {
         break;
     }
     const Emulated e = Emulate(s, c, x, w);
-    EXPECT_EQ(e.removed_any, kind != kRandn && kind != kLargeMean);
+    EXPECT_EQ(e.removed_any, kind != kRandn && (kind != kLargeMean || s.padded()));
     // QuickStats sends to CleanTransformsSlow (whose first phase is "zero stats") only the CTAs
     // that hold such data: on randn none, else in the kernel whose operand holds it.
     auto slow = [](const std::map<std::string, PhaseStats>& m) {
@@ -738,6 +816,58 @@ TEST(FftFusedEmulationTest, RobustToOutliersMeansAndNonFinite) {
                 s.ToString().c_str(), kind, worst, static_cast<long long>(nonfinite));
     EXPECT_EQ(failures, 0);
     EXPECT_EQ(nonfinite > 0, kind == kNonFiniteX || kind == kNonFiniteW);
+  }
+  }
+}
+
+// Every input class of reference/input_classes.h on padded shapes, end to end at every output,
+// judged as the GPU's class checks judge them (testbed's CompareClass: y / scale^2 against
+// y64 / scale^2, a non-finite input reaching exactly the outputs whose window holds it).
+// large_mean is the class padding changes: a tile whose mean is subtracted is transformed with
+// the mean in its padding, and PaddingMeanCorrection takes it out of the border outputs (with it
+// disabled, PaddedShapes' and RandomPaddedGeometries' uniform data, whose small corner tiles
+// subtract their mean, missed the bar by up to ~4000x).
+TEST(FftFusedEmulationTest, PaddedInputClasses) {
+  const std::vector<std::pair<Shape, Options>> cases = {
+      {WithGeometry({2, 6, 5, 40, 37, 5, 4}, 3, 1, 0, 2, 1, 1), Options{}},
+      {WithGeometry({2, 4, 4, 17, 19, 3, 3}, 1, 1, 1, 1, 1, 1), Options{}},
+      {WithGeometry({1, 3, 4, 20, 18, 7, 7}, 6, 2, 9, 3, 1, 1), Tile(8, 16)},
+  };
+  for (const auto& [s, o] : cases) {
+    const Config c = MustConfig(s, o);
+    for (InputClass ic : AllInputClasses()) {
+      SCOPED_TRACE(s.ToString() + " " + InputClassName(ic));
+      const Inputs in = MakeInputs(s, 31, ic);
+      const Emulated e = Emulate(s, c, in.x, in.w);
+      const std::vector<double> y64 = ReferenceConv(s, in.x.data(), in.w.data());
+      const double scale2 = InputClassScale(ic) * InputClassScale(ic);
+      int64_t failures = 0, nonfinite = 0;
+      double worst = 0;
+      for (size_t i = 0; i < y64.size(); ++i) {
+        const double got = e.y[i] / scale2, want = y64[i] / scale2;
+        double ratio;
+        if (!std::isfinite(want)) {
+          ++nonfinite;
+          ratio = std::isfinite(got) ? INFINITY : 0.0;
+        } else {
+          ratio = std::isfinite(got) ? std::abs(got - want) / (kAbsTol + kRelTol * std::abs(want))
+                                     : INFINITY;
+        }
+        if (!(ratio <= 1.0) && failures++ < 5) {
+          ADD_FAILURE() << "output " << i << ": " << e.y[i] << " want " << y64[i];
+        }
+        worst = std::max(worst, ratio);
+      }
+      std::printf("%-34s tile %lldx%lld %-10s worst ratio %.4f, %lld non-finite outputs\n",
+                  s.ToString().c_str(), static_cast<long long>(c.geometry.tile_h),
+                  static_cast<long long>(c.geometry.tile_w), InputClassName(ic), worst,
+                  static_cast<long long>(nonfinite));
+      EXPECT_EQ(failures, 0);
+      EXPECT_EQ(nonfinite > 0, ic == InputClass::kNonFinite);
+      if (ic == InputClass::kLargeMean) {
+        EXPECT_TRUE(e.removed_any);
+      }
+    }
   }
 }
 
@@ -892,6 +1022,56 @@ TEST(FftFusedPlanTest, RefusesWhatTheKernelsCannotDo) {
             absl::StatusCode::kInvalidArgument);  // 2 pairs of 128x128 exceed shared memory
   EXPECT_TRUE(ChooseConfig(s, Tile(16, 8)).ok());
   EXPECT_TRUE(ChooseConfig(Shape{1, 1, 1, 1, 1, 1, 1}, Options{}).ok());
+  // Padding is computed; stride, dilation and groups are not (with or without padding).
+  EXPECT_TRUE(ChooseConfig(WithGeometry(s, 1, 2, 3, 4, 1, 1), Options{}).ok());
+  EXPECT_TRUE(ChooseConfig(WithGeometry(s, 20, 0, 0, 30, 1, 1), Tile(16, 8)).ok());
+  for (const Shape& refused :
+       {WithGeometry(s, 0, 0, 0, 0, 2, 1), WithGeometry(s, 1, 1, 1, 1, 1, 2),
+        WithGeometry(s, 0, 0, 0, 0, 1, 1, 2, 1), WithGeometry(s, 1, 1, 1, 1, 1, 1, 1, 1, 2)}) {
+    EXPECT_EQ(ChooseConfig(refused, Options{}).status().code(), absl::StatusCode::kUnimplemented)
+        << refused.ToString();
+  }
+  // A tile starting in the top padding of a very wide image lies 127 rows before x: past int.
+  Shape wide{1, 1, 1, 1, 20000000, 128, 1};
+  wide.pad_top = 127;
+  EXPECT_EQ(ChooseConfig(wide, Options{}).status().code(), absl::StatusCode::kOutOfRange);
+  wide.pad_top = 0;
+  wide.kernel_h = 1;
+  EXPECT_TRUE(ChooseConfig(wide, Options{}).ok());
+}
+
+// The tiles cover the padded image: the tile count comes from the output size, the candidates
+// run up to the padded extent (a 16x16 image with "same" 5x5 padding is 20x20: a 32x32 tile holds
+// it whole, which the unpadded image's candidates, 8 and 16, would not offer).
+TEST(FftFusedPlanTest, PaddedShapesTileThePaddedImage) {
+  const Shape s = WithGeometry({1, 2, 2, 16, 16, 5, 5}, 2, 2, 2, 2, 1, 1);
+  const Config whole = MustConfig(s, Tile(32, 32));
+  EXPECT_EQ(whole.geometry.tiles, 1);
+  EXPECT_EQ(whole.geometry.step_h, 28);
+  for (const Shape& p : {s, WithGeometry({3, 4, 5, 30, 23, 7, 4}, 5, 0, 2, 9, 1, 1),
+                         WithGeometry({1, 1, 1, 6, 6, 3, 3}, 20, 0, 0, 20, 1, 1)}) {
+    SCOPED_TRACE(p.ToString());
+    const Config c = MustConfig(p, Options{});
+    const Geometry& g = c.geometry;
+    const std::vector<int64_t> hs =
+        TileSizeCandidates(p.kernel_h, p.height + p.pad_top + p.pad_bottom);
+    const std::vector<int64_t> ws =
+        TileSizeCandidates(p.kernel_w, p.width + p.pad_left + p.pad_right);
+    EXPECT_NE(std::find(hs.begin(), hs.end(), g.tile_h), hs.end());
+    EXPECT_NE(std::find(ws.begin(), ws.end(), g.tile_w), ws.end());
+    EXPECT_EQ(g.tiles_h, CeilDiv(p.out_h(), g.step_h));
+    EXPECT_EQ(g.tiles_w, CeilDiv(p.out_w(), g.step_w));
+    EXPECT_EQ(g.tiles, p.batch * g.tiles_h * g.tiles_w);
+    const KernelParams k = MakeKernelParams(p, c, false);
+    EXPECT_EQ(k.pad_top, p.pad_top);
+    EXPECT_EQ(k.pad_left, p.pad_left);
+    EXPECT_EQ(k.padded, 1);
+    // The means follow the lists; an unpadded shape's layout has none.
+    EXPECT_EQ(SparseBytes(p, g), SparseBytes(Shape{p.batch, p.in_channels, p.out_channels,
+                                                   p.height, p.width, p.kernel_h, p.kernel_w},
+                                             g) +
+                                     4 * static_cast<size_t>(p.in_channels * g.tiles));
+  }
 }
 
 TEST(FftFusedPlanTest, LayoutsAreExactAndFit) {

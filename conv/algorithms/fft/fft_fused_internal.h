@@ -8,7 +8,8 @@
 // channel mix (fft_tiled::ChannelMixLayout). What changes is that the transforms are our own
 // shared-memory FFTs, fused with what surrounds them:
 //   filter kernel  : read w, zero-pad implicitly, 2D FFT, write the filter spectrum
-//   input kernel   : read the tile windows from x (zero past the image), 2D FFT, write spectrum
+//   input kernel   : read the tile windows from x (zero past the image and in the padding: the
+//                    tiles cover the padded image, no padded copy of x), 2D FFT, write spectrum
 //   inverse kernel : read the output spectrum, inverse 2D FFT, scale, write the valid part to y
 // Tiles are powers of two from 8 to 128 in each dimension.
 //
@@ -95,14 +96,36 @@ constexpr int kDefaultMaxPairs = 4;         // the default's cap (fft_fused_plan
 constexpr size_t kSmemTargetBytes = 72 * 1024;   // three CTAs per SM on an H100/H200
 constexpr size_t kMaxSmemBytes = 227 * 1024;     // sm_90's opt-in limit per CTA
 
-// Per transform, in shared memory: the offset of its top-left element in x, w or y, and how
-// many of its rows and columns are inside the tensor (0 for a transform past the end).
+// Per transform, in shared memory: the offset in x, w or y of its element (0, 0), and which of
+// its rows and columns are inside the tensor: rows [row0, rows) and columns [col0, cols) (empty
+// for a transform past the end). Only an x tile has row0 or col0 > 0: one that starts in the
+// top or left padding, whose element (0, 0) then lies before its row of x (base may even be
+// negative; only the elements inside are ever read). All four are at most the tile size.
 struct TransformMeta {
   int base;
-  int rows;
-  int cols;
+  int16_t row0, rows;
+  int16_t col0, cols;
   int pitch;  // row pitch in the tensor (elements)
 };
+static_assert(sizeof(TransformMeta) == 16, "SmemBytes and the CPU test count 16 bytes");
+// Whether tile element (u, v) is inside the tensor.
+CONV2D_HOST_DEVICE inline bool Inside(const TransformMeta& t, int u, int v) {
+  return u >= t.row0 && u < t.rows && v >= t.col0 && v < t.cols;
+}
+// A meta of rows [row0, rows) and columns [col0, cols) (each clamped to [0, limit], rows >= row0).
+CONV2D_HOST_DEVICE inline TransformMeta MakeMeta(int base, int pitch, int row0, int rows,
+                                                 int col0, int cols, int limit_h, int limit_w) {
+  auto clamp = [](int v, int lo, int hi) { return v < lo ? lo : v > hi ? hi : v; };
+  const int r0 = clamp(row0, 0, limit_h), c0 = clamp(col0, 0, limit_w);
+  TransformMeta t;
+  t.base = base;
+  t.pitch = pitch;
+  t.row0 = static_cast<int16_t>(r0);
+  t.rows = static_cast<int16_t>(clamp(rows, r0, limit_h));
+  t.col0 = static_cast<int16_t>(c0);
+  t.cols = static_cast<int16_t>(clamp(cols, c0, limit_w));
+  return t;
+}
 
 struct SmemLayout {
   int pairs = 0;            // P
@@ -231,6 +254,11 @@ struct KernelParams {
   // The inverse's output phase: by step_w, and by its chunks of four rows, ceil(step_h / 4)
   // (conv/arch/fast_div.h; every item index is below 2^31).
   FastDiv div_step_w, div_out_chunks;
+  // Zero padding (Shape's): output (r, c) reads x at (r + p - pad_top, c + q - pad_left), zero
+  // outside the image. The tiles are laid over the padded image (tile origins in d are in its
+  // coordinates, which are the output's); pad_bottom and pad_right are implied by out_h, out_w.
+  int pad_top = 0, pad_left = 0;
+  int padded = 0;  // any padding (then SparseLists::x_mean exists)
 };
 KernelParams MakeKernelParams(const Shape& shape, const Config& config, bool inverse);
 
@@ -580,9 +608,14 @@ CONV2D_HOST_DEVICE inline void StoreGlobalPair(Cf* p, Cf a, Cf b) {
 // and so does a large mean. Before its FFT, each transform (one channel of one x tile, or one
 // filter) is cleaned, in shared memory, in the kernel that already holds it:
 //   - x only: if |mean| > rms / 4, the mean of the in-bounds elements is subtracted, and
-//     Th*Tw*mean is added back at the DC bin of its spectrum. The valid outputs of a tile read
-//     only in-bounds elements, so for them this is exact: it moves the constant out of the
-//     rounding of every butterfly.
+//     Th*Tw*mean is added back at the DC bin of its spectrum: the transform is then that of the
+//     tile with the mean in place of every zero outside the image. Without padding the valid
+//     outputs of a tile read only in-bounds elements, so for them this is exact: it moves the
+//     constant out of the rounding of every butterfly. With padding an output whose window
+//     reaches into the padding read the mean there instead of zero: the mean is published
+//     (SparseLists::x_mean) and the inverse subtracts, from each such output, mean times the
+//     sum of the (cleaned) filter's taps that fall outside the image (PaddingMeanCorrection),
+//     in double, from w itself.
 //   - every non-finite element, and every element v with v^2 > kOutlierRatio^2 * (mean square of
 //     the other elements) (never for Gaussian data: P(|v| > 8 sigma) ~ 1e-15), is set to zero
 //     and its value appended to the transform's list in the workspace, if at most
@@ -612,10 +645,14 @@ constexpr float kSpikesRatio = 6.0f;  // Judge: several spikes (max against the 
 
 // In the workspace. Counts are written by their transform's CTA on every call (0 when nothing
 // was removed), so nothing needs zeroing. `flag` is set to `epoch`, a value unique to the call,
-// when any count of the call is nonzero; the inverse scans the counts only then (a stale equal
-// value, as in CUDA graph replays, only costs that scan).
+// when any count of the call is nonzero (or, padded, any x_mean); the inverse scans the counts
+// only then (a stale equal value, as in CUDA graph replays, only costs that scan).
 struct SparseLists {
   int* x_count = nullptr;      // [M][Cin]: x transform c*M + m at m*Cin + c
+  // Padded shapes only (else nullptr): [M][Cin] like x_count, the mean CleanTransforms
+  // subtracted from the x transform (0 if none), written on every call; a nonzero one sets the
+  // flag too.
+  float* x_mean = nullptr;
   Removed* x_list = nullptr;   // [M][Cin][kMaxRemovedX]
   int* w_count = nullptr;      // [Cout][Cin]: filter (o, c) at o*Cin + c
   Removed* w_list = nullptr;   // [Cout][Cin][kMaxRemovedW]
@@ -737,7 +774,8 @@ CONV2D_HOST_DEVICE void ForEachPairSlice(Ctx& ctx, const KernelParams& k, int ro
 
 // The number of region elements of transform g that are real data (in-bounds x, or filter taps).
 CONV2D_HOST_DEVICE inline int ValidCount(const TransformMeta& t, int rows, int cols) {
-  const int r = t.rows < rows ? t.rows : rows, c = t.cols < cols ? t.cols : cols;
+  const int r = (t.rows < rows ? t.rows : rows) - t.row0;
+  const int c = (t.cols < cols ? t.cols : cols) - t.col0;
   return r > 0 && c > 0 ? r * c : 0;
 }
 
@@ -985,7 +1023,7 @@ CONV2D_HOST_DEVICE void CleanTransformsSlow(Ctx& ctx, const KernelParams& k, int
               const TransformStats& s = ctx.transform_stats()[g];
               const TransformMeta& t = ctx.meta()[g];
               const int n = valid(g);
-              if (MeanIsLarge(s, n) && u < t.rows && v < t.cols) {
+              if (MeanIsLarge(s, n) && Inside(t, u, v)) {
                 *e[h] -= static_cast<float>(s.sum / n);
               }
             }
@@ -1124,15 +1162,26 @@ CONV2D_HOST_DEVICE inline int PublishedCount(const TransformStats& s, int cap) {
   return s.unresolved || s.removed > cap ? kUnresolved : s.removed;
 }
 
-// Writes transform g's count (and the call's flag) after CleanTransforms.
+// Writes transform g's count (and the call's flag) after CleanTransforms; and its subtracted
+// mean where mean_slot(g) gives a place for it (x transforms of padded shapes), setting the flag
+// when that mean is nonzero (the inverse's PaddingMeanCorrection needs it).
+template <class Ctx, class SlotFn, class MeanFn>
+CONV2D_HOST_DEVICE void PublishCounts(Ctx& ctx, const KernelParams& k, bool any, int cap,
+                                      const SparseLists& lists, SlotFn count_slot,
+                                      MeanFn mean_slot) {
+  ctx.ForEach(2 * k.pairs, [&](int g) {
+    const TransformStats& s = ctx.transform_stats()[g];
+    int* slot = count_slot(g);
+    if (slot != nullptr) *slot = PublishedCount(s, cap);
+    float* mean = mean_slot(g);
+    if (mean != nullptr) *mean = s.mean;
+    if ((g == 0 && any) || (mean != nullptr && s.mean != 0.0f)) *lists.flag = lists.epoch;
+  });
+}
 template <class Ctx, class SlotFn>
 CONV2D_HOST_DEVICE void PublishCounts(Ctx& ctx, const KernelParams& k, bool any, int cap,
                                       const SparseLists& lists, SlotFn count_slot) {
-  ctx.ForEach(2 * k.pairs, [&](int g) {
-    int* slot = count_slot(g);
-    if (slot != nullptr) *slot = PublishedCount(ctx.transform_stats()[g], cap);
-    if (g == 0 && any) *lists.flag = lists.epoch;
-  });
+  PublishCounts(ctx, k, any, cap, lists, count_slot, [](int) -> float* { return nullptr; });
 }
 
 // The inverse's output (i, j) of transform g sits at (bitrev i, bitrev j) of pair g / 2: the real
@@ -1169,8 +1218,9 @@ CONV2D_HOST_DEVICE bool AddRemovedParts(Ctx& ctx, const KernelParams& k, const S
     const Removed* lw = sp.lists.w_list + static_cast<int64_t>(o * cin + c) * kMaxRemovedW;
     const float* wf = sp.w + static_cast<int64_t>(o * cin + c) * kh * kw;
     const fft_tiled::TileOrigin to = fft_tiled::OriginOf(d, m);
-    const float* xc =
-        sp.x + (static_cast<int64_t>(to.b * cin + c) * d.height + to.row) * d.width + to.col;
+    // The image position of tile element (0, 0) (negative in the top or left padding).
+    const int r0 = to.row - k.pad_top, c0 = to.col - k.pad_left;
+    const float* xc = sp.x + static_cast<int64_t>(to.b * cin + c) * d.height * d.width;
     auto add = [&](int i, int j, float v) { ctx.AddData(OutputAddr(k, g, i, j), g & 1, (g & 1) ? -v : v); };
     for (int e = 0; e < cx; ++e) {
       const Removed r = lx[e];
@@ -1185,9 +1235,17 @@ CONV2D_HOST_DEVICE bool AddRemovedParts(Ctx& ctx, const KernelParams& k, const S
     }
     for (int e = 0; e < cw; ++e) {
       const Removed r = lw[e];
+      // The padding is zeros that are multiplied (conv.h): a non-finite tap reaches the outputs
+      // that read it there too.
       for (int i = 0; i < t.rows; ++i) {
+        const int row = r0 + i + r.u;
+        const bool row_in = row >= 0 && row < d.height;
         for (int j = 0; j < t.cols; ++j) {
-          add(i, j, r.r * xc[static_cast<int64_t>(i + r.u) * d.width + j + r.v]);
+          const int col = c0 + j + r.v;
+          const float xv = row_in && col >= 0 && col < d.width
+                               ? xc[static_cast<int64_t>(row) * d.width + col]
+                               : 0.0f;
+          add(i, j, r.r * xv);
         }
       }
       for (int e2 = 0; e2 < cx; ++e2) {
@@ -1213,14 +1271,19 @@ CONV2D_HOST_DEVICE void DirectFallback(Ctx& ctx, const KernelParams& k, const Sp
     if (!ctx.transform_stats()[g].unresolved || i >= t.rows || j >= t.cols) return;
     const int n = n0 + g, o = n / d.tiles, m = n - o * d.tiles;
     const fft_tiled::TileOrigin to = fft_tiled::OriginOf(d, m);
+    // The window's top-left in the image (outside it in the padding, whose zeros are multiplied
+    // as conv.h says: a non-finite tap there still reaches the output).
+    const int r = to.row + i - k.pad_top, cc = to.col + j - k.pad_left;
     double acc = 0;
     for (int c = 0; c < cin; ++c) {
-      const float* xc = sp.x + (static_cast<int64_t>(to.b * cin + c) * d.height + to.row + i) *
-                                   d.width + to.col + j;
+      const float* xc = sp.x + static_cast<int64_t>(to.b * cin + c) * d.height * d.width;
       const float* wf = sp.w + static_cast<int64_t>(o * cin + c) * kh * kw;
       for (int p = 0; p < kh; ++p) {
+        const bool row_in = r + p >= 0 && r + p < d.height;
         for (int q = 0; q < kw; ++q) {
-          acc += static_cast<double>(xc[static_cast<int64_t>(p) * d.width + q]) * wf[p * kw + q];
+          const bool in = row_in && cc + q >= 0 && cc + q < d.width;
+          const double xv = in ? xc[static_cast<int64_t>(r + p) * d.width + cc + q] : 0.0;
+          acc += xv * wf[p * kw + q];
         }
       }
     }
@@ -1228,6 +1291,61 @@ CONV2D_HOST_DEVICE void DirectFallback(Ctx& ctx, const KernelParams& k, const Sp
     ctx.SetPart(OutputAddr(k, g, i, j), g & 1, (g & 1) ? -v : v);
   });
   ctx.Sync("direct fallback");
+}
+
+// Padded shapes, after AddRemovedParts: an x tile whose mean CleanTransforms subtracted was
+// transformed as if the mean stood at every element outside the image (the DC bin carries
+// Th*Tw*mean, see StoreSpectrum), and with the removed parts added back output (i, j) of (o, m)
+// is exactly
+//     sum_c [ (x_c * w_oc)(i, j) + mean_cm * sum of W'_oc[p, q] over the taps (p, q) whose
+//             x position (i + p - pad_top, j + q - pad_left) from the tile's origin is outside ]
+// with W' the filter the FFT used (w less its removed taps, which AddRemovedParts added back
+// against the true, zero-padded x). This subtracts that second term, summed in double from w
+// over the outside taps only (what falls in the padding: none for an output whose window is
+// inside the image, which then costs a few comparisons). Skips unresolved transforms (all their
+// outputs are recomputed directly).
+template <class Ctx>
+CONV2D_HOST_DEVICE void PaddingMeanCorrection(Ctx& ctx, const KernelParams& k,
+                                              const SparseInputs& sp, int n0) {
+  const Dims& d = k.d;
+  const int G = 2 * k.pairs, cin = d.in_channels, kh = d.kernel_h, kw = d.kernel_w;
+  const int per = d.step_h * d.step_w;
+  ctx.ForEach(G * per, [&](int it) {
+    const int g = it / per, ij = it - g * per, i = ij / d.step_w, j = ij - i * d.step_w;
+    const TransformMeta t = ctx.meta()[g];
+    if (ctx.transform_stats()[g].unresolved || i >= t.rows || j >= t.cols) return;
+    const int n = n0 + g, o = n / d.tiles, m = n - o * d.tiles;
+    const fft_tiled::TileOrigin to = fft_tiled::OriginOf(d, m);
+    const int r = to.row + i - k.pad_top, cc = to.col + j - k.pad_left;
+    const int p_lo = r < 0 ? -r : 0, p_hi = d.height - r < kh ? d.height - r : kh;
+    const int q_lo = cc < 0 ? -cc : 0, q_hi = d.width - cc < kw ? d.width - cc : kw;
+    if (p_lo == 0 && p_hi == kh && q_lo == 0 && q_hi == kw) return;  // inside the image
+    double acc = 0;
+    for (int c = 0; c < cin; ++c) {
+      const float mean = sp.lists.x_mean[m * cin + c];
+      if (mean == 0.0f) continue;
+      const int cw = sp.lists.w_count[o * cin + c];  // >= 0: else the transform is unresolved
+      const Removed* lw = sp.lists.w_list + static_cast<int64_t>(o * cin + c) * kMaxRemovedW;
+      const float* wf = sp.w + static_cast<int64_t>(o * cin + c) * kh * kw;
+      double outside = 0;
+      for (int p = 0; p < kh; ++p) {
+        const bool row_inside = p >= p_lo && p < p_hi;
+        for (int q = 0; q < kw; ++q) {
+          if (row_inside && q >= q_lo && q < q_hi) {
+            q = q_hi - 1;  // skip the inside columns
+            continue;
+          }
+          bool removed = false;
+          for (int e = 0; e < cw; ++e) removed = removed || (lw[e].u == p && lw[e].v == q);
+          if (!removed) outside += wf[p * kw + q];
+        }
+      }
+      acc += static_cast<double>(mean) * outside;
+    }
+    const float v = static_cast<float>(acc);
+    if (v != 0.0f) ctx.AddData(OutputAddr(k, g, i, j), g & 1, (g & 1) ? v : -v);
+  });
+  ctx.Sync("padding means");
 }
 
 // Phase 0 of every kernel: the twiddle table and each transform's metadata (meta_of(g) for
@@ -1246,7 +1364,8 @@ CONV2D_HOST_DEVICE void Setup(Ctx& ctx, const KernelParams& k, MetaFn meta_of) {
 }
 
 // Loads rows [row0, row0 + rows) x columns [0, cols) of every pair from `src`: transform 2p's
-// (u, v) in the real part, 2p+1's in the imaginary part, zero outside its meta extents. One item
+// (u, v) in the real part, 2p+1's in the imaginary part, zero outside its meta extents (past
+// the image, and in the padding). One item
 // takes rows uq, uq + q, uq + 2q, uq + 3q (q = rows / 4, rows a power of two; fewer rows if
 // rows < 4) of one column; the count is LoadItems(k, rows, cols). Lanes take consecutive
 // columns. The copies go straight to shared memory (ctx.CopyIn, cp.async on the device), so
@@ -1269,16 +1388,19 @@ CONV2D_HOST_DEVICE void LoadRowsItem(Ctx& ctx, const KernelParams& k, const floa
   // One address per transform and column, then a 32-bit byte offset per load (u * pitch * 4,
   // unsigned: u, pitch >= 0), added as an integer so that the compiler keeps it to one wide
   // multiply-add per load instead of re-deriving a 64-bit sum of three terms.
-  const uintptr_t pa = reinterpret_cast<uintptr_t>(src + a.base + v);
-  const uintptr_t pb = reinterpret_cast<uintptr_t>(src + b.base + v);
+  // (In integers, since with padding base + v may lie before x: only addresses inside are used.)
+  const uintptr_t pa = reinterpret_cast<uintptr_t>(src) +
+                       static_cast<uintptr_t>(static_cast<intptr_t>(a.base + v) * 4);
+  const uintptr_t pb = reinterpret_cast<uintptr_t>(src) +
+                       static_cast<uintptr_t>(static_cast<intptr_t>(b.base + v) * 4);
   const unsigned pitch_a = 4u * static_cast<unsigned>(a.pitch);
   const unsigned pitch_b = 4u * static_cast<unsigned>(b.pitch);
-  const bool in_a = v < a.cols, in_b = v < b.cols;
+  const bool in_a = v >= a.col0 && v < a.cols, in_b = v >= b.col0 && v < b.cols;
   CONV2D_UNROLL
   for (int j = 0; j < 4; ++j) {
     if (j >= per) continue;
     const int u = row0 + uq + j * q;
-    const bool ok_a = in_a && u < a.rows, ok_b = in_b && u < b.rows;
+    const bool ok_a = in_a && u >= a.row0 && u < a.rows, ok_b = in_b && u >= b.row0 && u < b.rows;
     // A masked copy reads nothing; it is still given an address inside the tensor.
     const float* re = ok_a ? reinterpret_cast<const float*>(pa + static_cast<unsigned>(u) * pitch_a)
                            : src;
@@ -1381,14 +1503,10 @@ CONV2D_HOST_DEVICE void FilterCta(Ctx& ctx, const KernelParams& k, const float* 
   const Dims& d = k.d;
   Setup(ctx, k, [&](int g) {
     const int n = n0 + g;
-    TransformMeta t{0, 0, 0, d.kernel_w};
-    if (n < k.n_filter) {
-      const int c = n / d.out_channels, o = n - c * d.out_channels;
-      t.base = (o * d.in_channels + c) * d.kernel_h * d.kernel_w;
-      t.rows = d.kernel_h;
-      t.cols = d.kernel_w;
-    }
-    return t;
+    if (n >= k.n_filter) return MakeMeta(0, d.kernel_w, 0, 0, 0, 0, 0, 0);
+    const int c = n / d.out_channels, o = n - c * d.out_channels;
+    return MakeMeta((o * d.in_channels + c) * d.kernel_h * d.kernel_w, d.kernel_w, 0, d.kernel_h,
+                    0, d.kernel_w, d.kernel_h, d.kernel_w);
   });
   // The padded filter is zero in rows >= kernel_h and columns >= kernel_w. The row pass covers
   // rows < r2 = 2^ceil(log2 kernel_h) only (more zero rows stay zero). If kernel_w <= Tw/2 its
@@ -1470,19 +1588,18 @@ CONV2D_HOST_DEVICE void InputCta(Ctx& ctx, const KernelParams& k, const float* x
                                  const SparseLists& lists, int cta) {
   const int n0 = cta * 2 * k.pairs;
   const Dims& d = k.d;
+  const int th = 1 << k.log2_th, tw = 1 << k.log2_tw;
   Setup(ctx, k, [&](int g) {
     const int n = n0 + g;
-    TransformMeta t{0, 0, 0, d.width};
-    if (n < k.n_input) {
-      const int c = n / d.tiles, m = n - c * d.tiles;
-      const fft_tiled::TileOrigin o = fft_tiled::OriginOf(d, m);
-      t.base = ((o.b * d.in_channels + c) * d.height + o.row) * d.width + o.col;
-      t.rows = d.height - o.row;  // >= 1; more than Th is harmless (u < Th)
-      t.cols = d.width - o.col;
-    }
-    return t;
+    if (n >= k.n_input) return MakeMeta(0, d.width, 0, 0, 0, 0, 0, 0);
+    const int c = n / d.tiles, m = n - c * d.tiles;
+    const fft_tiled::TileOrigin o = fft_tiled::OriginOf(d, m);
+    // The tile's origin in the image: the origin in the padded image less the padding (ChooseConfig
+    // checked that every such offset, and the tile's extent past it, fits in int).
+    const int r0 = o.row - k.pad_top, c0 = o.col - k.pad_left;
+    return MakeMeta(((o.b * d.in_channels + c) * d.height + r0) * d.width + c0, d.width, -r0,
+                    d.height - r0, -c0, d.width - c0, th, tw);
   });
-  const int th = 1 << k.log2_th, tw = 1 << k.log2_tw;
   ctx.ForEach(LoadItems(k, th, tw), [&](int it) { LoadRowsItem(ctx, k, x, 0, th, tw, it); });
   ctx.WaitCopies();
   ctx.Sync("load");
@@ -1503,8 +1620,12 @@ CONV2D_HOST_DEVICE void InputCta(Ctx& ctx, const KernelParams& k, const float* x
       const int64_t s = slot(g);
       return s < 0 ? nullptr : lists.x_count + s;
     };
+    auto means = [&](int g) -> float* {  // padded shapes only
+      const int64_t s = slot(g);
+      return s < 0 || lists.x_mean == nullptr ? nullptr : lists.x_mean + s;
+    };
     if (!NeedsCleaning(ctx, k, th, k.log2_tw, /*subtract_mean=*/true)) {
-      PublishCounts(ctx, k, /*any=*/false, kMaxRemovedX, lists, counts);
+      PublishCounts(ctx, k, /*any=*/false, kMaxRemovedX, lists, counts, means);
       transform();
       return;
     }
@@ -1513,7 +1634,7 @@ CONV2D_HOST_DEVICE void InputCta(Ctx& ctx, const KernelParams& k, const float* x
                                        const int64_t s = slot(g);
                                        return s < 0 ? nullptr : lists.x_list + s * kMaxRemovedX;
                                      });
-    PublishCounts(ctx, k, any, kMaxRemovedX, lists, counts);
+    PublishCounts(ctx, k, any, kMaxRemovedX, lists, counts, means);
     transform();
   }
 }
@@ -1531,15 +1652,11 @@ CONV2D_HOST_DEVICE void InverseCta(Ctx& ctx, const KernelParams& k, const Cf* sp
   const bool removed_any = *sparse.lists.flag == sparse.lists.epoch;
   Setup(ctx, k, [&](int g) {
     const int n = n0 + g;
-    TransformMeta t{0, 0, 0, d.out_w};
-    if (n < n_total) {
-      const int o = n / d.tiles, m = n - o * d.tiles;
-      const fft_tiled::TileOrigin to = fft_tiled::OriginOf(d, m);
-      t.base = ((to.b * d.out_channels + o) * d.out_h + to.row) * d.out_w + to.col;
-      t.rows = d.out_h - to.row < d.step_h ? d.out_h - to.row : d.step_h;
-      t.cols = d.out_w - to.col < d.step_w ? d.out_w - to.col : d.step_w;
-    }
-    return t;
+    if (n >= n_total) return MakeMeta(0, d.out_w, 0, 0, 0, 0, 0, 0);
+    const int o = n / d.tiles, m = n - o * d.tiles;
+    const fft_tiled::TileOrigin to = fft_tiled::OriginOf(d, m);
+    return MakeMeta(((to.b * d.out_channels + o) * d.out_h + to.row) * d.out_w + to.col, d.out_w,
+                    0, d.out_h - to.row, 0, d.out_w - to.col, d.step_h, d.step_w);
   });
 
   // Z = conj(A + iB) in natural order over the full Th x Tw, from the Hermitian halves.
@@ -1591,7 +1708,9 @@ CONV2D_HOST_DEVICE void InverseCta(Ctx& ctx, const KernelParams& k, const Cf* sp
   if (removed_any) {
     ctx.ForEach(2 * k.pairs, [&](int g) { ctx.transform_stats()[g].unresolved = 0; });
     ctx.Sync("clear flags");
-    if (AddRemovedParts(ctx, k, sparse, n0)) DirectFallback(ctx, k, sparse, n0);
+    const bool unresolved = AddRemovedParts(ctx, k, sparse, n0);
+    if (k.padded) PaddingMeanCorrection(ctx, k, sparse, n0);
+    if (unresolved) DirectFallback(ctx, k, sparse, n0);
   }
 
   // D = DFT(conj Z); the outputs are conj(D) (the filter spectrum carried 1 / (Th Tw)):

@@ -30,8 +30,9 @@ size_t SmemBytes(int pairs, int pair_stride) {
 }
 
 struct SparseLayout {
-  size_t x_count, x_list, w_count, w_list, bytes;  // offsets from the buffer's start
+  size_t x_count, x_list, w_count, w_list, x_mean, bytes;  // offsets from the buffer's start
 };
+// x_mean (padded shapes only) last, so that an unpadded shape's layout is what it always was.
 SparseLayout MakeSparseLayout(const Shape& s, const Geometry& g) {
   auto align = [](uint64_t v) { return (v + 15) / 16 * 16; };
   SparseLayout l;
@@ -42,7 +43,8 @@ SparseLayout MakeSparseLayout(const Shape& s, const Geometry& g) {
   l.w_count = align(SaturatingAdd(
       l.x_list, SaturatingMul({x_transforms, kMaxRemovedX, kEntry})));
   l.w_list = align(SaturatingAdd(l.w_count, SaturatingMul({filters, 4})));
-  l.bytes = SaturatingAdd(l.w_list, SaturatingMul({filters, kMaxRemovedW, kEntry}));
+  l.x_mean = align(SaturatingAdd(l.w_list, SaturatingMul({filters, kMaxRemovedW, kEntry})));
+  l.bytes = s.padded() ? SaturatingAdd(l.x_mean, SaturatingMul({x_transforms, 4})) : l.x_mean;
   return l;
 }
 
@@ -108,6 +110,7 @@ SparseLists MakeSparseLists(void* base, const Shape& shape, const Geometry& g,
   s.x_list = reinterpret_cast<Removed*>(b + l.x_list);
   s.w_count = reinterpret_cast<int*>(b + l.w_count);
   s.w_list = reinterpret_cast<Removed*>(b + l.w_list);
+  s.x_mean = shape.padded() ? reinterpret_cast<float*>(b + l.x_mean) : nullptr;
   s.epoch = epoch;
   return s;
 }
@@ -235,7 +238,27 @@ Cost EstimateCost(const Shape& s, const Geometry& g, const SmemLayout& smem, con
 
 absl::StatusOr<Config> ChooseConfig(const Shape& s, const Options& o) {
   RETURN_IF_ERROR(ValidateShape(s));
+  // Zero padding is computed (the tile loads read x at (row - pad_top, col - pad_left), zero
+  // outside); the rest of the geometry beyond the basic form is not (the registered algorithm's
+  // geometry() says so too, for Propose).
+  if (s.strided() || s.dilated() || s.grouped()) {
+    return absl::UnimplementedError(absl::StrCat(
+        "fft_fused: ", s.ToString(), ": only padding is implemented beyond the basic form"));
+  }
   RETURN_IF_ERROR(CheckFitsInt32(s, "fft_fused"));
+  {
+    // The x tiles' offsets (TransformMeta::base, plus a column v < 128 in LoadRowsItem, int)
+    // run from -(pad_top * W + pad_left), a tile starting in the top-left padding, to past the
+    // end of x by up to pad_bottom rows and pad_right + 128 columns, a tile starting in the
+    // bottom-right padding. (Rows below a tile's origin are added as unsigned byte offsets.)
+    const int64_t lo = s.pad_top * s.width + s.pad_left;
+    const int64_t hi = s.input_elements() + s.pad_bottom * s.width + s.pad_right +
+                       (int64_t{1} << kMaxLog2Tile);
+    if (lo > std::numeric_limits<int32_t>::max() || hi > std::numeric_limits<int32_t>::max()) {
+      return absl::OutOfRangeError(absl::StrCat(
+          "fft_fused: shape ", s.ToString(), ": its tiles' offsets in x exceed 32-bit indexing"));
+    }
+  }
   const int64_t max_tile = int64_t{1} << kMaxLog2Tile;
   if (s.kernel_h > max_tile || s.kernel_w > max_tile) {
     return absl::UnimplementedError(absl::StrCat("fft_fused: kernel ", s.kernel_h, "x",
@@ -258,7 +281,19 @@ absl::StatusOr<Config> ChooseConfig(const Shape& s, const Options& o) {
         "fft_fused: pairs_per_cta ", o.pairs_per_cta, " is not a power of two in [1, 16]"));
   }
   fft_tiled::TileChoice<Config> choice;
-  for (const auto& [th, tw] : fft_tiled::TilePairs(s, o.tile_h, o.tile_w, TileSizeCandidates)) {
+  // The tiles cover the padded image: in each dimension the candidates run up to the first that
+  // covers its extent, out + kernel - 1 (the image itself when unpadded).
+  const std::vector<int64_t> hs =
+      o.tile_h > 0 ? std::vector<int64_t>{o.tile_h}
+                   : TileSizeCandidates(s.kernel_h, s.height + s.pad_top + s.pad_bottom);
+  const std::vector<int64_t> ws =
+      o.tile_w > 0 ? std::vector<int64_t>{o.tile_w}
+                   : TileSizeCandidates(s.kernel_w, s.width + s.pad_left + s.pad_right);
+  std::vector<std::pair<int64_t, int64_t>> pairs;
+  for (int64_t th : hs) {
+    for (int64_t tw : ws) pairs.push_back({th, tw});
+  }
+  for (const auto& [th, tw] : pairs) {
     ASSIGN_OR_RETURN(Geometry g, fft_tiled::MakeGeometry(s, th, tw));
     Config c;
     c.geometry = g;
@@ -301,6 +336,9 @@ KernelParams MakeKernelParams(const Shape& s, const Config& c, bool inverse) {
   k.scale = static_cast<float>(1.0 / static_cast<double>(g.tile_h * g.tile_w));
   k.div_step_w = FastDiv(static_cast<uint32_t>(k.d.step_w));
   k.div_out_chunks = FastDiv(static_cast<uint32_t>((k.d.step_h + 3) / 4));
+  k.pad_top = static_cast<int>(s.pad_top);
+  k.pad_left = static_cast<int>(s.pad_left);
+  k.padded = s.padded() ? 1 : 0;
   return k;
 }
 

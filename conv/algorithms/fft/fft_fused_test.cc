@@ -1,7 +1,8 @@
 // fft_fused on the GPU against the fp64 reference: edge shapes, the KernelBot test shapes,
-// forced tile sizes and pair counts, inputs and filters changed between calls on one plan, the
-// worst error ratio on the benchmark shapes, and per-stage times for calibrating the cost model.
-// Fails (never skips) when no GPU is present.
+// padded shapes (asymmetric, wider than the kernel, tiles wholly in the padding) with every
+// input class, forced tile sizes and pair counts, inputs and filters changed between calls on one
+// plan, the worst error ratio on the benchmark shapes, and per-stage times for calibrating the
+// cost model. Fails (never skips) when no GPU is present.
 #include <cuda_runtime_api.h>
 
 #include <algorithm>
@@ -20,6 +21,7 @@
 #include "conv/testing/shapes.h"
 #include "conv/testing/testbed.h"
 #include "gtest/gtest.h"
+#include "reference/input_classes.h"
 #include "reference/reference.h"
 
 namespace conv2d {
@@ -98,10 +100,30 @@ TEST_P(FftFusedShapeTest, MatchesFp64Reference) {
   }
 }
 
-// The shared edges, and the largest kernel the variant takes.
+// Zero padding (the tiles cover the padded image; their loads read zero outside x): every side
+// different, "same" padding, padding wider than the kernel's half and than the kernel, tiles
+// wholly in the padding, one output row, K = 1, and network-sized "same" layers (sampled).
+std::vector<Shape> PaddedShapes() {
+  return {
+      WithGeometry({2, 5, 7, 23, 19, 3, 4}, 2, 0, 1, 3, 1, 1),  // GeometryShapes' padded one
+      WithGeometry({2, 8, 8, 33, 31, 3, 3}, 1, 1, 1, 1, 1, 1),
+      WithGeometry({1, 4, 6, 33, 31, 5, 5}, 4, 3, 0, 6, 1, 1),
+      WithGeometry({1, 3, 2, 40, 37, 17, 9}, 8, 8, 4, 4, 1, 1),
+      WithGeometry({2, 2, 3, 9, 7, 4, 3}, 5, 6, 7, 3, 1, 1),
+      WithGeometry({1, 2, 2, 6, 6, 3, 3}, 20, 0, 0, 20, 1, 1),
+      WithGeometry({1, 2, 3, 10, 20, 16, 9}, 3, 3, 0, 0, 1, 1),
+      WithGeometry({2, 3, 2, 5, 7, 1, 1}, 1, 2, 3, 0, 1, 1),
+      WithGeometry({1, 2, 3, 100, 20, 100, 9}, 13, 2, 4, 4, 1, 1),
+      WithGeometry({2, 16, 32, 56, 56, 7, 7}, 3, 3, 3, 3, 1, 1),
+      WithGeometry(Shape::KernelBot(128, 16, 64, 1), 8, 7, 8, 7, 1, 1),
+  };
+}
+
+// The shared edges, the largest kernel the variant takes, and the padded shapes.
 std::vector<Shape> FftFusedShapes() {
   std::vector<Shape> shapes = EdgeAndTestShapes();
   shapes.push_back({1, 2, 3, 130, 128, 128, 100});
+  for (const Shape& s : PaddedShapes()) shapes.push_back(s);
   return shapes;
 }
 
@@ -111,6 +133,52 @@ INSTANTIATE_TEST_SUITE_P(Shapes, FftFusedShapeTest, ::testing::ValuesIn(FftFused
 TEST(FftFusedTest, RefusesKernelsLargerThanTheLargestTile) {
   const Shape s{1, 1, 1, 200, 200, 129, 3};
   EXPECT_FALSE(Plan::Create(s, "fft_fused").ok());
+}
+
+// Padding is the one part of the geometry beyond the basic form the variants compute: stride,
+// dilation and groups stay Unimplemented (with padding or without).
+TEST(FftFusedTest, GeometryIsPaddingOnly) {
+  const Shape s{2, 4, 6, 33, 31, 5, 5};
+  for (const char* v : kVariants) {
+    const Algorithm* a = Registry::Global().Find(v);
+    ASSERT_NE(a, nullptr) << v;
+    EXPECT_TRUE(a->geometry().padding) << v;
+    EXPECT_TRUE(a->CanImplement(WithGeometry(s, 2, 1, 0, 3, 1, 1)).ok()) << v;
+    for (const Shape& refused :
+         {WithGeometry(s, 0, 0, 0, 0, 2, 2), WithGeometry(s, 2, 2, 2, 2, 1, 2),
+          WithGeometry(s, 0, 0, 0, 0, 1, 1, 2, 2), WithGeometry(s, 1, 1, 1, 1, 1, 1, 1, 1, 2)}) {
+      EXPECT_EQ(a->CanImplement(refused).code(), absl::StatusCode::kUnimplemented)
+          << v << " " << refused.ToString();
+    }
+  }
+}
+
+// Every input class (reference/input_classes.h) on padded shapes, at every output, both variants:
+// large_mean is the class padding changes (a tile whose mean CleanTransforms subtracts is
+// transformed with that mean in its padding; the inverse's PaddingMeanCorrection takes it out of
+// the outputs whose window reaches the padding); nonfinite checks that the padding's zeros are
+// multiplied (a NaN tap reaches every output of its channel, conv.h).
+TEST(FftFusedTest, PaddedInputClasses) {
+  const std::vector<Shape> shapes = {
+      WithGeometry({2, 6, 5, 40, 37, 5, 4}, 3, 1, 0, 2, 1, 1),
+      WithGeometry({4, 8, 8, 33, 31, 3, 3}, 1, 1, 1, 1, 1, 1),
+      WithGeometry({1, 16, 24, 64, 48, 16, 8}, 8, 7, 4, 3, 1, 1),
+      WithGeometry({1, 3, 4, 20, 18, 7, 7}, 6, 2, 9, 3, 1, 1),
+  };
+  for (const Shape& s : shapes) {
+    for (InputClass c : AllInputClasses()) {
+      absl::StatusOr<ClassProblem> p = MakeClassProblem(s, 79, c);
+      ASSERT_TRUE(p.ok()) << p.status();
+      for (const char* v : kVariants) {
+        absl::StatusOr<Comparison> r = CheckClass(*p, v);
+        ASSERT_TRUE(r.ok()) << v << " " << s.ToString() << ": " << r.status();
+        std::printf("%-16s %-34s %-10s %s\n", v, s.ToString().c_str(), InputClassName(c),
+                    r->ToString().c_str());
+        EXPECT_TRUE(r->ok()) << v << " " << InputClassName(c) << " " << s.ToString() << ": "
+                             << r->ToString() << " first failure at " << r->first_failure;
+      }
+    }
+  }
 }
 
 TEST(FftFusedTest, ForcedTileSizesAndPairCounts) {
@@ -132,6 +200,12 @@ TEST(FftFusedTest, ForcedTileSizesAndPairCounts) {
       {Shape::KernelBot(64, 8, 32, 2), 16, 16, 0},
       {Shape::KernelBot(64, 8, 32, 2), 8, 128, 0},
       {Shape::KernelBot(128, 16, 64, 1), 64, 64, 4},  // 4 pairs of 64x64: 140 KiB
+      // Padded: tiles wholly in the padding (pads > tile), one pair per CTA; 16 pairs; Kh = 100.
+      {WithGeometry({2, 2, 3, 9, 7, 4, 3}, 5, 6, 7, 3, 1, 1), 8, 16, 1},
+      {WithGeometry({1, 2, 2, 6, 6, 3, 3}, 20, 0, 0, 20, 1, 1), 8, 8, 0},
+      {WithGeometry({1, 4, 6, 33, 31, 3, 3}, 0, 7, 9, 0, 1, 1), 32, 16, 16},
+      {WithGeometry({1, 2, 3, 100, 20, 100, 9}, 13, 2, 4, 4, 1, 1), 128, 16, 8},
+      {WithGeometry({1, 3, 4, 20, 18, 7, 7}, 6, 2, 9, 3, 1, 1), 16, 8, 2},
   };
   for (const Case& c : cases) {
     Options o;
@@ -151,6 +225,9 @@ TEST(FftFusedTest, InputsChangeBetweenCalls) {
   for (const char* v : kVariants) {
     absl::Status st = CheckInputsChangeBetweenCalls(v);
     EXPECT_TRUE(st.ok()) << st;
+    // Padded: the means published for the inverse (SparseLists::x_mean) must be this call's.
+    st = CheckInputsChangeBetweenCalls(v, WithGeometry({2, 5, 7, 37, 29, 6, 5}, 3, 1, 4, 0, 1, 1));
+    EXPECT_TRUE(st.ok()) << v << " padded: " << st;
   }
 }
 
