@@ -49,25 +49,28 @@ std::vector<Shape> ReplayShapes(const std::vector<Shape>& extra, WorkFn work, do
 
 // x's offset of A[m][k] in the GEMM view, from its definition (m = (b, oh, ow), k = (c, kp, kq),
 // the tap at row oh*sh - pt + kp*dh, column ow*sw - pl + kq*dw), independent of the kernels'
-// gathers; -1 for a tap in the padding. P: either kernel's Params.
+// gathers; -1 for a tap in the padding. c0: the first input channel of the GEMM's group. P:
+// either kernel's Params.
 template <class P>
-int64_t XOffsetOf(const P& p, int m, int k) {
+int64_t XOffsetOf(const P& p, int m, int k, int c0 = 0) {
   const int b = m / p.p, pix = m % p.p, oh = pix / p.ow, ow = pix % p.ow;
   const int c = k / (p.kh * p.kw), kp = (k / p.kw) % p.kh, kq = k % p.kw;
   const int64_t row = int64_t{oh} * p.sh - p.pt + int64_t{kp} * p.dh;
   const int64_t col = int64_t{ow} * p.sw - p.pl + int64_t{kq} * p.dw;
   if (row < 0 || row >= p.h || col < 0 || col >= p.w) return -1;
-  return ((int64_t{b} * p.cin + c) * p.h + row) * p.w + col;
+  return ((int64_t{b} * p.cin + c0 + c) * p.h + row) * p.w + col;
 }
 
 // One replayed A-gather copy of k-tile kt of the tile at pixel m0: `width` (1 or 4) floats into
 // stage floats si.. (a [bk][a_stride] stage of bm pixel columns) from x offset g, or zeros when
 // !valid. Checks that the copy is aligned, inside the stage and off its padding, reads the
 // element the GEMM view puts there, and is left out only where that element is zero (past M or
-// K, or a tap in the image's padding); put(stage float, value) stores it.
+// K, or a tap in the image's padding); put(stage float, value) stores it. c0: the first input
+// channel of the tile's group (g then includes the group's offset).
 template <class P, class Put>
 void ReplayAGatherCopy(const P& p, int kt, int m0, int bm, int bk, int a_stride, int width,
-                       const std::vector<float>& x, int si, int g, bool valid, Put put) {
+                       const std::vector<float>& x, int si, int g, bool valid, Put put,
+                       int c0 = 0) {
   ASSERT_EQ(si % width, 0);
   ASSERT_EQ(g % width, 0) << "16-byte gather from an unaligned x offset";
   for (int j = 0; j < width; ++j) {
@@ -79,12 +82,12 @@ void ReplayAGatherCopy(const P& p, int kt, int m0, int bm, int bk, int a_stride,
       ASSERT_TRUE(g + j >= 0 && g + j < static_cast<int64_t>(x.size()));
       ASSERT_LT(k, p.k);
       ASSERT_LT(m, p.m);
-      ASSERT_EQ(g + j, XOffsetOf(p, m, k)) << "m " << m << " k " << k;
+      ASSERT_EQ(g + j, XOffsetOf(p, m, k, c0)) << "m " << m << " k " << k;
     } else {
       ASSERT_EQ(g, 0);
       // Left out only past M or K, or in the padding.
       if (k < p.k && m < p.m) {
-        ASSERT_EQ(XOffsetOf(p, m, k), -1) << "m " << m << " k " << k;
+        ASSERT_EQ(XOffsetOf(p, m, k, c0), -1) << "m " << m << " k " << k;
       }
     }
     put(sj, valid ? x[g + j] : 0.f);

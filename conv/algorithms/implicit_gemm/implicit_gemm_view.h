@@ -8,6 +8,9 @@
 //   B[k][n] = w[n][k]               the OIHW filter is already [Cout][K], K-contiguous
 //   y[b, n, oh, ow] = sum_k A[m][k] * B[k][n]
 //
+// With groups (implicit_gemm_wgmma) one such GEMM per group: GEMM_K = (in_channels/groups)*kh*kw,
+// N the group's out_channels/groups channels, c counted from the group's first input channel;
+// the N tiles are numbered group by group (groups * ceil(Cout/groups / bn) of them).
 // in 32-bit integers: each kernel's CheckIndexing bounds every index it forms below 2^31, so the
 // divisions are FastDiv's (conv/arch/fast_div.h). The helpers are templates over the kernel's
 // Params: both have the fields below by name, and their layouts (kernel parameters, so also
@@ -42,9 +45,9 @@ void SetGemmView(const Shape& s, int bk, int bn, P* p) {
   p->cin_hw = p->cin * p->hw;                     // one input image
   p->p = static_cast<int>(s.out_h() * s.out_w());  // one output channel plane
   p->m = static_cast<int>(s.batch) * p->p;
-  p->k = p->cin * p->kh * p->kw;
+  p->k = static_cast<int>(s.reduction());          // one group's: (cin / groups)*kh*kw
   p->k_tiles = static_cast<int>(CeilDiv(p->k, bk));
-  p->n_tiles = static_cast<int>(CeilDiv(p->cout, bn));
+  p->n_tiles = static_cast<int>(s.groups * CeilDiv(s.out_per_group(), bn));
   p->div_p = FastDiv(static_cast<uint32_t>(p->p));
   p->div_ow = FastDiv(static_cast<uint32_t>(p->ow));
   p->div_khkw = FastDiv(static_cast<uint32_t>(p->kh * p->kw));

@@ -89,21 +89,27 @@ absl::Status CheckIndexing(const Shape& s) {
   return absl::OkStatus();
 }
 
+// N tiles: each group's output channels tiled on their own.
+int64_t NumNTiles(const Shape& s, int bn) {
+  return s.groups * ((s.out_per_group() + bn - 1) / bn);
+}
+
 int64_t NumTiles(const Shape& s, int bn) {
   const int64_t m = s.batch * s.out_h() * s.out_w();
-  return ((m + kBM - 1) / kBM) * ((s.out_channels + bn - 1) / bn);
+  return ((m + kBM - 1) / kBM) * NumNTiles(s, bn);
 }
 
 int64_t SplitFilterBytes(const Shape& s, int bn) {
-  const int64_t k = s.in_channels * s.kernel_h * s.kernel_w;
-  const int64_t n_tiles = (s.out_channels + bn - 1) / bn;
-  const int64_t k_tiles = (k + kBK - 1) / kBK;
-  return n_tiles * k_tiles * 2 * bn * kBK * 4;
+  const int64_t k_tiles = (s.reduction() + kBK - 1) / kBK;
+  return NumNTiles(s, bn) * k_tiles * 2 * bn * kBK * 4;
 }
 
 Params MakeParams(const Shape& s, int bn, int slots) {
   Params p;
   implicit_gemm_view::SetGemmView(s, kBK, bn, &p);
+  p.cout_g = static_cast<int>(s.out_per_group());
+  p.n_tiles_g = static_cast<int>((s.out_per_group() + bn - 1) / bn);
+  p.cin_g_hw = static_cast<int>(s.in_per_group()) * p.hw;
   p.m_tiles = (p.m + kBM - 1) / kBM;
   p.tiles = p.m_tiles * p.n_tiles;
   const Schedule sched = ChooseSchedule(p.tiles, p.k_tiles, slots, TailMargin(bn));
@@ -138,13 +144,13 @@ __global__ void __launch_bounds__(kSplitThreads)
   constexpr int kPerThread = BN * kBK / kSplitThreads;
   static_assert(BN * kBK % kSplitThreads == 0, "whole elements per thread");
   struct Target {
-    int n, k;
+    int n, n_end, k;
     int64_t hi_at;
   };
   auto target = [&](int j) {
     Target t;
     SplitFilterTarget(p, BN, block, static_cast<int>(threadIdx.x) + j * kSplitThreads, &t.n,
-                      &t.k, &t.hi_at);
+                      &t.n_end, &t.k, &t.hi_at);
     return t;
   };
   float v[kPerThread];
@@ -152,7 +158,7 @@ __global__ void __launch_bounds__(kSplitThreads)
   for (int j = 0; j < kPerThread; ++j) {
     const Target t = target(j);
     v[j] = 0.f;
-    if (t.n < p.cout && t.k < p.k) {
+    if (t.n < t.n_end && t.k < p.k) {
       // A coherent load: ptxas moves stores in between non-coherent (ld.global.nc) loads, and
       // each such store waits for a load's value.
       asm volatile("ld.global.f32 %0, [%1];\n" : "=f"(v[j]) : "l"(w + int64_t{t.n} * p.k + t.k));
@@ -195,6 +201,7 @@ __device__ __forceinline__ void CopyStages(const float* __restrict__ x, const fl
   WorkUnit wu;
   while (walk.Next(p, &wu)) {
     a_gather.Init(p, wu.m_tile * kBM, t);
+    const float* xg = x + NTileOf(p, BN, wu.n_tile).x0;  // the unit's group's input channels
     const float* b_src = ws + WorkspaceTile(BN, p.k_tiles, wu.n_tile, 0, 0);
     for (int i = 0; i < wu.stages; ++i, ++g, ring.Next()) {
       const int slot = ring.slot;
@@ -211,7 +218,7 @@ __device__ __forceinline__ void CopyStages(const float* __restrict__ x, const fl
       a_gather.ForEach(p, kt, [&](int s, int gx, bool valid) {
         // gx >= 0 (CheckIndexing; 0 for a copy not read): unsigned, its widening to 64 bits is
         // free.
-        CpAsync<kVecA ? 16 : 4>(sa + 4 * s, x + static_cast<uint32_t>(gx), valid);
+        CpAsync<kVecA ? 16 : 4>(sa + 4 * s, xg + static_cast<uint32_t>(gx), valid);
       });
       CpAsyncArriveOnMbar(bar);
     }
@@ -220,14 +227,21 @@ __device__ __forceinline__ void CopyStages(const float* __restrict__ x, const fl
   // which completes only once all of that stage's copies have landed, so the CTA outlives them.
 }
 
+// Where a unit's results go: the y offsets of the thread's two rows (-1 past M), the unit's
+// channels [n0, n_end), and whether it is a tail piece (added with atomics).
+struct UnitStore {
+  int row[2] = {-1, -1};
+  int n0 = 0, n_end = 0;
+  bool atomic = false;
+};
+
 // The epilogue of one work unit, a quarter q (0..3) of the accumulator registers at a time:
 // sum[r] to y (a store, or for a tail piece an atomic add of its part), then sum[r] = 0
-// for the next unit. y_row: the y offsets of the thread's two rows (-1 past M); n0: the unit's
-// first channel. For one register index a warp stores 8 consecutive pixels x 4 channels, four
+// for the next unit. For one register index a warp stores 8 consecutive pixels x 4 channels, four
 // 32-byte segments.
 template <int BN>
-__device__ __forceinline__ void StoreQuarter(int q, float (&sum)[BN / 2], const int (&y_row)[2],
-                                             int n0, bool atomic, int wg, int warp, int lane,
+__device__ __forceinline__ void StoreQuarter(int q, float (&sum)[BN / 2], const UnitStore& to,
+                                             int wg, int warp, int lane,
                                              float* __restrict__ y, const Params& p) {
   constexpr int kPerQuarter = BN / 2 / 4;
   // p.p through an opaque move: otherwise the compiler hoists every register's channel offset
@@ -239,10 +253,10 @@ __device__ __forceinline__ void StoreQuarter(int q, float (&sum)[BN / 2], const 
     const int r = q * kPerQuarter + rr;
     int ml, nl;
     AccCoord(wg, warp, lane, r, &ml, &nl);
-    const int row = y_row[(r >> 1) & 1];
-    const int n = n0 + nl;
-    if (row >= 0 && n < p.cout) {
-      if (!atomic) {
+    const int row = to.row[(r >> 1) & 1];
+    const int n = to.n0 + nl;
+    if (row >= 0 && n < to.n_end) {
+      if (!to.atomic) {
         y[row + n * plane] = sum[r];
       } else {
         atomicAdd(y + row + n * plane, sum[r]);  // a RED: the pieces' partial sums, any order
@@ -311,9 +325,7 @@ __global__ void __launch_bounds__(kThreads, Config<BN>::kMinBlocks)
   // core works (BN = 32 and 128; at BN = 64 the registers are short, and the SM's other CTA
   // keeps the tensor core busy while this one stores).
   bool store_pending = false;
-  int store_row[2] = {-1, -1};
-  int store_n0 = 0;
-  bool store_atomic = false;
+  UnitStore store;
 
   RingCursor<C::kStages> ring;  // the slot and phase of the stage consumed next, over all units
   std::conditional_t<kTail, UnitWalk, WholeTileWalk> walk(p, static_cast<int>(blockIdx.x));
@@ -343,7 +355,7 @@ __global__ void __launch_bounds__(kThreads, Config<BN>::kMinBlocks)
         // The previous unit's stores, a quarter per step, while this step's wgmma run (they
         // touch sum only, never acc or the A fragments in flight).
         if (C::kDeferStores && store_pending) {
-          StoreQuarter<BN>(j, sum, store_row, store_n0, store_atomic, wg, warp, lane, y, p);
+          StoreQuarter<BN>(j, sum, store, wg, warp, lane, y, p);
         }
         // Step j - 1 is complete: the tensor core always has step j queued while this thread
         // prepares step j + 1 (two register sets of A fragments alternate).
@@ -379,15 +391,17 @@ __global__ void __launch_bounds__(kThreads, Config<BN>::kMinBlocks)
       int ml, nl;
       AccCoord(wg, warp, lane, 2 * h, &ml, &nl);
       const int m = wu.m_tile * kBM + ml;
-      store_row[h] = m < p.m ? YRowBase(p, m) : -1;
+      store.row[h] = m < p.m ? YRowBase(p, m) : -1;
     }
-    store_n0 = wu.n_tile * BN;
-    store_atomic = wu.atomic;
+    const NTile nt = NTileOf(p, BN, wu.n_tile);
+    store.n0 = nt.n0;
+    store.n_end = nt.n_end;
+    store.atomic = wu.atomic;
     store_pending = true;
     if (!C::kDeferStores) {
 #pragma unroll
       for (int q = 0; q < 4; ++q) {
-        StoreQuarter<BN>(q, sum, store_row, store_n0, store_atomic, wg, warp, lane, y, p);
+        StoreQuarter<BN>(q, sum, store, wg, warp, lane, y, p);
       }
       store_pending = false;
     }
@@ -395,7 +409,7 @@ __global__ void __launch_bounds__(kThreads, Config<BN>::kMinBlocks)
   // The last unit's epilogue: nothing left to overlap it with.
   if (store_pending) {
 #pragma unroll
-    for (int q = 0; q < 4; ++q) StoreQuarter<BN>(q, sum, store_row, store_n0, store_atomic, wg, warp, lane, y, p);
+    for (int q = 0; q < 4; ++q) StoreQuarter<BN>(q, sum, store, wg, warp, lane, y, p);
   }
 #else
   __trap();  // not an sm_90a build: never launched (Initialize checks the device)
@@ -501,8 +515,9 @@ class ImplicitGemmWgmma : public AlgorithmWithConfig<WgmmaConfig> {
   std::string name() const override { return "implicit_gemm_wgmma"; }
   // Fitted by tools/fit_auto.py (docs/data/round45_fit_*.json).
   double calibration() const override { return 0.810; }
-  // Padding, stride and dilation in the gather's address arithmetic (AGather's kGeometry).
-  Geometry geometry() const override { return Geometry{true, true, true, false}; }
+  // Padding, stride and dilation in the gather's address arithmetic (AGather's kGeometry);
+  // groups as a grouped GEMM (each N tile within one group: NTileOf).
+  Geometry geometry() const override { return Geometry{true, true, true, true}; }
   absl::Status WithinContract(const Shape& shape) const override {
     return DirectSummationWithinContract(shape);
   }
@@ -523,10 +538,11 @@ class ImplicitGemmWgmma : public AlgorithmWithConfig<WgmmaConfig> {
           "implicit_gemm_wgmma: padding, stride or dilation with a kernel of more than ",
           implicit_gemm_view::kMaxGeometryTaps, " taps a side (its tap masks' width)"));
     }
-    const int64_t k = s.in_channels * s.kernel_h * s.kernel_w;
+    const int64_t k = s.reduction();
     if (k > kMaxReduction) {
       return absl::UnimplementedError(absl::StrCat(
-          "implicit_gemm_wgmma: reduction length Cin*Kh*Kw = ", k, " exceeds ", kMaxReduction,
+          "implicit_gemm_wgmma: reduction length (Cin/groups)*Kh*Kw = ", k, " exceeds ",
+          kMaxReduction,
           ", beyond which its blocked fp32 accumulation is not verified to meet the accuracy bar"));
     }
     WgmmaConfig c;

@@ -79,10 +79,10 @@ std::vector<float> SplitFilter(const Shape& s, const Params& p, int bn,
   for (int block = 0; block < p.n_tiles * p.k_tiles; ++block) {
     for (int t = 0; t < kSplitThreads; ++t) {
       for (int e = t; e < bn * kBK; e += kSplitThreads) {
-        int n, k;
+        int n, n_end, k;
         int64_t hi_at;
-        SplitFilterTarget(p, bn, block, e, &n, &k, &hi_at);
-        const float v = (n < p.cout && k < p.k) ? w[int64_t{n} * p.k + k] : 0.f;
+        SplitFilterTarget(p, bn, block, e, &n, &n_end, &k, &hi_at);
+        const float v = (n < n_end && k < p.k) ? w[int64_t{n} * p.k + k] : 0.f;
         uint32_t hi, lo;
         SplitTf32(v, hi, lo);
         ws[hi_at] = BitsFloat(hi);
@@ -107,7 +107,9 @@ void EmulateUnit(const Shape& s, const Params& p, const WorkUnit& wu, int g0,
                  std::vector<double>& acc, std::vector<double>& sum, std::vector<double>& y,
                  std::vector<int>& writes) {
   using C = Config<BN>;
-  const int m0 = wu.m_tile * kBM, n0 = wu.n_tile * BN;
+  const NTile tile = NTileOf(p, BN, wu.n_tile);
+  const int m0 = wu.m_tile * kBM, n0 = tile.n0;
+  const int c0 = tile.x0 / p.hw;  // the group's first input channel
   const int kt_begin = wu.kt_begin, kt_end = wu.kt_begin + wu.stages;
   const int n_tile = wu.n_tile;
   const uint32_t base = AlignSmemBase(kSmemRaw);
@@ -128,11 +130,14 @@ void EmulateUnit(const Shape& s, const Params& p, const WorkUnit& wu, int g0,
     std::vector<int> written(C::kStageBytes / 4, 0);
     for (int t = 0; t < kCopyThreads; ++t) {
       ag[t].ForEach(p, kt, [&](int si, int g, bool valid) {
-        ReplayAGatherCopy(p, kt, m0, kBM, kBK, kAStride, kWA, x, si, g, valid,
+        // The kernel reads x + x0 + g (x0: the unit's group, CopyStages).
+        ReplayAGatherCopy(p, kt, m0, kBM, kBK, kAStride, kWA, x, si, valid ? tile.x0 + g : g,
+                          valid,
                           [&](int sj, float v) {
                             at(sa + 4 * sj) = v;
                             ++written[(sa - sb) / 4 + sj];
-                          });
+                          },
+                          c0);
       });
       if (::testing::Test::HasFatalFailure()) return;
       const int64_t src = WorkspaceTile(BN, p.k_tiles, n_tile, kt, 0);
@@ -222,7 +227,7 @@ void EmulateUnit(const Shape& s, const Params& p, const WorkUnit& wu, int g0,
           ASSERT_EQ(ml, wg * 64 + PtxDRow(warp, lane, reg));
           ASSERT_EQ(nl, PtxDCol(lane, reg));
           const int m = m0 + ml, n = n0 + nl;
-          if (m >= p.m || n >= p.cout) continue;
+          if (m >= p.m || n >= tile.n_end) continue;
           const int64_t y_at = YRowBase(p, m) + int64_t{n} * p.p;
           ASSERT_TRUE(y_at >= 0 && y_at < s.output_elements());
           const double v = sum[idx];
@@ -331,7 +336,9 @@ void CheckShape(const Shape& s, uint64_t seed, int slots = 3, std::optional<bool
   for (int64_t i = 0; i < s.output_elements(); ++i) {
     // Stored once (a whole tile), or zeroed and added into once by every piece of its tile.
     const int64_t n = (i / p.p) % p.cout, m = (i / (int64_t{p.p} * p.cout)) * p.p + i % p.p;
-    const int tile = static_cast<int>(m / kBM) * p.n_tiles + static_cast<int>(n / BN);
+    const int64_t g = n / p.cout_g;  // the channel's group, its N tiles g*n_tiles_g ...
+    const int tile = static_cast<int>(m / kBM) * p.n_tiles +
+                     static_cast<int>(g * p.n_tiles_g + (n - g * p.cout_g) / BN);
     ASSERT_EQ(zeroed[i] == 1, tile >= p.dp_tiles) << "output " << i;
     ASSERT_EQ(writes[i], tile >= p.dp_tiles ? pieces[tile] : 1)
         << "output " << i << " written " << writes[i] << " times";
@@ -444,6 +451,39 @@ TEST(ImplicitGemmWgmmaEmulationTest, GeometryGatherMatchesReference) {
     CheckShape<128, false, true>(s, 12, /*slots=*/1);
   }
   EXPECT_GE(shapes, 9);
+}
+
+// Groups as a grouped GEMM: each N tile within one group, gathering its group's input channels
+// (odd channels per group, a group wider than BN, depthwise, with and without the geometry, the
+// 16-byte gather, a stream-K tail).
+TEST(ImplicitGemmWgmmaEmulationTest, GroupedGemmMatchesReference) {
+  auto grouped = [](Shape s, int64_t groups, int64_t pad = 0, int64_t stride = 1) {
+    s.groups = groups;
+    s.pad_top = s.pad_bottom = s.pad_left = s.pad_right = pad;
+    s.stride_h = s.stride_w = stride;
+    return s;
+  };
+  const Shape odd = grouped(Shape{2, 6, 10, 13, 11, 3, 3}, 2);         // 3 -> 5 per group
+  const Shape wide = grouped(Shape{1, 8, 140, 9, 10, 3, 2}, 2);  // 70 per group: 2 tiles at 64
+  const Shape resnext = grouped(Shape{2, 32, 32, 10, 10, 3, 3}, 4, 1);  // 8 -> 8, pad 1
+  const Shape strided = grouped(Shape{2, 24, 36, 15, 13, 3, 3}, 3, 1, 2);
+  const Shape depthwise = grouped(Shape{2, 5, 10, 9, 12, 3, 3}, 5, 1);  // multiplier 2
+  const Shape one_by_one = grouped(Shape{2, 32, 64, 8, 12, 1, 1}, 4);   // vector gather
+  for (const Shape& s : {odd, wide}) {
+    ASSERT_TRUE(ValidateShape(s).ok()) << s.ToString();
+    CheckShape<32, false>(s, 21);
+    CheckShape<64, false>(s, 21, /*slots=*/5);
+    CheckShape<128, false>(s, 21, /*slots=*/1);
+  }
+  for (const Shape& s : {resnext, strided, depthwise}) {
+    ASSERT_TRUE(ValidateShape(s).ok()) << s.ToString();
+    CheckShape<32, false, true>(s, 22);
+    CheckShape<64, false, true>(s, 22, /*slots=*/5);
+  }
+  CheckShape<32, true>(one_by_one, 23);
+  CheckShape<32, false>(one_by_one, 23, /*slots=*/7);
+  CheckShape<32, false>(grouped(Shape{2, 40, 16, 20, 20, 4, 4}, 2), 24, 8, /*tail=*/true);
+  CheckShape<32, false, true>(grouped(Shape{2, 40, 16, 20, 20, 4, 4}, 2, 1), 24, 8);
 }
 
 // The stream-K tail: pieces cut at arbitrary k-tiles (folds restart in each piece, partial
@@ -612,28 +652,44 @@ TEST(ImplicitGemmWgmmaLayoutTest, SwizzledTileIsWhatWgmmaReads) {
 // Every float of the split filter is written exactly once, with (n, k, plane) where the
 // workspace layout (WorkspaceTile, BTileOffset) puts them.
 TEST(ImplicitGemmWgmmaLayoutTest, SplitFilterCoversEveryTileOnce) {
-  const Shape s{1, 5, 130, 9, 11, 3, 2};  // K = 30: one partial k-tile; Cout = 130: 2 N tiles
-  for (int bn : {64, 128}) {
-    const Params p = MakeParams(s, bn, 1);
-    const int64_t total = SplitFilterBytes(s, bn) / 4;
-    EXPECT_EQ(total, int64_t{p.n_tiles} * p.k_tiles * 2 * bn * kBK);
-    std::vector<int> seen(static_cast<size_t>(total), 0);
-    for (int block = 0; block < p.n_tiles * p.k_tiles; ++block) {
-      for (int e = 0; e < bn * kBK; ++e) {
-        int n, k;
-        int64_t hi_at;
-        SplitFilterTarget(p, bn, block, e, &n, &k, &hi_at);
-        ASSERT_TRUE(n >= 0 && n < p.n_tiles * bn && k >= 0 && k < p.k_tiles * kBK);
-        const int nt = n / bn, kt = k / kBK;
-        for (int plane : {0, 1}) {
-          const int64_t at = WorkspaceTile(bn, p.k_tiles, nt, kt, plane) + BTileOffset(n % bn, k % kBK);
-          EXPECT_EQ(at, hi_at + plane * bn * kBK);
-          ASSERT_TRUE(at >= 0 && at < total);
-          ++seen[at];
+  Shape grouped{1, 10, 90, 9, 11, 3, 2};  // 2 groups: K = 30, 45 channels each (1 or 2 N tiles)
+  grouped.groups = 2;
+  // K = 30: one partial k-tile; Cout = 130: 2 N tiles
+  for (const Shape& s : {Shape{1, 5, 130, 9, 11, 3, 2}, grouped}) {
+    for (int bn : {32, 64, 128}) {
+      SCOPED_TRACE(s.ToString() + " BN " + std::to_string(bn));
+      const Params p = MakeParams(s, bn, 1);
+      const int64_t total = SplitFilterBytes(s, bn) / 4;
+      EXPECT_EQ(total, int64_t{p.n_tiles} * p.k_tiles * 2 * bn * kBK);
+      EXPECT_EQ(p.n_tiles, s.groups * ((s.out_per_group() + bn - 1) / bn));
+      std::vector<int> seen(static_cast<size_t>(total), 0);
+      std::vector<int> channel(static_cast<size_t>(s.out_channels), 0);
+      for (int block = 0; block < p.n_tiles * p.k_tiles; ++block) {
+        const int nt = block / p.k_tiles, kt = block % p.k_tiles;
+        const NTile tile = NTileOf(p, bn, nt);
+        // Each N tile lies within one group.
+        ASSERT_EQ(tile.n0 / p.cout_g, (tile.n_end - 1) / p.cout_g);
+        ASSERT_EQ(tile.x0, tile.n0 / p.cout_g * p.cin_g_hw);
+        for (int e = 0; e < bn * kBK; ++e) {
+          int n, n_end, k;
+          int64_t hi_at;
+          SplitFilterTarget(p, bn, block, e, &n, &n_end, &k, &hi_at);
+          ASSERT_EQ(n_end, tile.n_end);
+          const int nl = n - tile.n0;
+          ASSERT_TRUE(nl >= 0 && nl < bn && k >= kt * kBK && k < (kt + 1) * kBK);
+          if (n < n_end && k < p.k) ++channel[n];
+          for (int plane : {0, 1}) {
+            const int64_t at =
+                WorkspaceTile(bn, p.k_tiles, nt, kt, plane) + BTileOffset(nl, k % kBK);
+            EXPECT_EQ(at, hi_at + plane * bn * kBK);
+            ASSERT_TRUE(at >= 0 && at < total);
+            ++seen[at];
+          }
         }
       }
+      for (int v : seen) ASSERT_EQ(v, 1);
+      for (int v : channel) ASSERT_EQ(v, p.k) << "every filter row split once, whole";
     }
-    for (int v : seen) ASSERT_EQ(v, 1);
   }
 }
 

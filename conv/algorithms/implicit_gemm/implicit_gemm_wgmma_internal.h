@@ -154,7 +154,7 @@ struct Params {
   int m = 0;        // batch*p
   int k = 0;        // cin*kh*kw
   int k_tiles = 0;  // ceil(k / kBK)
-  int n_tiles = 0;  // ceil(cout / BN)
+  int n_tiles = 0;  // groups * n_tiles_g
   int m_tiles = 0;  // ceil(m / kBM)
   int tiles = 0;    // m_tiles * n_tiles, numbered m_tile * n_tiles + n_tile
   // The schedule (ChooseSchedule, UnitWalk): grid persistent CTAs; tiles [0, dp_tiles) whole,
@@ -170,12 +170,30 @@ struct Params {
   // parameter offsets stay as they were.
   int sh = 1, sw = 1, dh = 1, dw = 1, pt = 0, pl = 0, dh_w = 0;
   bool geometry = false;
+  // Groups: one GEMM per group (K = cin_g*kh*kw, N = cout_g), its channels tiled on their own,
+  // so that N tile nt belongs to group nt / n_tiles_g (NTileOf). groups = 1: cout_g = cout.
+  int cout_g = 0;     // output channels per group
+  int n_tiles_g = 0;  // ceil(cout_g / BN)
+  int cin_g_hw = 0;   // (cin / groups)*h*w: x's offset from one group's channels to the next
 };
 
-// BN for a shape: the smallest of 32, 64, 128 that holds Cout, else 128 (a larger tile would be
-// half padding).
+// The output channels [n0, n_end) of N tile nt and the x offset x0 of its group's first input
+// channel (0 without groups).
+struct NTile {
+  int n0 = 0, n_end = 0, x0 = 0;
+};
+CONV2D_HOST_DEVICE_INLINE NTile NTileOf(const Params& p, int bn, int nt) {
+  const int g = nt / p.n_tiles_g;
+  const int first = g * p.cout_g + (nt - g * p.n_tiles_g) * bn;
+  const int group_end = (g + 1) * p.cout_g;
+  return NTile{first, first + bn < group_end ? first + bn : group_end, g * p.cin_g_hw};
+}
+
+// BN for a shape: the smallest of 32, 64, 128 that holds a group's output channels, else 128 (a
+// larger tile would be half padding).
 inline int ChooseBN(const Shape& s) {
-  return s.out_channels <= 32 ? 32 : s.out_channels <= 64 ? 64 : 128;
+  const int64_t n = s.out_per_group();
+  return n <= 32 ? 32 : n <= 64 ? 64 : 128;
 }
 absl::Status CheckIndexing(const Shape& s);
 // The schedule for `slots` CTAs at once (SMs x CTAs per SM, at most kMaxSlots); see Params.
@@ -314,15 +332,17 @@ CONV2D_HOST_DEVICE_INLINE int64_t WorkspaceTile(int bn, int k_tiles, int nt, int
 // + kt, then the tail's zeroing blocks (TailZeroBlocks) (no 64-bit division per element: an earlier one-thread-per-float form was ALU bound, 20 us
 // for a 512x4608 filter). Element e of the block (e < bn*kBK, stepping by kSplitThreads) is
 // w[*n][*k], read along k (a warp reads whole 128-byte filter rows), and its hi half goes to
-// float *hi_at of the workspace, its lo half bn*kBK floats further (the lo plane). *n >= Cout or
-// *k >= K: zero.
+// float *hi_at of the workspace, its lo half bn*kBK floats further (the lo plane). *n >= *n_end
+// (past the tile's group or Cout) or *k >= K: zero.
 constexpr int kSplitThreads = 256;
-CONV2D_HOST_DEVICE_INLINE void SplitFilterTarget(const Params& p, int bn, int block, int e, int* n, int* k,
-                                     int64_t* hi_at) {
+CONV2D_HOST_DEVICE_INLINE void SplitFilterTarget(const Params& p, int bn, int block, int e, int* n,
+                                                 int* n_end, int* k, int64_t* hi_at) {
   const int nt = block / p.k_tiles;
   const int kt = block - nt * p.k_tiles;
   const int nl = e / kBK, kl = e % kBK;
-  *n = nt * bn + nl;
+  const NTile tile = NTileOf(p, bn, nt);
+  *n = tile.n0 + nl;
+  *n_end = tile.n_end;
   *k = kt * kBK + kl;
   *hi_at = WorkspaceTile(bn, p.k_tiles, nt, kt, 0) + BTileOffset(nl, kl);
 }
@@ -379,12 +399,11 @@ template <typename F>
 CONV2D_HOST_DEVICE_INLINE void ForEachTailZero(const Params& p, int bn, int z, int t, F&& f) {
   const int tile = p.dp_tiles + z;
   const int m_tile = tile / p.n_tiles;
-  const int nt = tile - m_tile * p.n_tiles;
+  const NTile nt = NTileOf(p, bn, tile - m_tile * p.n_tiles);
   const int m = m_tile * kBM + t % kBM;
   if (m >= p.m) return;
   const int base = YRowBase(p, m);
-  const int n_end = (nt + 1) * bn < p.cout ? (nt + 1) * bn : p.cout;
-  for (int n = nt * bn + t / kBM; n < n_end; n += kSplitThreads / kBM) f(base + n * p.p);
+  for (int n = nt.n0 + t / kBM; n < nt.n_end; n += kSplitThreads / kBM) f(base + n * p.p);
 }
 
 // ---- The im2col gather of one copy thread (x offset of A[m][k] = mbase(m) + kofs(k)); t is the

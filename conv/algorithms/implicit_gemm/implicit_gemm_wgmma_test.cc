@@ -19,6 +19,7 @@
 #include "conv/testing/shapes.h"
 #include "conv/testing/testbed.h"
 #include "gtest/gtest.h"
+#include "reference/input_classes.h"
 
 namespace conv2d {
 namespace {
@@ -78,6 +79,40 @@ TEST(ImplicitGemmWgmmaGpuTest, GeometryMatchesFp64Reference) {
     Shape biased = s;
     biased.has_bias = true;
     ExpectMatchesReference(biased, kAlgorithm, /*max_positions=*/1 << 14);
+  }
+}
+
+// Groups as a grouped GEMM (each N tile within one group): ResNeXt's 32 groups of 4-32 channels,
+// two groups of 64 (a wide group), odd channels per group (3 in, 5 out), a group wider than the
+// 128-wide tile (130 per group), depthwise with a multiplier, stride, asymmetric padding,
+// the 16-byte gather (1x1, W % 4 = 0), bias; at every output up to 2^18; and every input class
+// on two of them.
+TEST(ImplicitGemmWgmmaGpuTest, GroupsMatchFp64Reference) {
+  Shape asym = GroupedShape(2, 12, 18, 3, 17, 16, 3, 4, 0, 1, 1, true);
+  asym.pad_top = 2, asym.pad_bottom = 0, asym.pad_left = 1, asym.pad_right = 3, asym.stride_w = 2;
+  const std::vector<Shape> shapes = {
+      GroupedShape(2, 256, 256, 32, 14, 14, 3, 3, 1, 1, 1, false),   // 8 per group
+      GroupedShape(2, 1024, 1024, 32, 7, 7, 3, 3, 1, 1, 1, true),    // 32 per group
+      GroupedShape(1, 256, 256, 32, 28, 28, 3, 3, 1, 2, 1, false),   // stride 2
+      GroupedShape(2, 128, 128, 2, 28, 28, 3, 3, 1, 1, 1, true),     // 64 per group
+      GroupedShape(2, 6, 10, 2, 21, 18, 3, 3, 1, 1, 1, true),        // 3 in, 5 out
+      GroupedShape(1, 8, 260, 2, 9, 10, 3, 2, 0, 1, 1, false),       // 130 out per group
+      GroupedShape(2, 64, 128, 4, 16, 12, 1, 1, 0, 1, 1, true),      // 1x1: the 16-byte gather
+      DepthwiseShape(2, 12, 3, 15, 14, 3, 3, 1, 1, 1, true),         // depthwise, multiplier 3
+      asym,
+  };
+  for (const Shape& s : shapes) {
+    ASSERT_TRUE(ValidateShape(s).ok()) << s.ToString();
+    ExpectMatchesReference(s, kAlgorithm, /*max_positions=*/1 << 18);
+  }
+  for (const Shape& s : {shapes[1], shapes[4]}) {
+    for (InputClass c : AllInputClasses()) {
+      absl::StatusOr<ClassProblem> p = MakeClassProblem(s, 78, c);
+      ASSERT_TRUE(p.ok()) << p.status();
+      absl::StatusOr<Comparison> r = CheckClass(*p, kAlgorithm);
+      ASSERT_TRUE(r.ok()) << r.status();
+      EXPECT_TRUE(r->ok()) << s.ToString() << " " << InputClassName(c) << ": " << r->ToString();
+    }
   }
 }
 
