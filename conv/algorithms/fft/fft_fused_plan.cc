@@ -281,19 +281,7 @@ absl::StatusOr<Config> ChooseConfig(const Shape& s, const Options& o) {
         "fft_fused: pairs_per_cta ", o.pairs_per_cta, " is not a power of two in [1, 16]"));
   }
   fft_tiled::TileChoice<Config> choice;
-  // The tiles cover the padded image: in each dimension the candidates run up to the first that
-  // covers its extent, out + kernel - 1 (the image itself when unpadded).
-  const std::vector<int64_t> hs =
-      o.tile_h > 0 ? std::vector<int64_t>{o.tile_h}
-                   : TileSizeCandidates(s.kernel_h, s.height + s.pad_top + s.pad_bottom);
-  const std::vector<int64_t> ws =
-      o.tile_w > 0 ? std::vector<int64_t>{o.tile_w}
-                   : TileSizeCandidates(s.kernel_w, s.width + s.pad_left + s.pad_right);
-  std::vector<std::pair<int64_t, int64_t>> pairs;
-  for (int64_t th : hs) {
-    for (int64_t tw : ws) pairs.push_back({th, tw});
-  }
-  for (const auto& [th, tw] : pairs) {
+  for (const auto& [th, tw] : fft_tiled::TilePairs(s, o.tile_h, o.tile_w, TileSizeCandidates)) {
     ASSIGN_OR_RETURN(Geometry g, fft_tiled::MakeGeometry(s, th, tw));
     Config c;
     c.geometry = g;

@@ -110,14 +110,17 @@ absl::StatusOr<Geometry> MakeGeometry(const Shape& shape, int64_t tile_h, int64_
 
 // The tile search of both FFT planners (ChooseConfig here and in fft_fused). The (tile_h, tile_w)
 // pairs to try: in each dimension the forced size, if the options force one (> 0), else
-// candidates(kernel, extent), rows outer.
+// candidates(kernel, extent), rows outer. The extent is the padded image's (the tiles cover it:
+// fft_fused takes padding), the image itself when unpadded.
 template <class Candidates>
 std::vector<std::pair<int64_t, int64_t>> TilePairs(const Shape& s, int64_t tile_h, int64_t tile_w,
                                                    Candidates candidates) {
   const std::vector<int64_t> hs =
-      tile_h > 0 ? std::vector<int64_t>{tile_h} : candidates(s.kernel_h, s.height);
+      tile_h > 0 ? std::vector<int64_t>{tile_h}
+                 : candidates(s.kernel_h, s.height + s.pad_top + s.pad_bottom);
   const std::vector<int64_t> ws =
-      tile_w > 0 ? std::vector<int64_t>{tile_w} : candidates(s.kernel_w, s.width);
+      tile_w > 0 ? std::vector<int64_t>{tile_w}
+                 : candidates(s.kernel_w, s.width + s.pad_left + s.pad_right);
   std::vector<std::pair<int64_t, int64_t>> pairs;
   for (int64_t th : hs) {
     for (int64_t tw : ws) pairs.push_back({th, tw});
