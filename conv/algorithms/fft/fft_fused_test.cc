@@ -128,7 +128,7 @@ std::vector<Shape> FftFusedShapes() {
 }
 
 INSTANTIATE_TEST_SUITE_P(Shapes, FftFusedShapeTest, ::testing::ValuesIn(FftFusedShapes()),
-                         [](const auto& info) { return info.param.ToString(); });
+                         [](const auto& info) { return GtestName(info.param); });
 
 TEST(FftFusedTest, RefusesKernelsLargerThanTheLargestTile) {
   const Shape s{1, 1, 1, 200, 200, 129, 3};

@@ -107,6 +107,8 @@ int64_t SplitFilterBytes(const Shape& s, int bn) {
 Params MakeParams(const Shape& s, int bn, int slots) {
   Params p;
   implicit_gemm_view::SetGemmView(s, kBK, bn, &p);
+  p.groups = static_cast<int>(s.groups);
+  p.geometry = p.geometry || s.grouped();  // the grouped kernels are built with the geometry gather
   p.cout_g = static_cast<int>(s.out_per_group());
   p.n_tiles_g = static_cast<int>((s.out_per_group() + bn - 1) / bn);
   p.cin_g_hw = static_cast<int>(s.in_per_group()) * p.hw;
@@ -125,7 +127,7 @@ namespace {
 // The filter split into the workspace: one block per (N tile, k-tile), see SplitFilterTarget;
 // then one block per tail tile zeroes its outputs for the main kernel's atomics
 // (ForEachTailZero), which saves a separate launch. Runs on any GPU.
-template <int BN>
+template <int BN, bool kGrouped>
 __global__ void __launch_bounds__(kSplitThreads)
     SplitFilterKernel(const float* __restrict__ w, float* __restrict__ ws, const Params p,
                       float* __restrict__ y) {
@@ -133,7 +135,7 @@ __global__ void __launch_bounds__(kSplitThreads)
   const int block = static_cast<int>(blockIdx.x);
   const int split_blocks = p.n_tiles * p.k_tiles;
   if (block >= split_blocks) {
-    ForEachTailZero(p, BN, block - split_blocks, static_cast<int>(threadIdx.x),
+    ForEachTailZero<kGrouped>(p, BN, block - split_blocks, static_cast<int>(threadIdx.x),
                     [&](int at) { y[at] = 0.f; });
     return;
   }
@@ -149,8 +151,8 @@ __global__ void __launch_bounds__(kSplitThreads)
   };
   auto target = [&](int j) {
     Target t;
-    SplitFilterTarget(p, BN, block, static_cast<int>(threadIdx.x) + j * kSplitThreads, &t.n,
-                      &t.n_end, &t.k, &t.hi_at);
+    SplitFilterTarget<kGrouped>(p, BN, block, static_cast<int>(threadIdx.x) + j * kSplitThreads,
+                                &t.n, &t.n_end, &t.k, &t.hi_at);
     return t;
   };
   float v[kPerThread];
@@ -189,7 +191,7 @@ __global__ void __launch_bounds__(kSplitThreads)
 // the async proxy, which is the one wgmma reads through (no proxy fence); the consumers read x
 // with ordinary loads. The stream does not stop at a unit's end: the next unit's first stages
 // are fetched while the consumers finish the current one. t: the thread's index in the group.
-template <int BN, bool kVecA, bool kTail, bool kGeometry>
+template <int BN, bool kVecA, bool kTail, bool kGeometry, bool kGrouped>
 __device__ __forceinline__ void CopyStages(const float* __restrict__ x, const float* __restrict__ ws,
                                            const Params& p, uint32_t smem_base, uint32_t full,
                                            uint32_t empty, int t) {
@@ -201,7 +203,8 @@ __device__ __forceinline__ void CopyStages(const float* __restrict__ x, const fl
   WorkUnit wu;
   while (walk.Next(p, &wu)) {
     a_gather.Init(p, wu.m_tile * kBM, t);
-    const float* xg = x + NTileOf(p, BN, wu.n_tile).x0;  // the unit's group's input channels
+    // The unit's group's input channels.
+    const float* xg = kGrouped ? x + NTileOf<true>(p, BN, wu.n_tile).x0 : x;
     const float* b_src = ws + WorkspaceTile(BN, p.k_tiles, wu.n_tile, 0, 0);
     for (int i = 0; i < wu.stages; ++i, ++g, ring.Next()) {
       const int slot = ring.slot;
@@ -239,7 +242,7 @@ struct UnitStore {
 // sum[r] to y (a store, or for a tail piece an atomic add of its part), then sum[r] = 0
 // for the next unit. For one register index a warp stores 8 consecutive pixels x 4 channels, four
 // 32-byte segments.
-template <int BN>
+template <int BN, bool kGrouped>
 __device__ __forceinline__ void StoreQuarter(int q, float (&sum)[BN / 2], const UnitStore& to,
                                              int wg, int warp, int lane,
                                              float* __restrict__ y, const Params& p) {
@@ -255,7 +258,7 @@ __device__ __forceinline__ void StoreQuarter(int q, float (&sum)[BN / 2], const 
     AccCoord(wg, warp, lane, r, &ml, &nl);
     const int row = to.row[(r >> 1) & 1];
     const int n = to.n0 + nl;
-    if (row >= 0 && n < to.n_end) {
+    if (row >= 0 && n < (kGrouped ? to.n_end : p.cout)) {
       if (!to.atomic) {
         y[row + n * plane] = sum[r];
       } else {
@@ -271,11 +274,12 @@ __device__ __forceinline__ void StoreQuarter(int q, float (&sum)[BN / 2], const 
 // One persistent CTA: its work units (UnitWalk), each a kBM x BN tile of the GEMM over its
 // k-tiles (all of K, or a tail piece). ws: the split filter of this call. kGeometry: padding,
 // stride or dilation (AGather's geometry gather).
-template <int BN, bool kVecA, bool kTail, bool kGeometry>
+template <int BN, bool kVecA, bool kTail, bool kGeometry, bool kGrouped = false>
 __global__ void __launch_bounds__(kThreads, Config<BN>::kMinBlocks)
     ImplicitGemmWgmmaKernel(const float* __restrict__ x, const float* __restrict__ ws,
                             float* __restrict__ y, const Params p) {
 #if CONV2D_HAS_WGMMA
+  static_assert(!kGrouped || (kGeometry && !kVecA), "grouped kernels use the geometry gather");
   using C = Config<BN>;
   extern __shared__ unsigned char smem_raw[];
   // Stages start 1024-byte aligned (the swizzle is a function of address bits 4-9).
@@ -299,7 +303,7 @@ __global__ void __launch_bounds__(kThreads, Config<BN>::kMinBlocks)
 
   if (tid >= kConsumerThreads) {
     GiveRegisters<C::kCopyRegs>();
-    CopyStages<BN, kVecA, kTail, kGeometry>(x, ws, p, smem_base, full, empty,
+    CopyStages<BN, kVecA, kTail, kGeometry, kGrouped>(x, ws, p, smem_base, full, empty,
                                             tid - kConsumerThreads);
     return;
   }
@@ -355,7 +359,7 @@ __global__ void __launch_bounds__(kThreads, Config<BN>::kMinBlocks)
         // The previous unit's stores, a quarter per step, while this step's wgmma run (they
         // touch sum only, never acc or the A fragments in flight).
         if (C::kDeferStores && store_pending) {
-          StoreQuarter<BN>(j, sum, store, wg, warp, lane, y, p);
+          StoreQuarter<BN, kGrouped>(j, sum, store, wg, warp, lane, y, p);
         }
         // Step j - 1 is complete: the tensor core always has step j queued while this thread
         // prepares step j + 1 (two register sets of A fragments alternate).
@@ -393,7 +397,7 @@ __global__ void __launch_bounds__(kThreads, Config<BN>::kMinBlocks)
       const int m = wu.m_tile * kBM + ml;
       store.row[h] = m < p.m ? YRowBase(p, m) : -1;
     }
-    const NTile nt = NTileOf(p, BN, wu.n_tile);
+    const NTile nt = NTileOf<kGrouped>(p, BN, wu.n_tile);
     store.n0 = nt.n0;
     store.n_end = nt.n_end;
     store.atomic = wu.atomic;
@@ -401,7 +405,7 @@ __global__ void __launch_bounds__(kThreads, Config<BN>::kMinBlocks)
     if (!C::kDeferStores) {
 #pragma unroll
       for (int q = 0; q < 4; ++q) {
-        StoreQuarter<BN>(q, sum, store, wg, warp, lane, y, p);
+        StoreQuarter<BN, kGrouped>(q, sum, store, wg, warp, lane, y, p);
       }
       store_pending = false;
     }
@@ -409,7 +413,7 @@ __global__ void __launch_bounds__(kThreads, Config<BN>::kMinBlocks)
   // The last unit's epilogue: nothing left to overlap it with.
   if (store_pending) {
 #pragma unroll
-    for (int q = 0; q < 4; ++q) StoreQuarter<BN>(q, sum, store, wg, warp, lane, y, p);
+    for (int q = 0; q < 4; ++q) StoreQuarter<BN, kGrouped>(q, sum, store, wg, warp, lane, y, p);
   }
 #else
   __trap();  // not an sm_90a build: never launched (Initialize checks the device)
@@ -422,13 +426,14 @@ constexpr size_t kWorkspaceAlign = 256;
 
 // Lets the kernel have its dynamic shared memory, and asks for the whole shared/L1 split as
 // shared memory so that BN = 32 and 64 get their two CTAs per SM.
-template <int BN, bool kVecA, bool kTail, bool kGeometry = false>
+template <int BN, bool kVecA, bool kTail, bool kGeometry = false, bool kGrouped = false>
 absl::Status EnableSmem() {
-  RETURN_IF_ERROR(CudaStatus(cudaFuncSetAttribute(ImplicitGemmWgmmaKernel<BN, kVecA, kTail, kGeometry>,
+  auto* kernel = &ImplicitGemmWgmmaKernel<BN, kVecA, kTail, kGeometry, kGrouped>;
+  RETURN_IF_ERROR(CudaStatus(cudaFuncSetAttribute(kernel,
                                                   cudaFuncAttributeMaxDynamicSharedMemorySize,
                                                   Config<BN>::kSmemBytes),
                              "implicit_gemm_wgmma: cudaFuncSetAttribute (shared memory size)"));
-  return CudaStatus(cudaFuncSetAttribute(ImplicitGemmWgmmaKernel<BN, kVecA, kTail, kGeometry>,
+  return CudaStatus(cudaFuncSetAttribute(kernel,
                                          cudaFuncAttributePreferredSharedMemoryCarveout,
                                          cudaSharedmemCarveoutMaxShared),
                     "implicit_gemm_wgmma: cudaFuncSetAttribute (carveout)");
@@ -441,7 +446,9 @@ absl::Status EnableSmemAll() {
   RETURN_IF_ERROR((EnableSmem<BN, true, true>()));
   RETURN_IF_ERROR((EnableSmem<BN, false, true>()));
   RETURN_IF_ERROR((EnableSmem<BN, false, false, true>()));
-  return EnableSmem<BN, false, true, true>();
+  RETURN_IF_ERROR((EnableSmem<BN, false, true, true>()));
+  RETURN_IF_ERROR((EnableSmem<BN, false, false, true, true>()));
+  return EnableSmem<BN, false, true, true, true>();
 }
 
 // The schedule of a shape on a device with `sms` multiprocessors.
@@ -475,7 +482,11 @@ class ImplicitGemmWgmmaRunner : public Runner {
   template <int BN>
   absl::Status Launch(unsigned split_blocks, bool vec_a, dim3 grid, const RunArgs& a,
                       float* ws) const {
-    SplitFilterKernel<BN><<<split_blocks, kSplitThreads, 0, a.stream>>>(a.w, ws, p_, a.y);
+    if (p_.groups > 1) {
+      SplitFilterKernel<BN, true><<<split_blocks, kSplitThreads, 0, a.stream>>>(a.w, ws, p_, a.y);
+    } else {
+      SplitFilterKernel<BN, false><<<split_blocks, kSplitThreads, 0, a.stream>>>(a.w, ws, p_, a.y);
+    }
     RETURN_IF_ERROR(LaunchStatus("implicit_gemm_wgmma filter split"));
     return Gemm<BN>(vec_a, grid, a, ws);
   }
@@ -485,8 +496,11 @@ class ImplicitGemmWgmmaRunner : public Runner {
   absl::Status Gemm(bool vec_a, dim3 grid, const RunArgs& a, const float* ws) const {
     // The tail's walk only in the kernels that have a tail to walk: its state costs registers
     // (round 45: the 1x1 shape 12% slower with it compiled in).
+    // Grouped shapes: the geometry gather, whose window origins any geometry takes (MakeParams).
     auto* kernel =
-        p_.geometry ? (p_.tail_ctas > 0 ? &ImplicitGemmWgmmaKernel<BN, false, true, true>
+        p_.groups > 1 ? (p_.tail_ctas > 0 ? &ImplicitGemmWgmmaKernel<BN, false, true, true, true>
+                                          : &ImplicitGemmWgmmaKernel<BN, false, false, true, true>)
+        : p_.geometry ? (p_.tail_ctas > 0 ? &ImplicitGemmWgmmaKernel<BN, false, true, true>
                                         : &ImplicitGemmWgmmaKernel<BN, false, false, true>)
         : p_.tail_ctas > 0 ? (vec_a ? &ImplicitGemmWgmmaKernel<BN, true, true, false>
                                     : &ImplicitGemmWgmmaKernel<BN, false, true, false>)
@@ -531,11 +545,11 @@ class ImplicitGemmWgmma : public AlgorithmWithConfig<WgmmaConfig> {
   absl::StatusOr<WgmmaConfig> Choose(const Shape& s, const DeviceInfo& device,
                                      double* seconds) const override {
     RETURN_IF_ERROR(CheckIndexing(s));
-    const bool geometry = s.padded() || s.strided() || s.dilated();
+    const bool geometry = s.padded() || s.strided() || s.dilated() || s.grouped();
     if (geometry && (s.kernel_h > implicit_gemm_view::kMaxGeometryTaps ||
                      s.kernel_w > implicit_gemm_view::kMaxGeometryTaps)) {
       return absl::UnimplementedError(absl::StrCat(
-          "implicit_gemm_wgmma: padding, stride or dilation with a kernel of more than ",
+          "implicit_gemm_wgmma: padding, stride, dilation or groups with a kernel of more than ",
           implicit_gemm_view::kMaxGeometryTaps, " taps a side (its tap masks' width)"));
     }
     const int64_t k = s.reduction();

@@ -71,6 +71,19 @@ uint32_t SwizzledAddress(const Desc& d, int n, int k) {
 // the shared window, so the kernel's alignment arithmetic is exercised.
 constexpr uint32_t kSmemRaw = 0x2a0;
 
+// The kernels' tile arithmetic as the launch picks it: the grouped kernels' for groups > 1.
+NTile TileOf(const Params& p, int bn, int nt) {
+  return p.groups > 1 ? NTileOf<true>(p, bn, nt) : NTileOf<false>(p, bn, nt);
+}
+void SplitTarget(const Params& p, int bn, int block, int e, int* n, int* n_end, int* k,
+                 int64_t* hi_at) {
+  if (p.groups > 1) {
+    SplitFilterTarget<true>(p, bn, block, e, n, n_end, k, hi_at);
+  } else {
+    SplitFilterTarget<false>(p, bn, block, e, n, n_end, k, hi_at);
+  }
+}
+
 // Host replica of the filter split (SplitFilterKernel): every block's elements, through the
 // header's SplitFilterTarget.
 std::vector<float> SplitFilter(const Shape& s, const Params& p, int bn,
@@ -81,7 +94,7 @@ std::vector<float> SplitFilter(const Shape& s, const Params& p, int bn,
       for (int e = t; e < bn * kBK; e += kSplitThreads) {
         int n, n_end, k;
         int64_t hi_at;
-        SplitFilterTarget(p, bn, block, e, &n, &n_end, &k, &hi_at);
+        SplitTarget(p, bn, block, e, &n, &n_end, &k, &hi_at);
         const float v = (n < n_end && k < p.k) ? w[int64_t{n} * p.k + k] : 0.f;
         uint32_t hi, lo;
         SplitTf32(v, hi, lo);
@@ -107,7 +120,7 @@ void EmulateUnit(const Shape& s, const Params& p, const WorkUnit& wu, int g0,
                  std::vector<double>& acc, std::vector<double>& sum, std::vector<double>& y,
                  std::vector<int>& writes) {
   using C = Config<BN>;
-  const NTile tile = NTileOf(p, BN, wu.n_tile);
+  const NTile tile = TileOf(p, BN, wu.n_tile);
   const int m0 = wu.m_tile * kBM, n0 = tile.n0;
   const int c0 = tile.x0 / p.hw;  // the group's first input channel
   const int kt_begin = wu.kt_begin, kt_end = wu.kt_begin + wu.stages;
@@ -309,11 +322,16 @@ void CheckShape(const Shape& s, uint64_t seed, int slots = 3, std::optional<bool
   std::vector<int> zeroed(s.output_elements(), 0);
   for (int z = 0; z < TailZeroBlocks(p); ++z) {
     for (int t = 0; t < kSplitThreads; ++t) {
-      ForEachTailZero(p, BN, z, t, [&](int at) {
+      auto zero = [&](int at) {
         ASSERT_TRUE(at >= 0 && at < s.output_elements());
         ASSERT_EQ(zeroed[at]++, 0) << "zeroed twice";
         y[at] = 0.0;
-      });
+      };
+      if (p.groups > 1) {
+        ForEachTailZero<true>(p, BN, z, t, zero);
+      } else {
+        ForEachTailZero<false>(p, BN, z, t, zero);
+      }
       if (::testing::Test::HasFatalFailure()) return;
     }
   }
@@ -469,20 +487,15 @@ TEST(ImplicitGemmWgmmaEmulationTest, GroupedGemmMatchesReference) {
   const Shape strided = grouped(Shape{2, 24, 36, 15, 13, 3, 3}, 3, 1, 2);
   const Shape depthwise = grouped(Shape{2, 5, 10, 9, 12, 3, 3}, 5, 1);  // multiplier 2
   const Shape one_by_one = grouped(Shape{2, 32, 64, 8, 12, 1, 1}, 4);   // vector gather
-  for (const Shape& s : {odd, wide}) {
+  // Every grouped shape runs the geometry gather (MakeParams), with or without padding.
+  for (const Shape& s : {odd, wide, resnext, strided, depthwise, one_by_one}) {
     ASSERT_TRUE(ValidateShape(s).ok()) << s.ToString();
-    CheckShape<32, false>(s, 21);
-    CheckShape<64, false>(s, 21, /*slots=*/5);
-    CheckShape<128, false>(s, 21, /*slots=*/1);
+    ASSERT_TRUE(MakeParams(s, 32, 1).geometry) << s.ToString();
+    CheckShape<32, false, true>(s, 21);
+    CheckShape<64, false, true>(s, 21, /*slots=*/5);
   }
-  for (const Shape& s : {resnext, strided, depthwise}) {
-    ASSERT_TRUE(ValidateShape(s).ok()) << s.ToString();
-    CheckShape<32, false, true>(s, 22);
-    CheckShape<64, false, true>(s, 22, /*slots=*/5);
-  }
-  CheckShape<32, true>(one_by_one, 23);
-  CheckShape<32, false>(one_by_one, 23, /*slots=*/7);
-  CheckShape<32, false>(grouped(Shape{2, 40, 16, 20, 20, 4, 4}, 2), 24, 8, /*tail=*/true);
+  for (const Shape& s : {odd, wide}) CheckShape<128, false, true>(s, 21, /*slots=*/1);
+  CheckShape<32, false, true>(grouped(Shape{2, 40, 16, 20, 20, 4, 4}, 2), 24, 8, /*tail=*/true);
   CheckShape<32, false, true>(grouped(Shape{2, 40, 16, 20, 20, 4, 4}, 2, 1), 24, 8);
 }
 
@@ -666,14 +679,14 @@ TEST(ImplicitGemmWgmmaLayoutTest, SplitFilterCoversEveryTileOnce) {
       std::vector<int> channel(static_cast<size_t>(s.out_channels), 0);
       for (int block = 0; block < p.n_tiles * p.k_tiles; ++block) {
         const int nt = block / p.k_tiles, kt = block % p.k_tiles;
-        const NTile tile = NTileOf(p, bn, nt);
+        const NTile tile = TileOf(p, bn, nt);
         // Each N tile lies within one group.
         ASSERT_EQ(tile.n0 / p.cout_g, (tile.n_end - 1) / p.cout_g);
         ASSERT_EQ(tile.x0, tile.n0 / p.cout_g * p.cin_g_hw);
         for (int e = 0; e < bn * kBK; ++e) {
           int n, n_end, k;
           int64_t hi_at;
-          SplitFilterTarget(p, bn, block, e, &n, &n_end, &k, &hi_at);
+          SplitTarget(p, bn, block, e, &n, &n_end, &k, &hi_at);
           ASSERT_EQ(n_end, tile.n_end);
           const int nl = n - tile.n0;
           ASSERT_TRUE(nl >= 0 && nl < bn && k >= kt * kBK && k < (kt + 1) * kBK);

@@ -172,17 +172,25 @@ struct Params {
   bool geometry = false;
   // Groups: one GEMM per group (K = cin_g*kh*kw, N = cout_g), its channels tiled on their own,
   // so that N tile nt belongs to group nt / n_tiles_g (NTileOf). groups = 1: cout_g = cout.
+  // Grouped shapes run the geometry gather (geometry = true) and kernels built with kGrouped.
+  int groups = 1;
   int cout_g = 0;     // output channels per group
   int n_tiles_g = 0;  // ceil(cout_g / BN)
   int cin_g_hw = 0;   // (cin / groups)*h*w: x's offset from one group's channels to the next
 };
 
 // The output channels [n0, n_end) of N tile nt and the x offset x0 of its group's first input
-// channel (0 without groups).
+// channel (0 without groups). kGrouped = false: the ungrouped kernels' arithmetic, without the
+// group's division (those kernels measured 5-20% slower with it: PERF.md round 89).
 struct NTile {
   int n0 = 0, n_end = 0, x0 = 0;
 };
+template <bool kGrouped>
 CONV2D_HOST_DEVICE_INLINE NTile NTileOf(const Params& p, int bn, int nt) {
+  if (!kGrouped) {
+    const int first = nt * bn;
+    return NTile{first, first + bn < p.cout ? first + bn : p.cout, 0};
+  }
   const int g = nt / p.n_tiles_g;
   const int first = g * p.cout_g + (nt - g * p.n_tiles_g) * bn;
   const int group_end = (g + 1) * p.cout_g;
@@ -335,12 +343,13 @@ CONV2D_HOST_DEVICE_INLINE int64_t WorkspaceTile(int bn, int k_tiles, int nt, int
 // float *hi_at of the workspace, its lo half bn*kBK floats further (the lo plane). *n >= *n_end
 // (past the tile's group or Cout) or *k >= K: zero.
 constexpr int kSplitThreads = 256;
+template <bool kGrouped>
 CONV2D_HOST_DEVICE_INLINE void SplitFilterTarget(const Params& p, int bn, int block, int e, int* n,
                                                  int* n_end, int* k, int64_t* hi_at) {
   const int nt = block / p.k_tiles;
   const int kt = block - nt * p.k_tiles;
   const int nl = e / kBK, kl = e % kBK;
-  const NTile tile = NTileOf(p, bn, nt);
+  const NTile tile = NTileOf<kGrouped>(p, bn, nt);
   *n = tile.n0 + nl;
   *n_end = tile.n_end;
   *k = kt * kBK + kl;
@@ -395,11 +404,11 @@ CONV2D_HOST_DEVICE_INLINE int TailZeroBlocks(const Params& p) { return p.tiles -
 // threads of a warp write consecutive pixels of one channel (coalesced); rows past M and
 // channels past Cout are skipped.
 static_assert(kSplitThreads % kBM == 0, "whole pixel rows per zero block");
-template <typename F>
+template <bool kGrouped, typename F>
 CONV2D_HOST_DEVICE_INLINE void ForEachTailZero(const Params& p, int bn, int z, int t, F&& f) {
   const int tile = p.dp_tiles + z;
   const int m_tile = tile / p.n_tiles;
-  const NTile nt = NTileOf(p, bn, tile - m_tile * p.n_tiles);
+  const NTile nt = NTileOf<kGrouped>(p, bn, tile - m_tile * p.n_tiles);
   const int m = m_tile * kBM + t % kBM;
   if (m >= p.m) return;
   const int base = YRowBase(p, m);

@@ -84,8 +84,8 @@ TEST(ImplicitGemmWgmmaGpuTest, GeometryMatchesFp64Reference) {
 
 // Groups as a grouped GEMM (each N tile within one group): ResNeXt's 32 groups of 4-32 channels,
 // two groups of 64 (a wide group), odd channels per group (3 in, 5 out), a group wider than the
-// 128-wide tile (130 per group), depthwise with a multiplier, stride, asymmetric padding,
-// the 16-byte gather (1x1, W % 4 = 0), bias; at every output up to 2^18; and every input class
+// 128-wide tile (130 per group), depthwise with a multiplier, stride, asymmetric padding, 1x1
+// without padding (grouped shapes all take the geometry gather), bias; at every output up to 2^18; and every input class
 // on two of them.
 TEST(ImplicitGemmWgmmaGpuTest, GroupsMatchFp64Reference) {
   Shape asym = GroupedShape(2, 12, 18, 3, 17, 16, 3, 4, 0, 1, 1, true);
@@ -97,7 +97,7 @@ TEST(ImplicitGemmWgmmaGpuTest, GroupsMatchFp64Reference) {
       GroupedShape(2, 128, 128, 2, 28, 28, 3, 3, 1, 1, 1, true),     // 64 per group
       GroupedShape(2, 6, 10, 2, 21, 18, 3, 3, 1, 1, 1, true),        // 3 in, 5 out
       GroupedShape(1, 8, 260, 2, 9, 10, 3, 2, 0, 1, 1, false),       // 130 out per group
-      GroupedShape(2, 64, 128, 4, 16, 12, 1, 1, 0, 1, 1, true),      // 1x1: the 16-byte gather
+      GroupedShape(2, 64, 128, 4, 16, 12, 1, 1, 0, 1, 1, true),      // 1x1, no padding
       DepthwiseShape(2, 12, 3, 15, 14, 3, 3, 1, 1, 1, true),         // depthwise, multiplier 3
       asym,
   };
