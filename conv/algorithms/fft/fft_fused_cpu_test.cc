@@ -1066,11 +1066,15 @@ TEST(FftFusedPlanTest, PaddedShapesTileThePaddedImage) {
     EXPECT_EQ(k.pad_top, p.pad_top);
     EXPECT_EQ(k.pad_left, p.pad_left);
     EXPECT_EQ(k.padded, 1);
-    // The means follow the lists; an unpadded shape's layout has none.
-    EXPECT_EQ(SparseBytes(p, g), SparseBytes(Shape{p.batch, p.in_channels, p.out_channels,
-                                                   p.height, p.width, p.kernel_h, p.kernel_w},
-                                             g) +
-                                     4 * static_cast<size_t>(p.in_channels * g.tiles));
+    // The means and the tiles' marks follow the lists (16-byte aligned); an unpadded shape's
+    // layout has neither.
+    auto align = [](size_t v) { return (v + 15) / 16 * 16; };
+    EXPECT_EQ(SparseBytes(p, g),
+              align(SparseBytes(Shape{p.batch, p.in_channels, p.out_channels, p.height, p.width,
+                                      p.kernel_h, p.kernel_w},
+                                g) +
+                    4 * static_cast<size_t>(p.in_channels * g.tiles)) +
+                  8 * static_cast<size_t>(g.tiles));
   }
 }
 

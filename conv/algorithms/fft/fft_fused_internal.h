@@ -653,6 +653,11 @@ struct SparseLists {
   // subtracted from the x transform (0 if none), written on every call; a nonzero one sets the
   // flag too.
   float* x_mean = nullptr;
+  // Padded shapes only: [M], set to `epoch` by every x transform of tile m whose mean was
+  // subtracted, so that PaddingMeanCorrection passes over the tiles that had none (on randn a
+  // few small corner tiles: with the flag alone every border output of the call summed all Cin
+  // means, 7x the unpadded call's time at Cin = 256-512, PERF.md round 89).
+  unsigned long long* x_mean_tile = nullptr;
   Removed* x_list = nullptr;   // [M][Cin][kMaxRemovedX]
   int* w_count = nullptr;      // [Cout][Cin]: filter (o, c) at o*Cin + c
   Removed* w_list = nullptr;   // [Cout][Cin][kMaxRemovedW]
@@ -1175,6 +1180,10 @@ CONV2D_HOST_DEVICE void PublishCounts(Ctx& ctx, const KernelParams& k, bool any,
     if (slot != nullptr) *slot = PublishedCount(s, cap);
     float* mean = mean_slot(g);
     if (mean != nullptr) *mean = s.mean;
+    if (mean != nullptr && s.mean != 0.0f) {
+      // Every transform of the tile that subtracted one writes the same value: no race.
+      lists.x_mean_tile[(mean - lists.x_mean) / k.d.in_channels] = lists.epoch;
+    }
     if ((g == 0 && any) || (mean != nullptr && s.mean != 0.0f)) *lists.flag = lists.epoch;
   });
 }
@@ -1315,6 +1324,7 @@ CONV2D_HOST_DEVICE void PaddingMeanCorrection(Ctx& ctx, const KernelParams& k,
     const TransformMeta t = ctx.meta()[g];
     if (ctx.transform_stats()[g].unresolved || i >= t.rows || j >= t.cols) return;
     const int n = n0 + g, o = n / d.tiles, m = n - o * d.tiles;
+    if (sp.lists.x_mean_tile[m] != sp.lists.epoch) return;  // no mean subtracted in this tile
     const fft_tiled::TileOrigin to = fft_tiled::OriginOf(d, m);
     const int r = to.row + i - k.pad_top, cc = to.col + j - k.pad_left;
     const int p_lo = r < 0 ? -r : 0, p_hi = d.height - r < kh ? d.height - r : kh;

@@ -30,9 +30,10 @@ size_t SmemBytes(int pairs, int pair_stride) {
 }
 
 struct SparseLayout {
-  size_t x_count, x_list, w_count, w_list, x_mean, bytes;  // offsets from the buffer's start
+  size_t x_count, x_list, w_count, w_list, x_mean, x_mean_tile, bytes;  // offsets from the start
 };
-// x_mean (padded shapes only) last, so that an unpadded shape's layout is what it always was.
+// x_mean and x_mean_tile (padded shapes only) last, so that an unpadded shape's layout is what it
+// always was.
 SparseLayout MakeSparseLayout(const Shape& s, const Geometry& g) {
   auto align = [](uint64_t v) { return (v + 15) / 16 * 16; };
   SparseLayout l;
@@ -44,7 +45,8 @@ SparseLayout MakeSparseLayout(const Shape& s, const Geometry& g) {
       l.x_list, SaturatingMul({x_transforms, kMaxRemovedX, kEntry})));
   l.w_list = align(SaturatingAdd(l.w_count, SaturatingMul({filters, 4})));
   l.x_mean = align(SaturatingAdd(l.w_list, SaturatingMul({filters, kMaxRemovedW, kEntry})));
-  l.bytes = s.padded() ? SaturatingAdd(l.x_mean, SaturatingMul({x_transforms, 4})) : l.x_mean;
+  l.x_mean_tile = align(SaturatingAdd(l.x_mean, SaturatingMul({x_transforms, 4})));
+  l.bytes = s.padded() ? SaturatingAdd(l.x_mean_tile, SaturatingMul({g.tiles, 8})) : l.x_mean;
   return l;
 }
 
@@ -111,6 +113,8 @@ SparseLists MakeSparseLists(void* base, const Shape& shape, const Geometry& g,
   s.w_count = reinterpret_cast<int*>(b + l.w_count);
   s.w_list = reinterpret_cast<Removed*>(b + l.w_list);
   s.x_mean = shape.padded() ? reinterpret_cast<float*>(b + l.x_mean) : nullptr;
+  s.x_mean_tile =
+      shape.padded() ? reinterpret_cast<unsigned long long*>(b + l.x_mean_tile) : nullptr;
   s.epoch = epoch;
   return s;
 }
