@@ -14,6 +14,7 @@
 #include "conv/shape.h"
 #include "conv/testing/testbed.h"
 #include "gtest/gtest.h"
+#include "reference/input_classes.h"
 
 namespace conv2d {
 
@@ -32,6 +33,20 @@ inline void ExpectMatchesReference(const Shape& shape, const std::string& algori
                 run.dist == Distribution::kNormal ? "normal" : "uniform", r->ToString().c_str());
     EXPECT_TRUE(r->ok()) << shape.ToString() << " seed " << run.seed << ": " << r->ToString()
                          << " first failure at " << r->first_failure;
+  }
+}
+
+// `algorithm` on `shape` over every input class of reference/input_classes.h (outliers, a large
+// mean, sparse, huge, tiny, non-finite; inputs seeded by `seed`), every output within the bar.
+inline void ExpectEveryClassWithinBar(const Shape& shape, const std::string& algorithm,
+                                      uint64_t seed) {
+  for (InputClass c : AllInputClasses()) {
+    absl::StatusOr<ClassProblem> p = MakeClassProblem(shape, seed, c);
+    ASSERT_TRUE(p.ok()) << p.status();
+    absl::StatusOr<Comparison> r = CheckClass(*p, algorithm);
+    ASSERT_TRUE(r.ok()) << r.status();
+    EXPECT_TRUE(r->ok()) << shape.ToString() << " " << InputClassName(c) << ": "
+                         << r->ToString();
   }
 }
 

@@ -91,13 +91,7 @@ TEST(GroupedDirectGpuTest, InputClasses) {
                                      GroupedShape(1, 1024, 4, 2, 9, 9, 3, 3, 1, 1, 1, false)};
   for (const Shape& s : shapes) {
     ASSERT_TRUE(MakeGroupedDirect()->WithinContract(s).ok()) << s.ToString();
-    for (InputClass c : AllInputClasses()) {
-      absl::StatusOr<ClassProblem> p = MakeClassProblem(s, 77, c);
-      ASSERT_TRUE(p.ok()) << p.status();
-      absl::StatusOr<Comparison> r = CheckClass(*p, kAlgorithm);
-      ASSERT_TRUE(r.ok()) << r.status();
-      EXPECT_TRUE(r->ok()) << s.ToString() << " " << InputClassName(c) << ": " << r->ToString();
-    }
+    ExpectEveryClassWithinBar(s, kAlgorithm, 77);
   }
 }
 

@@ -70,13 +70,7 @@ TEST(FftDepthwiseGpuTest, InputsChangeBetweenCalls) {
 TEST(FftDepthwiseGpuTest, InputClasses) {
   for (const Shape& s : {DepthwiseShape(3, 4, 1, 56, 56, 31, 31, 15, 1, 1, false),
                          DepthwiseShape(2, 3, 1, 30, 33, 13, 13, 6, 1, 1, true)}) {
-    for (InputClass c : AllInputClasses()) {
-      absl::StatusOr<ClassProblem> p = MakeClassProblem(s, 79, c);
-      ASSERT_TRUE(p.ok()) << p.status();
-      absl::StatusOr<Comparison> r = CheckClass(*p, kAlgorithm);
-      ASSERT_TRUE(r.ok()) << r.status();
-      EXPECT_TRUE(r->ok()) << InputClassName(c) << " " << s.ToString() << ": " << r->ToString();
-    }
+    ExpectEveryClassWithinBar(s, kAlgorithm, 79);
   }
 }
 

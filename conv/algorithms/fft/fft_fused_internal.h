@@ -1267,18 +1267,29 @@ CONV2D_HOST_DEVICE bool AddRemovedParts(Ctx& ctx, const KernelParams& k, const S
   return ctx.SyncAny("removed parts");
 }
 
+// f(g, i, j, o, m) for every valid output (i, j) of the CTA's output transforms g (transform
+// n0 + g: output channel o, tile m), one item each, for the inverse's rare paths.
+template <class Ctx, class F>
+CONV2D_HOST_DEVICE void ForEachTileOutput(Ctx& ctx, const KernelParams& k, int n0, F&& f) {
+  const Dims& d = k.d;
+  const int per = d.step_h * d.step_w;
+  ctx.ForEach(2 * k.pairs * per, [&](int it) {
+    const int g = it / per, ij = it - g * per, i = ij / d.step_w, j = ij - i * d.step_w;
+    const TransformMeta t = ctx.meta()[g];
+    if (i >= t.rows || j >= t.cols) return;
+    const int n = n0 + g, o = n / d.tiles, m = n - o * d.tiles;
+    f(g, i, j, o, m);
+  });
+}
+
 // Every output of the unresolved transforms, by direct summation in double from x and w.
 template <class Ctx>
 CONV2D_HOST_DEVICE void DirectFallback(Ctx& ctx, const KernelParams& k, const SparseInputs& sp,
                                        int n0) {
   const Dims& d = k.d;
-  const int G = 2 * k.pairs, cin = d.in_channels, kh = d.kernel_h, kw = d.kernel_w;
-  const int per = d.step_h * d.step_w;
-  ctx.ForEach(G * per, [&](int it) {
-    const int g = it / per, ij = it - g * per, i = ij / d.step_w, j = ij - i * d.step_w;
-    const TransformMeta t = ctx.meta()[g];
-    if (!ctx.transform_stats()[g].unresolved || i >= t.rows || j >= t.cols) return;
-    const int n = n0 + g, o = n / d.tiles, m = n - o * d.tiles;
+  const int cin = d.in_channels, kh = d.kernel_h, kw = d.kernel_w;
+  ForEachTileOutput(ctx, k, n0, [&](int g, int i, int j, int o, int m) {
+    if (!ctx.transform_stats()[g].unresolved) return;
     const fft_tiled::TileOrigin to = fft_tiled::OriginOf(d, m);
     // The window's top-left in the image (outside it in the padding, whose zeros are multiplied
     // as conv.h says: a non-finite tap there still reaches the output).
@@ -1317,13 +1328,9 @@ template <class Ctx>
 CONV2D_HOST_DEVICE void PaddingMeanCorrection(Ctx& ctx, const KernelParams& k,
                                               const SparseInputs& sp, int n0) {
   const Dims& d = k.d;
-  const int G = 2 * k.pairs, cin = d.in_channels, kh = d.kernel_h, kw = d.kernel_w;
-  const int per = d.step_h * d.step_w;
-  ctx.ForEach(G * per, [&](int it) {
-    const int g = it / per, ij = it - g * per, i = ij / d.step_w, j = ij - i * d.step_w;
-    const TransformMeta t = ctx.meta()[g];
-    if (ctx.transform_stats()[g].unresolved || i >= t.rows || j >= t.cols) return;
-    const int n = n0 + g, o = n / d.tiles, m = n - o * d.tiles;
+  const int cin = d.in_channels, kh = d.kernel_h, kw = d.kernel_w;
+  ForEachTileOutput(ctx, k, n0, [&](int g, int i, int j, int o, int m) {
+    if (ctx.transform_stats()[g].unresolved) return;
     if (sp.lists.x_mean_tile[m] != sp.lists.epoch) return;  // no mean subtracted in this tile
     const fft_tiled::TileOrigin to = fft_tiled::OriginOf(d, m);
     const int r = to.row + i - k.pad_top, cc = to.col + j - k.pad_left;
