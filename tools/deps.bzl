@@ -119,6 +119,11 @@ def conv2d_dependencies():
             hdrs = 'glob(["include/absl/flags/**/*.h"])',
             srcs = 'glob(["lib/libabsl_flags*.so"])',
             deps = [":absl"],
+        ) + (
+            # The shared libraries themselves, for the wheel (//python:wheel), which ships the
+            # ones libconv2d.so names beside it.
+            'filegroup(\n    name = "shared_libraries",\n    srcs = glob(["lib/*.so"]),\n' +
+            '    visibility = ["//visibility:public"],\n)\n'
         ),
     )
     _maybe(

@@ -1,9 +1,9 @@
 #!/bin/bash
 # The GPU check, on a GPU host with no Bazel (packed by tools/make_gpu_bundle.sh).
 #   ./run.sh                      every step
-#   ./run.sh tests regress ...    some steps: tests regress sanitize bench overhead kernelbot
+#   ./run.sh tests regress ...    some steps: tests regress sanitize bench overhead python
 #                                 classes (and, not by default: bench_cnn bench_nets
-#                                 nets_layers profile)
+#                                 nets_layers profile torch_bench)
 # Every step's output is appended to $OUT/all.log (default ./out); per-step logs are kept in
 # $LOGS (default /tmp/conv2d_logs) and packed into $OUT/logs.tgz at the end.
 # Ends with "N passed, N failed" over the steps.
@@ -13,7 +13,7 @@ OUT="${OUT:-$PWD/out}"
 LOGS="${LOGS:-/tmp/conv2d_logs}"
 mkdir -p "$OUT" "$LOGS"
 steps=("$@")
-[ ${#steps[@]} -gt 0 ] || steps=(tests regress sanitize bench overhead kernelbot classes)
+[ ${#steps[@]} -gt 0 ] || steps=(tests regress sanitize bench overhead python classes)
 passed=0
 failed=0
 failed_names=""
@@ -75,16 +75,28 @@ for s in "${steps[@]}"; do
     classes)
       # Worst ratio per variant and input class, every output checked (docs/PERF.md's table).
       step input_classes 900 bin/input_classes --shapes=all ;;
-    kernelbot)
-      # With LD_LIBRARY_PATH unset: libconv2d.so finds its Abseil libraries beside it ($ORIGIN)
-      # and cuBLAS in the toolkit (its RUNPATH); ldd shows where each came from.
-      step selfcontained_ldd 60 bash -c 'r=$(env -u LD_LIBRARY_PATH ldd lib/libconv2d.so); echo "$r";
-        ! echo "$r" | grep -E "not found|libabsl_.* => /(usr|lib)/"'
-      CONV2D_LIB="$PWD/lib/libconv2d.so" step kernelbot 600 \
-        env -u LD_LIBRARY_PATH python3 kernelbot.py --seeds "${SEEDS:-5}"
-      # The Python layer's contract: streams, threads, views, empty and unbatched inputs.
-      CONV2D_LIB="$PWD/lib/libconv2d.so" step kernelbot_pytest 300 \
-        env -u LD_LIBRARY_PATH python3 -m pytest -q -p no:cacheprovider kernelbot_test.py ;;
+    python)
+      # The wheel, as a user installs it (pip install --no-deps into the python3 that has
+      # PyTorch), then everything from Python with LD_LIBRARY_PATH unset: conv2d imports with no
+      # environment at all, its libconv2d.so resolves Abseil inside the package (ldd), the
+      # package's pytest suite, KernelBot's entry (kernelbot.py) and its tests.
+      step wheel_install 300 python3 -m pip install -q --no-deps --force-reinstall \
+        --disable-pip-version-check python/conv2d-*.whl
+      step wheel_import 60 env -i PATH="$PATH" python3 -c 'import conv2d, torch
+print(conv2d.__file__, conv2d.device_status(), torch.cuda.get_device_name())
+assert conv2d.device_status() == "ok"'
+      step wheel_ldd 60 bash -c 'lib=$(env -i PATH="$PATH" python3 -c "import conv2d; print(conv2d.library_path())");
+        r=$(env -i PATH="$PATH" ldd "$lib"); echo "$r";
+        ! echo "$r" | grep "not found" && ! echo "$r" | grep "libabsl_" | grep -v "=> $(dirname "$lib")/"'
+      step python_pytest 900 env -u LD_LIBRARY_PATH python3 -m pytest -q -p no:cacheprovider \
+        python/tests
+      step kernelbot 600 env -u LD_LIBRARY_PATH python3 kernelbot.py --seeds "${SEEDS:-5}"
+      step kernelbot_pytest 300 env -u LD_LIBRARY_PATH python3 -m pytest -q -p no:cacheprovider \
+        kernelbot_test.py ;;
+    torch_bench)
+      # Host time per call, KernelBot through the package, ResNet-50 converted (eager, compiled).
+      step torch_bench 1200 env -u LD_LIBRARY_PATH python3 torch_bench.py \
+        --json_out="$OUT/torch_bench.json" ;;
     *)
       echo "unknown step $s"; failed=$((failed + 1)) ;;
   esac

@@ -2,7 +2,7 @@
 # Builds every test, the regression tool, the benchmark and libconv2d.so, and packs them with the
 # golden files and a runner into gpu_bundle/ (git-ignored), for a GPU host that has no Bazel:
 #   tools/make_gpu_bundle.sh            # here
-#   gpu_bundle/run.sh [STEP...]         # there; STEP: tests regress sanitize bench kernelbot (all)
+#   gpu_bundle/run.sh [STEP...]         # there; STEP: tests regress sanitize bench python ... (all)
 # It also writes gpu_bundle.txz (the same, xz -9: ~12 MB, since every test binary carries the
 # same device code and xz's 64 MB window stores it once; gzip's 32 KB window gave 57 MB) for hosts
 # reached by copying a file:
@@ -12,9 +12,9 @@ cd "$(dirname "$0")/.."
 BUNDLE=gpu_bundle
 tests=$(bazel query 'kind("cc_test", //conv/... + //reference/... + //tools/...)' 2>/dev/null)
 bazel build $tests //tools:regress //tools:benchmark //tools:mix_kernels //tools:host_overhead //tools:input_classes \
-  //conv:libconv2d.so
+  //conv:libconv2d.so //python:wheel
 rm -rf "$BUNDLE"
-mkdir -p "$BUNDLE/bin" "$BUNDLE/tests" "$BUNDLE/lib" "$BUNDLE/testdata"
+mkdir -p "$BUNDLE/bin" "$BUNDLE/tests" "$BUNDLE/lib" "$BUNDLE/testdata" "$BUNDLE/python"
 for t in $tests; do
   path="bazel-bin/$(echo "${t#//}" | tr ':' '/')"
   cp "$path" "$BUNDLE/tests/"
@@ -23,7 +23,10 @@ cp bazel-bin/tools/regress bazel-bin/tools/benchmark bazel-bin/tools/mix_kernels
   "$BUNDLE/bin/"
 cp bazel-bin/conv/libconv2d.so "$BUNDLE/lib/"
 cp testdata/*.golden "$BUNDLE/testdata/"
-cp tools/kernelbot.py tools/kernelbot_test.py tools/nets_layers.py tools/gpu_run.sh "$BUNDLE/"
+cp bazel-bin/python/conv2d-*.whl "$BUNDLE/python/"
+cp -r python/tests "$BUNDLE/python/"
+cp tools/kernelbot.py tools/kernelbot_test.py tools/nets_layers.py tools/torch_bench.py \
+  tools/gpu_run.sh "$BUNDLE/"
 mv "$BUNDLE/gpu_run.sh" "$BUNDLE/run.sh"
 # The shared libraries that are not on a CUDA host: Debian's Abseil and Google Benchmark.
 for f in "$BUNDLE"/bin/* "$BUNDLE"/tests/* "$BUNDLE"/lib/libconv2d.so; do

@@ -3,7 +3,7 @@
 # The CUDA toolkit is not a Debian package: it must already be at $CUDA_PATH or /usr/local/cuda.
 set -eu
 PACKAGES="bazel-bootstrap default-jdk-headless libabsl-dev libgtest-dev libbenchmark-dev libeigen3-dev
-  nlohmann-json3-dev patchelf"
+  nlohmann-json3-dev patchelf python3-venv"
 missing=""
 for p in $PACKAGES; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing="$missing $p"

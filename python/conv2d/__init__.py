@@ -1,0 +1,36 @@
+"""conv2d: fp32 2D convolution on NVIDIA GPUs, fast and within fp32 summation's accuracy.
+
+    import conv2d
+    y = conv2d.conv2d(x, w, bias, stride=1, padding=0, dilation=1, groups=1)  # F.conv2d's call
+    model = conv2d.convert(model).model   # every nn.Conv2d the library serves, swapped in place
+    conv2d.nn.Conv2d(...)                 # a drop-in torch.nn.Conv2d
+
+Every result is within |y - y64| <= 1e-3 + 1e-3·|y64| of float64 truth. The library is
+lib/libconv2d.so inside this package (its Abseil libraries beside it); it needs the CUDA
+driver and cuBLAS (PyTorch's, once torch is imported, or the CUDA toolkit's).
+
+PyTorch is imported if it is installed: without it the package still imports, and
+device_status() and algorithms() answer (e.g. "no CUDA device" on a machine without a GPU), but
+conv2d(), nn and convert need it.
+"""
+from ._native import Error, algorithms, device_status, library_path
+
+__version__ = "0.1.0"
+
+try:
+    import torch as _torch  # noqa: F401  (loads cuBLAS before libconv2d.so asks for it)
+except ImportError as _missing:
+    _torch_error = _missing
+
+    def _needs_torch(*args, **kwargs):
+        raise ImportError(f"conv2d: this needs PyTorch, which is not importable here "
+                          f"({_torch_error})")
+
+    conv2d = convert = plan_algorithm = _needs_torch
+else:
+    from . import nn
+    from .functional import conv2d, plan_algorithm
+    from .nn import convert
+
+__all__ = ["Error", "algorithms", "conv2d", "convert", "device_status", "library_path", "nn",
+           "plan_algorithm"]

@@ -1,0 +1,275 @@
+"""conv2d(x, w, bias, stride, padding, dilation, groups): torch.nn.functional.conv2d through
+libconv2d, registered as the PyTorch custom op conv2d::conv2d.
+
+Two ways in, one kernel call:
+- the op (torch.library.custom_op), with a fake implementation (shapes for torch.compile,
+  torch.export and meta tensors) and an autograd formula (PyTorch's own convolution backward);
+  taken whenever torch.compile traces, a tensor needs a gradient, or a tensor subclass or a
+  dispatch mode (FakeTensor, functorch, make_fx) is in play;
+- otherwise the direct path: one dictionary lookup per call signature, two allocations from
+  PyTorch's caching allocator (y and the workspace, on the current stream), one ctypes call. The
+  op's Python dispatch alone would cost more than the whole call (docs/PERF.md, round 90).
+Both are safe under CUDA graph capture (no synchronisation, no allocation outside PyTorch's
+allocator) once the plan exists: a plan is made on the first call of a signature, which must be
+outside capture (a warm-up call, as CUDA graphs need anyway); a first call during capture
+raises and leaves the capture intact.
+"""
+import os
+import threading
+import warnings
+from typing import List, Optional
+
+import torch
+
+from . import _native
+
+_ALGORITHM = os.environ.get("CONV2D_ALGORITHM", "auto")
+_F32 = torch.float32
+
+
+class _Call:
+    """What every call of one signature (shapes, dtypes, devices, geometry) needs, made once."""
+    __slots__ = ("out_shape", "fields", "has_bias", "device", "index", "plan", "handle",
+                 "workspace_bytes", "kind")
+
+    def __init__(self, x_shape, w_shape, has_bias, device, stride, pad, dilation, groups):
+        unbatched = len(x_shape) == 3
+        x4 = (1, *x_shape) if unbatched else tuple(x_shape)
+        self.fields, (oh, ow) = _native.problem(x4, tuple(w_shape), stride, pad, dilation, groups)
+        b, c, o = self.fields[:3]
+        self.out_shape = (o, oh, ow) if unbatched else (b, o, oh, ow)
+        self.has_bias = has_bias
+        self.device, self.index = device, device.index
+        self.plan = self.handle = None
+        self.workspace_bytes = 0
+        # "empty": nothing to compute; "bias": no input channels, y = bias (or 0); "run".
+        self.kind = "empty" if b == 0 or o == 0 else "bias" if c == 0 else "run"
+
+    def make_plan(self):
+        if torch.cuda.is_current_stream_capturing():
+            raise RuntimeError(
+                "conv2d: the first call of a problem made its plan during CUDA graph capture; "
+                "run it once before capturing (a warm-up call), as CUDA graphs require")
+        with torch.cuda.device(self.index):
+            try:
+                plan = _native.Plan(self.fields, self.has_bias, _ALGORITHM)
+            except _native.Error as e:
+                if e.code != _native.CONV2D_UNIMPLEMENTED or _ALGORITHM != "auto":
+                    raise
+                # No algorithm auto may pick takes this geometry: the library's direct oracle
+                # (every geometry, fp64 accumulation; slow) rather than no result.
+                plan = _native.Plan(self.fields, self.has_bias, "direct")
+                warnings.warn(f"conv2d: no fast algorithm takes this problem ({e.reason}); "
+                              f"running the 'direct' oracle", RuntimeWarning, stacklevel=4)
+        self.workspace_bytes = plan.workspace_bytes
+        self.handle = plan.handle
+        self.plan = plan
+
+
+_calls = {}
+_calls_lock = threading.Lock()
+_run_ex = None
+
+
+def _tensor_key(t):
+    return None if t is None else (t.shape, t.dtype, t.device)
+
+
+def _check_tensors(x, w, bias):
+    for name, t in (("input", x), ("weight", w), ("bias", bias)):
+        if t is None:
+            continue
+        if not isinstance(t, torch.Tensor):
+            raise TypeError(f"conv2d: {name} must be a tensor, got {type(t).__name__}")
+        if t.dtype != _F32 or not (t.is_cuda or t.is_meta):
+            raise TypeError(f"conv2d: {name} must be a float32 CUDA tensor, got {t.dtype} on "
+                            f"{t.device}")
+        if t.device != x.device:
+            raise ValueError(f"conv2d: {name} is on {t.device}, the input on {x.device}")
+    if x.dim() not in (3, 4) or w.dim() != 4:
+        raise ValueError(f"conv2d: input must be (B, C, H, W) or (C, H, W) and weight "
+                         f"(Cout, C / groups, Kh, Kw); got {tuple(x.shape)} and "
+                         f"{tuple(w.shape)}")
+    if bias is not None and (bias.dim() != 1 or bias.shape[0] != w.shape[0]):
+        raise ValueError(f"conv2d: bias must be ({w.shape[0]},), got {tuple(bias.shape)}")
+
+
+def _call_for(x, w, bias, stride, padding, dilation, groups, per_side):
+    """The cached _Call of this signature, made (and checked as F.conv2d checks) on a miss.
+    per_side: padding is (top, bottom, left, right) and stride, dilation pairs (the op's form)."""
+    key = (_tensor_key(x), _tensor_key(w), _tensor_key(bias), stride, padding, dilation, groups,
+           per_side)
+    try:
+        return _calls[key]
+    except TypeError:  # a list among the arguments: the same call with tuples
+        t = lambda v: tuple(v) if isinstance(v, list) else v
+        return _call_for(x, w, bias, t(stride), t(padding), t(dilation), groups, per_side)
+    except KeyError:
+        pass
+    _check_tensors(x, w, bias)
+    if per_side:
+        geometry = tuple(stride), tuple(padding), tuple(dilation), groups
+    else:
+        geometry = _native.geometry(w.shape, stride, padding, dilation, groups)
+    call = _Call(x.shape, w.shape, bias is not None, x.device, *geometry)
+    with _calls_lock:
+        return _calls.setdefault(key, call)
+
+
+def _plain(t):
+    """t as a dense tensor whose memory holds its values (negative views resolved)."""
+    return t if t.is_contiguous() and not t.is_neg() else t.resolve_neg().contiguous()
+
+
+def _direct(x, w, bias, stride, padding, dilation, groups, per_side, out=None):
+    """The call itself: y (or out) = conv2d(x, w, bias) on the current stream."""
+    global _run_ex
+    call = _call_for(x, w, bias, stride, padding, dilation, groups, per_side)
+    if out is not None:
+        if (out.shape != call.out_shape or out.dtype != _F32 or out.device != call.device):
+            raise ValueError(f"conv2d: out must be float32 {call.out_shape} on {call.device}, "
+                             f"got {out.dtype} {tuple(out.shape)} on {out.device}")
+        if not out.is_contiguous() or out.is_neg():
+            out.copy_(_direct(x, w, bias, stride, padding, dilation, groups, per_side))
+            return out
+        y = out
+    else:
+        y = torch.empty(call.out_shape, dtype=_F32, device=call.device)
+    if call.kind != "run":
+        if call.kind == "bias":
+            y.zero_()
+            if bias is not None:
+                y += bias.view(-1, 1, 1)
+        return y
+    if call.handle is None:
+        call.make_plan()
+        if _run_ex is None:
+            _run_ex = _native.run_function()
+    x, w = _plain(x), _plain(w)
+    bias_ptr = None
+    if bias is not None:
+        bias = _plain(bias)
+        bias_ptr = bias.data_ptr()
+    nbytes = call.workspace_bytes
+    # From PyTorch's caching allocator on the current stream: a call on another stream or
+    # thread gets its own, and it is not reused before this call's kernels are done.
+    ws = torch.empty(nbytes, dtype=torch.uint8, device=call.device) if nbytes else None
+    index = call.index
+    stream = torch._C._cuda_getCurrentRawStream(index)
+    args = (call.handle, x.data_ptr(), w.data_ptr(), bias_ptr, y.data_ptr(),
+            ws.data_ptr() if ws is not None else None, nbytes, stream)
+    if torch._C._cuda_getDevice() == index:
+        rc = _run_ex(*args)
+    else:
+        with torch.cuda.device(index):
+            rc = _run_ex(*args)
+    if rc != 0:
+        raise _native.Error("conv2d_plan_run_ex", rc, _native.last_error())
+    return y
+
+
+# The custom op: padding per side (top, bottom, left, right), stride and dilation as pairs.
+
+@torch.library.custom_op("conv2d::conv2d", mutates_args=(), device_types="cuda")
+def conv2d_op(x: torch.Tensor, weight: torch.Tensor, bias: Optional[torch.Tensor],
+              stride: List[int], padding: List[int], dilation: List[int],
+              groups: int) -> torch.Tensor:
+    """x (B, Cin, H, W), weight (Cout, Cin / groups, Kh, Kw), bias (Cout,) or None."""
+    return _direct(x, weight, bias, tuple(stride), tuple(padding), tuple(dilation), groups, True)
+
+
+def _out_size(n, before, after, dilation, k, stride):
+    return (n + before + after - dilation * (k - 1) - 1) // stride + 1
+
+
+@conv2d_op.register_fake
+def _(x, weight, bias, stride, padding, dilation, groups):
+    torch._check(x.dim() == 4 and weight.dim() == 4,
+                 lambda: "conv2d::conv2d takes a (B, C, H, W) input and an OIHW weight")
+    torch._check(x.dtype == _F32 and weight.dtype == _F32,
+                 lambda: "conv2d::conv2d takes float32 tensors")
+    oh = _out_size(x.shape[2], padding[0], padding[1], dilation[0], weight.shape[2], stride[0])
+    ow = _out_size(x.shape[3], padding[2], padding[3], dilation[1], weight.shape[3], stride[1])
+    return x.new_empty((x.shape[0], weight.shape[0], oh, ow))
+
+
+def _setup_context(ctx, inputs, output):
+    x, weight, bias, stride, padding, dilation, groups = inputs
+    ctx.save_for_backward(x, weight)
+    ctx.has_bias = bias is not None
+    ctx.geometry = (list(stride), list(padding), list(dilation), groups)
+
+
+def _backward(ctx, grad):
+    """PyTorch's own convolution backward (cuDNN under its current settings): the gradients
+    PyTorch's F.conv2d would give. Asymmetric padding, which aten's convolution does not take,
+    by padding x and cropping its gradient."""
+    x, weight = ctx.saved_tensors
+    stride, (pt, pb, pl, pr), dilation, groups = ctx.geometry
+    want_x, want_w, want_b = ctx.needs_input_grad[:3]
+    symmetric = pt == pb and pl == pr
+    xin = x if symmetric else torch.nn.functional.pad(x, (pl, pr, pt, pb))
+    gx, gw, gb = torch.ops.aten.convolution_backward(
+        grad, xin, weight, [weight.shape[0]] if ctx.has_bias else None, stride,
+        [pt, pl] if symmetric else [0, 0], dilation, False, [0, 0], groups,
+        [want_x, want_w, ctx.has_bias and want_b])
+    if gx is not None and not symmetric:
+        gx = gx[:, :, pt:pt + x.shape[2], pl:pl + x.shape[3]]
+    return gx, gw, gb if ctx.has_bias else None, None, None, None, None
+
+
+conv2d_op.register_autograd(_backward, setup_context=_setup_context)
+
+_dispatch_stack = getattr(torch._C, "_len_torch_dispatch_stack", lambda: 0)
+_function_mode = getattr(torch._C, "_is_torch_function_mode_enabled", lambda: False)
+_Tensor = torch.Tensor
+
+
+def _needs_op(x, w, bias):
+    """Whether this call must go through the dispatcher (autograd, subclasses, modes, meta
+    tensors) or be refused there (tensors on the CPU)."""
+    if not x.is_cuda or type(x) is not _Tensor or type(w) is not _Tensor or (
+            bias is not None and type(bias) is not _Tensor):
+        return True
+    if torch.is_grad_enabled() and (x.requires_grad or w.requires_grad or (
+            bias is not None and bias.requires_grad)):
+        return True
+    return bool(_dispatch_stack()) or _function_mode()
+
+
+def conv2d(input, weight, bias=None, stride=1, padding=0, dilation=1, groups=1, *, out=None):
+    """torch.nn.functional.conv2d for float32 CUDA tensors, within the library's contract
+    against float64 (|y - y64| <= 1e-3 + 1e-3 |y64| on every output).
+
+    input (B, Cin, H, W) or unbatched (Cin, H, W); weight (Cout, Cin / groups, Kh, Kw); bias
+    (Cout,) or None; stride, dilation: an int or a pair; padding: an int, a pair, "valid" or
+    "same"; groups divides Cin and Cout. Returns a new contiguous tensor (B, Cout, out_h, out_w)
+    (unbatched: (Cout, out_h, out_w)) computed on the current stream; out=, a float32 tensor of
+    that shape, gets the result instead. Raises TypeError or ValueError where F.conv2d would,
+    and for tensors that are not float32 on a CUDA device (conv2d.nn.Conv2d falls back to
+    PyTorch for those); nothing is written then.
+    """
+    if not torch.compiler.is_compiling() and not _needs_op(input, weight, bias):
+        return _direct(input, weight, bias, stride, padding, dilation, groups, False, out)
+    _check_tensors(input, weight, bias)
+    geometry = _native.geometry(weight.shape, stride, padding, dilation, groups)
+    unbatched = input.dim() == 3
+    x = input.unsqueeze(0) if unbatched else input
+    _native.problem(tuple(x.shape), tuple(weight.shape), *geometry)  # F.conv2d's refusals
+    (sh, sw), pad, (dh, dw), g = geometry
+    y = conv2d_op(x, weight, bias, [sh, sw], list(pad), [dh, dw], g)
+    if unbatched:
+        y = y.squeeze(0)
+    if out is not None:
+        return out.copy_(y)
+    return y
+
+
+def plan_algorithm(input, weight, bias=None, stride=1, padding=0, dilation=1, groups=1):
+    """The algorithm conv2d(...) with these arguments runs (its plan made if need be)."""
+    call = _call_for(input, weight, bias, stride, padding, dilation, groups, False)
+    if call.kind != "run":
+        return None
+    if call.handle is None:
+        call.make_plan()
+    return call.plan.algorithm

@@ -1,0 +1,161 @@
+"""conv2d.nn.Conv2d, a drop-in torch.nn.Conv2d, and convert(model), which swaps them in.
+
+A converted layer keeps its parameters, buffers, hooks and state dict (the swap changes the
+module's class, nothing else), so optimizers, checkpoints and DataParallel-style wrappers see the
+same model. Its forward runs conv2d.conv2d when the call is one the library serves (float32
+tensors on a CUDA device) and torch.nn.Conv2d's own forward otherwise (half precision, CPU),
+so a converted model still runs everywhere the original ran.
+"""
+import torch
+import torch.nn.functional as F
+
+from . import functional
+
+__all__ = ["Conv2d", "ConversionReport", "convert"]
+
+
+class Conv2d(torch.nn.Conv2d):
+    """torch.nn.Conv2d (same arguments, parameters and state dict) computed by conv2d.conv2d
+    for float32 CUDA inputs (and meta ones, for shape propagation). padding_mode other than "zeros" pads first, as torch.nn.Conv2d
+    does, and convolves the padded input."""
+
+    @classmethod
+    def from_torch(cls, conv):
+        """A conv2d.nn.Conv2d sharing conv's parameters (conv itself is left as it was)."""
+        if not isinstance(conv, torch.nn.Conv2d):
+            raise TypeError(f"conv2d.nn.Conv2d.from_torch takes a torch.nn.Conv2d, got "
+                            f"{type(conv).__name__}")
+        new = cls.__new__(cls)
+        new.__dict__.update(conv.__dict__)
+        new._parameters = dict(conv._parameters)
+        new._buffers = dict(conv._buffers)
+        new._modules = dict(conv._modules)
+        return new
+
+    def forward(self, input):
+        w, b = self.weight, self.bias
+        if not ((input.is_cuda or input.is_meta) and input.dtype == torch.float32
+                and w.dtype == torch.float32 and w.device == input.device):
+            return super().forward(input)
+        if self.padding_mode != "zeros":
+            return functional.conv2d(
+                F.pad(input, self._reversed_padding_repeated_twice, mode=self.padding_mode),
+                w, b, self.stride, 0, self.dilation, self.groups)
+        return functional.conv2d(input, w, b, self.stride, self.padding, self.dilation,
+                                 self.groups)
+
+
+class ConversionReport:
+    """What convert() did: `converted` and `folded` (module names), `left` ({name: reason})."""
+
+    def __init__(self, model):
+        self.model = model
+        self.converted, self.folded, self.left = [], [], {}
+
+    def __repr__(self):
+        lines = [f"conv2d.convert: {len(self.converted)} Conv2d layers converted, "
+                 f"{len(self.folded)} BatchNorm layers folded, {len(self.left)} left"]
+        lines += [f"  left {name or '(the model)'}: {why}" for name, why in self.left.items()]
+        return "\n".join(lines)
+
+
+def _why_not(module):
+    """Why the library cannot serve this module, or None when it can."""
+    if type(module) is Conv2d:
+        return "already converted"
+    if type(module) is not torch.nn.Conv2d:
+        return (f"{type(module).__module__}.{type(module).__qualname__} subclasses "
+                f"torch.nn.Conv2d with a forward of its own")
+    if module.weight.dtype != torch.float32:
+        return f"its weight is {module.weight.dtype}; the library computes float32"
+    return None
+
+
+def _fold_targets(model):
+    """(conv name, bn name) for each BatchNorm2d that consumes a Conv2d's output and nothing
+    else does: found by tracing the model with torch.fx, or, where it does not trace, between
+    neighbours of an nn.Sequential."""
+    modules = dict(model.named_modules())
+    pairs = []
+    try:
+        graph = torch.fx.symbolic_trace(model).graph
+    except Exception:  # noqa: BLE001 (any model fx cannot trace: fold what Sequentials show)
+        for name, m in modules.items():
+            if isinstance(m, torch.nn.Sequential):
+                children = list(m.named_children())
+                for (a, conv), (b, bn) in zip(children, children[1:]):
+                    if isinstance(conv, torch.nn.Conv2d) and isinstance(bn, torch.nn.BatchNorm2d):
+                        prefix = f"{name}." if name else ""
+                        pairs.append((prefix + a, prefix + b))
+        return pairs
+    for node in graph.nodes:
+        if node.op != "call_module" or not isinstance(modules.get(node.target),
+                                                      torch.nn.BatchNorm2d):
+            continue
+        src = node.args[0] if node.args else None
+        if (isinstance(src, torch.fx.Node) and src.op == "call_module"
+                and isinstance(modules.get(src.target), torch.nn.Conv2d)
+                and len(src.users) == 1):
+            pairs.append((src.target, node.target))
+    # A module called from two places (shared) would fold twice: fold each once or not at all.
+    convs = [c for c, _ in pairs]
+    bns = [b for _, b in pairs]
+    return [(c, b) for c, b in pairs if convs.count(c) == 1 and bns.count(b) == 1]
+
+
+@torch.no_grad()
+def _fold(conv, bn):
+    """conv's weight and bias so that conv then bn (in eval mode) is conv alone; in float64."""
+    scale = bn.weight.double() if bn.affine else torch.ones_like(bn.running_var.double())
+    shift = bn.bias.double() if bn.affine else torch.zeros_like(scale)
+    scale = scale / torch.sqrt(bn.running_var.double() + bn.eps)
+    w = conv.weight.double() * scale.view(-1, 1, 1, 1)
+    b = conv.bias.double() if conv.bias is not None else torch.zeros_like(scale)
+    b = (b - bn.running_mean.double()) * scale + shift
+    conv.weight.copy_(w.to(conv.weight.dtype))
+    if conv.bias is None:
+        conv.bias = torch.nn.Parameter(b.to(conv.weight.dtype),
+                                       requires_grad=conv.weight.requires_grad)
+    else:
+        conv.bias.copy_(b.to(conv.bias.dtype))
+
+
+def _set_module(model, name, module):
+    parent, _, leaf = name.rpartition(".")
+    setattr(model.get_submodule(parent) if parent else model, leaf, module)
+
+
+def convert(model, *, fold_batchnorm=False):
+    """Swaps, in place, every torch.nn.Conv2d of model (model itself included) that the library
+    can serve for a conv2d.nn.Conv2d, and returns a ConversionReport (report.model is model).
+
+    fold_batchnorm (inference only; model must be in eval mode): each BatchNorm2d that takes a
+    Conv2d's output, and whose conv output nothing else reads, is folded into that conv's
+    weight and bias (computed in float64) and replaced by nn.Identity; the model's parameters
+    change, so fold a copy if the original is still needed.
+    """
+    if not isinstance(model, torch.nn.Module):
+        raise TypeError(f"conv2d.convert takes a torch.nn.Module, got {type(model).__name__}")
+    report = ConversionReport(model)
+    if fold_batchnorm:
+        if model.training:
+            raise ValueError("conv2d.convert: fold_batchnorm needs the model in eval mode "
+                             "(model.eval()): training-mode BatchNorm uses batch statistics")
+        for conv_name, bn_name in _fold_targets(model):
+            conv, bn = model.get_submodule(conv_name), model.get_submodule(bn_name)
+            if not bn.track_running_stats or bn.running_mean is None:
+                report.left[bn_name] = "BatchNorm2d without running statistics: not folded"
+                continue
+            _fold(conv, bn)
+            _set_module(model, bn_name, torch.nn.Identity())
+            report.folded.append(bn_name)
+    for name, module in model.named_modules():
+        if not isinstance(module, torch.nn.Conv2d):
+            continue
+        why = _why_not(module)
+        if why is None:
+            module.__class__ = Conv2d
+            report.converted.append(name)
+        else:
+            report.left[name] = why
+    return report

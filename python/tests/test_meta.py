@@ -1,0 +1,165 @@
+"""The package's PyTorch side where no GPU is needed (pytest, or run as a script): the custom op
+conv2d::conv2d is registered, its fake implementation gives F.conv2d's output shapes on meta
+tensors, torch.compile(fullgraph=True) traces models that call it with no graph break, and
+convert() swaps layers and folds BatchNorm (checked on the CPU, where a converted layer runs
+torch.nn.Conv2d's own forward).
+
+    PYTHONPATH=<site-packages holding the wheel> python3 python/tests/test_meta.py
+"""
+import copy
+import sys
+
+import torch
+import torch.nn.functional as F
+
+import conv2d
+
+GEOMETRIES = [  # (x shape, w shape, kwargs)
+    ((2, 8, 17, 13), (6, 8, 3, 3), {}),
+    ((2, 8, 17, 13), (6, 4, 3, 5), dict(stride=2, padding=(1, 2), dilation=(2, 1), groups=2)),
+    ((1, 16, 9, 9), (16, 1, 7, 7), dict(padding="same", groups=16)),
+    ((3, 4, 8, 10), (4, 4, 4, 4), dict(padding="same", dilation=2)),
+    ((4, 6, 5, 5), (10, 6, 5, 5), dict(padding="valid")),
+    ((6, 12, 12), (4, 3, 2, 2), dict(stride=(2, 1), groups=2)),  # unbatched
+]
+
+
+def test_the_op_is_registered():
+    assert hasattr(torch.ops.conv2d, "conv2d")
+    schema = str(torch.ops.conv2d.conv2d.default._schema)
+    assert "Tensor? bias" in schema, schema
+
+
+def test_fake_implementation_gives_f_conv2d_shapes_on_meta_tensors():
+    for xs, ws, kw in GEOMETRIES:
+        x = torch.empty(xs, device="meta")
+        w = torch.empty(ws, device="meta")
+        b = torch.empty(ws[0], device="meta")
+        want = F.conv2d(x, w, b, **kw).shape
+        got = conv2d.conv2d(x, w, b, **kw)
+        assert got.device.type == "meta" and got.shape == want, (xs, ws, kw, got.shape, want)
+
+
+def test_the_op_refuses_as_f_conv2d_on_meta_tensors():
+    x = torch.empty(2, 4, 10, 10, device="meta")
+    w = torch.empty(6, 2, 3, 3, device="meta")
+    for kw, error in [(dict(stride=0, groups=2), ValueError), (dict(groups=3), ValueError),
+                      (dict(padding="full", groups=2), ValueError),
+                      (dict(dilation=5, groups=2), ValueError),
+                      (dict(padding="same", stride=2, groups=2), ValueError)]:
+        try:
+            conv2d.conv2d(x, w, None, **kw)
+        except error:
+            continue
+        raise AssertionError(f"{kw} did not raise {error.__name__}")
+    try:
+        conv2d.conv2d(torch.randn(2, 4, 10, 10), torch.randn(6, 2, 3, 3), groups=2)
+    except TypeError as e:
+        assert "CUDA" in str(e), e
+    else:
+        raise AssertionError("CPU tensors were accepted")
+
+
+class SmallNet(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.features = torch.nn.Sequential(
+            torch.nn.Conv2d(3, 8, 3, padding=1, bias=False), torch.nn.BatchNorm2d(8),
+            torch.nn.ReLU(),
+            torch.nn.Conv2d(8, 8, 3, stride=2, padding=1, groups=8), torch.nn.BatchNorm2d(8),
+            torch.nn.ReLU(),
+            torch.nn.Conv2d(8, 16, 1), torch.nn.ReLU())
+        self.reflect = torch.nn.Conv2d(16, 16, 3, padding=1, padding_mode="reflect")
+        self.head = torch.nn.Linear(16, 10)
+
+    def forward(self, x):
+        x = self.reflect(self.features(x))
+        return self.head(x.mean((2, 3)))
+
+
+def test_compile_fullgraph_traces_the_op_with_no_graph_break():
+    model = SmallNet().eval()
+    conv2d.convert(model)
+    x = torch.empty(2, 3, 16, 16, device="meta")
+    model = model.to("meta")
+    # Functions first: conv2d.conv2d itself, then a converted model, both on meta tensors
+    # (backend "aot_eager" runs AOTAutograd over fake tensors, as inductor does).
+    f = torch.compile(lambda x, w: conv2d.conv2d(x, w, padding=1), fullgraph=True,
+                      backend="aot_eager")
+    assert f(x, torch.empty(4, 3, 3, 3, device="meta")).shape == (2, 4, 16, 16)
+    torch._dynamo.reset()
+    out = torch.compile(model, fullgraph=True, backend="aot_eager")(x)
+    assert out.shape == (2, 10), out.shape
+    gm, _ = torch._dynamo.export(model)(x)
+    ops = [n.target for n in gm.graph.nodes if n.op == "call_function"]
+    assert sum(1 for t in ops if "conv2d.conv2d" in str(t)) == 4, ops
+
+
+def test_convert_swaps_and_reports():
+    model = SmallNet()
+    model.half_conv = torch.nn.Conv2d(2, 2, 1).half()
+
+    class Custom(torch.nn.Conv2d):
+        def forward(self, x):
+            return super().forward(x) * 2
+
+    model.custom = Custom(2, 2, 1)
+    state = copy.deepcopy(model.state_dict())
+    report = conv2d.convert(model)
+    assert report.model is model
+    assert sorted(report.converted) == ["features.0", "features.3", "features.6", "reflect"]
+    assert set(report.left) == {"half_conv", "custom"}, report
+    assert "float16" in report.left["half_conv"] and "Custom" in report.left["custom"]
+    assert all(type(model.get_submodule(n)) is conv2d.nn.Conv2d for n in report.converted)
+    assert all(torch.equal(state[k], v) for k, v in model.state_dict().items())
+    assert "left" in repr(report)
+    # Converting again converts nothing more.
+    again = conv2d.convert(model)
+    assert again.converted == [] and all("already" in why for n, why in again.left.items()
+                                         if n not in ("half_conv", "custom"))
+
+
+def test_fold_batchnorm_matches_the_unfolded_model():
+    torch.manual_seed(0)
+    model = SmallNet()
+    for m in model.modules():
+        if isinstance(m, torch.nn.BatchNorm2d):  # statistics that are not the identity
+            m.running_mean.uniform_(-1, 1)
+            m.running_var.uniform_(0.5, 2)
+            m.weight.data.uniform_(0.5, 1.5)
+            m.bias.data.uniform_(-0.5, 0.5)
+    model.eval()
+    folded = copy.deepcopy(model)
+    try:
+        conv2d.convert(SmallNet(), fold_batchnorm=True)  # training mode
+    except ValueError as e:
+        assert "eval" in str(e)
+    else:
+        raise AssertionError("folding a model in training mode was accepted")
+    report = conv2d.convert(folded, fold_batchnorm=True)
+    assert report.folded == ["features.1", "features.4"], report.folded
+    assert isinstance(folded.features[1], torch.nn.Identity)
+    x = torch.randn(2, 3, 16, 16)
+    with torch.no_grad():  # on the CPU a converted layer runs torch.nn.Conv2d's forward
+        want, got = model.double()(x.double()), folded(x).double()
+    err = (got - want).abs()
+    assert bool((err <= 1e-4 + 1e-4 * want.abs()).all()), err.max()
+
+
+def test_from_torch_shares_the_parameters():
+    conv = torch.nn.Conv2d(4, 6, 3, stride=2, padding=1, bias=True)
+    mine = conv2d.nn.Conv2d.from_torch(conv)
+    assert type(conv) is torch.nn.Conv2d and type(mine) is conv2d.nn.Conv2d
+    assert mine.weight is conv.weight and mine.bias is conv.bias
+    assert mine.stride == (2, 2) and mine.padding == (1, 1)
+    x = torch.randn(1, 4, 9, 9)
+    assert torch.equal(mine(x), conv(x))  # CPU: torch's own forward
+
+
+if __name__ == "__main__":
+    tests = [(n, f) for n, f in sorted(globals().items()) if n.startswith("test_")]
+    for name, f in tests:
+        f()
+        print(f"PASSED {name}")
+    print(f"{len(tests)} passed")
+    sys.exit(0)

@@ -1,0 +1,175 @@
+"""conv2d inside PyTorch on the GPU host (pytest, from the installed wheel): autograd (gradients
+against float64 F.conv2d's, gradcheck, a training step against PyTorch's), torch.compile with
+fullgraph=True, CUDA graph capture and replay, conv2d.nn.Conv2d and convert() on real models
+(torchvision's ResNet-50 against the same model in float64).
+"""
+import copy
+
+import pytest
+import torch
+import torch.nn.functional as F
+
+import conv2d
+
+pytestmark = pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
+
+
+@pytest.fixture(autouse=True)
+def _no_tf32():
+    # The references below are float64 or PyTorch's float32 with TF32 off.
+    old = torch.backends.cudnn.allow_tf32, torch.backends.cuda.matmul.allow_tf32
+    torch.backends.cudnn.allow_tf32 = torch.backends.cuda.matmul.allow_tf32 = False
+    yield
+    torch.backends.cudnn.allow_tf32, torch.backends.cuda.matmul.allow_tf32 = old
+
+
+def _within_bar(y, ref):
+    return bool(((y.double() - ref).abs() <= 1e-3 + 1e-3 * ref.abs()).all())
+
+
+def _rand(*shape, seed=0, requires_grad=False):
+    g = torch.Generator(device="cuda").manual_seed(seed)
+    return torch.randn(*shape, device="cuda", generator=g).requires_grad_(requires_grad)
+
+
+GRAD_CASES = [  # x shape, w shape, kwargs
+    ((2, 4, 11, 9), (6, 4, 3, 3), dict(padding=1)),
+    ((2, 6, 12, 10), (6, 3, 3, 2), dict(stride=2, padding=(1, 0), dilation=(1, 2), groups=2)),
+    ((1, 8, 9, 9), (8, 1, 5, 5), dict(padding="same", groups=8)),
+    ((2, 3, 8, 7), (4, 3, 2, 2), dict(padding="same")),  # asymmetric padding
+]
+
+
+@pytest.mark.parametrize("xs,ws,kw", GRAD_CASES)
+def test_gradients_match_float64(xs, ws, kw):
+    x = _rand(*xs, seed=1, requires_grad=True)
+    w = _rand(*ws, seed=2, requires_grad=True)
+    b = _rand(ws[0], seed=3, requires_grad=True)
+    y = conv2d.conv2d(x, w, b, **kw)
+    gy = _rand(*y.shape, seed=4)
+    gx, gw, gb = torch.autograd.grad(y, (x, w, b), gy)
+    x64, w64, b64 = (t.detach().double().requires_grad_() for t in (x, w, b))
+    y64 = F.conv2d(x64, w64, b64, **kw)
+    assert _within_bar(y.detach(), y64.detach())
+    rx, rw, rb = torch.autograd.grad(y64, (x64, w64, b64), gy.double())
+    for got, want in ((gx, rx), (gw, rw), (gb, rb)):
+        assert got.shape == want.shape and _within_bar(got, want)
+
+
+def test_gradcheck():
+    # float32 finite differences: tolerances sized for float32 steps, not float64's.
+    x = _rand(1, 2, 6, 5, seed=5, requires_grad=True)
+    w = _rand(3, 2, 3, 2, seed=6, requires_grad=True)
+    b = _rand(3, seed=7, requires_grad=True)
+    with pytest.warns(UserWarning):  # gradcheck's note that the inputs are not float64
+        assert torch.autograd.gradcheck(
+            lambda x, w, b: conv2d.conv2d(x, w, b, stride=(2, 1), padding=(1, 2)), (x, w, b),
+            eps=1e-2, atol=5e-3, rtol=5e-3)
+
+
+class SmallCNN(torch.nn.Module):
+    def __init__(self):
+        super().__init__()
+        self.body = torch.nn.Sequential(
+            torch.nn.Conv2d(3, 16, 3, padding=1), torch.nn.BatchNorm2d(16), torch.nn.ReLU(),
+            torch.nn.Conv2d(16, 32, 3, stride=2, padding=1, bias=False), torch.nn.BatchNorm2d(32),
+            torch.nn.ReLU(),
+            torch.nn.Conv2d(32, 32, 5, padding=2, groups=32), torch.nn.ReLU(),
+            torch.nn.Conv2d(32, 64, 1), torch.nn.ReLU())
+        self.head = torch.nn.Linear(64, 10)
+
+    def forward(self, x):
+        return self.head(self.body(x).mean((2, 3)))
+
+
+def test_a_training_step_matches_pytorch():
+    torch.manual_seed(0)
+    ref = SmallCNN().cuda()
+    mine = copy.deepcopy(ref)
+    report = conv2d.convert(mine)
+    assert len(report.converted) == 4 and not report.left, report
+    x = _rand(8, 3, 32, 32, seed=8)
+    target = torch.randint(0, 10, (8,), device="cuda")
+    grads = []
+    for model in (ref, mine):
+        opt = torch.optim.SGD(model.parameters(), lr=0.1)
+        opt.zero_grad()
+        loss = F.cross_entropy(model(x), target)
+        loss.backward()
+        grads.append({n: p.grad.clone() for n, p in model.named_parameters()})
+        opt.step()
+    for name, g in grads[0].items():
+        err = (grads[1][name] - g).abs().max().item()
+        assert err <= 1e-4 * (1 + g.abs().max().item()), (name, err)
+    for (name, p), q in zip(ref.named_parameters(), mine.parameters()):
+        assert torch.allclose(p, q, rtol=1e-4, atol=1e-5), name
+
+
+def test_compile_fullgraph_small_cnn():
+    torch._dynamo.reset()
+    torch.manual_seed(1)
+    model = SmallCNN().cuda().eval()
+    conv2d.convert(model)
+    x = _rand(4, 3, 32, 32, seed=9)
+    with torch.no_grad():
+        want = copy.deepcopy(model).double()(x.double())
+        compiled = torch.compile(model, fullgraph=True)
+        got = compiled(x)
+        got2 = compiled(_rand(4, 3, 32, 32, seed=10))
+    assert _within_bar(got, want)
+    assert got2.shape == (4, 10)
+    # No graph break and the op is in the graph.
+    explanation = torch._dynamo.explain(model)(x)
+    assert explanation.graph_break_count == 0, explanation.break_reasons
+
+
+def test_cuda_graph_capture_and_replay():
+    x = _rand(2, 8, 20, 20, seed=11)
+    w = _rand(12, 4, 3, 3, seed=12)
+    b = _rand(12, seed=13)
+    kw = dict(stride=1, padding=1, groups=2)
+    s = torch.cuda.Stream()
+    s.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(s):
+        conv2d.conv2d(x, w, b, **kw)  # the warm-up that makes the plan
+    torch.cuda.current_stream().wait_stream(s)
+    g = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(g):
+        y = conv2d.conv2d(x, w, b, **kw)
+        # A problem never seen before cannot make its plan during capture: it raises, and the
+        # capture goes on.
+        with pytest.raises(RuntimeError, match="warm-up"):
+            conv2d.conv2d(x[:, :, :7, :9], w, b, **kw)
+    for seed in (14, 15):
+        x.copy_(_rand(2, 8, 20, 20, seed=seed))  # in place: the graph reads x's memory
+        y.fill_(float("nan"))
+        g.replay()
+        torch.cuda.synchronize()
+        assert _within_bar(y, F.conv2d(x.double(), w.double(), b.double(), **kw))
+
+
+def test_nn_conv2d_falls_back_where_the_library_does_not_serve():
+    conv = conv2d.nn.Conv2d(4, 6, 3, padding=1, padding_mode="circular").cuda()
+    x = _rand(2, 4, 9, 9, seed=16)
+    ref = torch.nn.Conv2d(4, 6, 3, padding=1, padding_mode="circular").cuda()
+    ref.load_state_dict(conv.state_dict())
+    with torch.no_grad():
+        want = ref.double()(x.double())
+        assert _within_bar(conv(x), want)                    # the library, padded first
+        assert torch.equal(conv.half()(x.half()), ref.half()(x.half()))  # PyTorch's half
+
+
+def test_converted_resnet50_matches_float64():
+    torchvision = pytest.importorskip("torchvision")
+    torch.manual_seed(2)
+    model = torchvision.models.resnet50().cuda().eval()
+    ref64 = copy.deepcopy(model).double()
+    report = conv2d.convert(model)
+    assert len(report.converted) == 53 and not report.left, report
+    folded = copy.deepcopy(model)
+    assert len(conv2d.convert(folded, fold_batchnorm=True).folded) == 53
+    x = _rand(2, 3, 224, 224, seed=17)
+    with torch.no_grad():
+        want = ref64(x.double())
+        assert _within_bar(model(x), want)
+        assert _within_bar(folded(x), want)

@@ -1,0 +1,62 @@
+#!/bin/bash
+# The wheel on a machine with no GPU: installs into a fresh virtual environment, imports with an
+# empty environment, says why it cannot compute here, ships its own Abseil. See python/BUILD.
+set -euo pipefail
+wheel="$(cd "$(dirname "$1")" && pwd)/$(basename "$1")"
+meta_test="$(cd "$(dirname "$2")" && pwd)/$(basename "$2")"
+tmp="${TEST_TMPDIR:-$(mktemp -d)}"
+venv="$tmp/venv"
+rm -rf "$venv"
+python3 -m venv "$venv"
+"$venv/bin/python" -m pip install -q --no-index --no-deps --disable-pip-version-check "$wheel"
+site=$("$venv/bin/python" -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])')
+# The wheel's files are what its RECORD says, and nothing else was installed.
+"$venv/bin/python" -m pip show -f conv2d | sed -n '/^Files:/,$p' | head -40
+
+lib="$site/conv2d/lib/libconv2d.so"
+resolved=$(env -i PATH="/usr/bin:/bin" ldd "$lib")
+echo "$resolved" | grep -E "cublas|not found" || true
+echo "$(echo "$resolved" | grep -c "libabsl_.* => $site/conv2d/lib/") Abseil libraries resolved inside the package"
+bad=$(echo "$resolved" | grep 'libabsl_' | grep -v "=> $site/conv2d/lib/" || true)
+if [ -n "$bad" ]; then echo "FAIL: Abseil resolved outside the package:"; echo "$bad"; exit 1; fi
+if echo "$resolved" | grep -q 'not found'; then echo "FAIL: unresolved libraries"; exit 1; fi
+
+# Import with no environment at all (no LD_LIBRARY_PATH, no PYTHONPATH), from another folder.
+cd "$tmp"
+env -i PATH="/usr/bin:/bin" "$venv/bin/python" - <<'PY'
+import conv2d
+print("conv2d", conv2d.__version__, "from", conv2d.__file__)
+names = conv2d.algorithms()
+assert "auto" not in names and "fft_fused" in names and "direct" in names, names
+print(f"{len(names)} algorithms: {', '.join(names)}")
+status = conv2d.device_status()
+print("device_status:", status)
+try:
+    import torch  # noqa: F401
+    has_torch = True
+except ImportError:
+    has_torch = False
+if not has_torch:
+    try:
+        conv2d.conv2d(None, None)
+    except ImportError as e:
+        print("without PyTorch, conv2d.conv2d says:", e)
+    else:
+        raise AssertionError("conv2d.conv2d ran without PyTorch")
+import shutil, subprocess
+gpu = shutil.which("nvidia-smi") and subprocess.run(["nvidia-smi", "-L"],
+                                                    capture_output=True).returncode == 0
+if not gpu:
+    # The library's own words for a machine with no usable device, not a crash.
+    assert status != "ok" and "device" in status.lower(), status
+PY
+
+# The op's registration and its fake (meta) implementation, where this machine's python3 has
+# PyTorch (then the package comes from the same installed wheel).
+if python3 -c 'import torch' 2>/dev/null; then
+  PYTHONPATH="$site" python3 "$meta_test"
+else
+  echo "NOTE: no PyTorch for $(command -v python3): the op's registration and fake" \
+       "implementation (python/tests/test_meta.py) were NOT tested here"
+fi
+echo PASS

@@ -1,0 +1,193 @@
+"""The conv2d package from PyTorch on a GPU host: host time per call, KernelBot's protocol through
+the package, and torchvision's ResNet-50 converted. Needs torch, torchvision, a GPU and the
+installed wheel. Prints tables; --json_out writes every number.
+
+    python3 tools/torch_bench.py [--steps overhead,kernelbot,resnet50,compile] [--json_out F]
+
+overhead: host time per call, measured while the GPU is held busy by a long kernel queued first
+(torch.cuda._sleep), so that the time to enqueue N calls is the host's alone; N calls, median of
+5 repeats, per entry point: conv2d.conv2d (the direct path), KernelBot's custom_kernel with its
+output given, the registered op torch.ops.conv2d.conv2d (the dispatcher's path), and F.conv2d.
+kernelbot: KernelBot's five cases under its protocol (inputs drawn once, a 256 MB write to flush
+L2 before every call, CUDA events around one call, mean of --calls calls) through custom_kernel;
+compare with `bin/benchmark --variants=auto` (C++, the same protocol).
+resnet50: batch 32, 224x224, eval, no_grad, TF32 off, cudnn.benchmark on: the forward of the
+unconverted fp32 model, the converted one, and the converted one with BatchNorm folded, median
+of 20 timed forwards (CUDA events) after warm-up; logits against the model in float64.
+compile: the same under torch.compile(fullgraph=True) (inductor).
+"""
+import argparse
+import copy
+import json
+import statistics
+import time
+
+import torch
+import torch.nn.functional as F
+
+import conv2d
+
+KERNELBOT_CASES = [(128, 8, 64, 4), (128, 16, 64, 4), (256, 16, 128, 2), (256, 16, 128, 2),
+                   (256, 32, 128, 1)]  # (size, kernel size, channels, batch)
+
+
+def host_us_per_call(fn, calls=200, repeats=5):
+    """Host time per call (us): fn enqueued `calls` times behind a kernel that keeps the GPU
+    busy, so no call waits on the device."""
+    for _ in range(20):
+        fn()
+    torch.cuda.synchronize()
+    times = []
+    for _ in range(repeats):
+        torch.cuda._sleep(200_000_000)  # ~0.1 s of GPU time: longer than the enqueueing
+        t0 = time.perf_counter()
+        for _ in range(calls):
+            fn()
+        t1 = time.perf_counter()
+        torch.cuda.synchronize()
+        times.append((t1 - t0) / calls * 1e6)
+    return statistics.median(times)
+
+
+def step_overhead(results):
+    rows = []
+    for name, dims in (("tiny (1,8,8,16,16,3,3)", (1, 8, 8, 16, 3)),
+                       ("KernelBot case 1", (4, 64, 64, 128, 8))):
+        b, c, o, s, k = dims
+        x = torch.randn(b, c, s, s, device="cuda")
+        w = torch.randn(o, c, k, k, device="cuda")
+        out = torch.empty(b, o, s - k + 1, s - k + 1, device="cuda")
+        entries = {
+            "conv2d.conv2d": lambda: conv2d.conv2d(x, w),
+            "custom_kernel (out given)": lambda: conv2d.conv2d(x, w, out=out),
+            "torch.ops.conv2d.conv2d": lambda: torch.ops.conv2d.conv2d(
+                x, w, None, [1, 1], [0, 0, 0, 0], [1, 1], 1),
+            "F.conv2d (cuDNN)": lambda: F.conv2d(x, w),
+        }
+        with torch.no_grad():
+            for entry, fn in entries.items():
+                us = host_us_per_call(fn)
+                rows.append((name, entry, us))
+                print(f"host time per call  {name:24s} {entry:28s} {us:7.2f} us", flush=True)
+    results["overhead_us"] = [dict(problem=p, entry=e, us=u) for p, e, u in rows]
+
+
+def step_kernelbot(results, calls):
+    flush = torch.empty(256 * 1024 * 1024 // 4, dtype=torch.float32, device="cuda")
+    rows = []
+    for i, (size, k, ch, batch) in enumerate(KERNELBOT_CASES):
+        g = torch.Generator(device="cuda").manual_seed(i + 1)
+        x = torch.randn(batch, ch, size, size, device="cuda", generator=g)
+        w = torch.randn(ch, ch, k, k, device="cuda", generator=g)
+        out = torch.empty(batch, ch, size - k + 1, size - k + 1, device="cuda")
+        conv2d.conv2d(x, w, out=out)  # the plan, as KernelBot's correctness run makes it
+        ref = F.conv2d(x.double(), w.double())
+        worst = ((out.double() - ref).abs() / (1e-3 + 1e-3 * ref.abs())).max().item()
+        times = []
+        for _ in range(calls):
+            flush.fill_(1.0)
+            start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+            start.record()
+            conv2d.conv2d(x, w, out=out)
+            end.record()
+            torch.cuda.synchronize()
+            times.append(start.elapsed_time(end))
+        mean = sum(times) / len(times)
+        rows.append(dict(case=i + 1, size=size, k=k, channels=ch, batch=batch, ms=mean,
+                         worst_ratio=worst, algorithm=conv2d.plan_algorithm(x, w)))
+        print(f"KernelBot case {i + 1} {size},{k},{ch},{batch}: {mean:.4f} ms  "
+              f"worst {worst:.3f}  {rows[-1]['algorithm']}", flush=True)
+    geo = statistics.geometric_mean([r["ms"] for r in rows])
+    print(f"KernelBot geomean through the package: {geo:.4f} ms", flush=True)
+    results["kernelbot"] = dict(cases=rows, geomean_ms=geo)
+
+
+def forward_ms(model, x, iters=20):
+    with torch.no_grad():
+        for _ in range(5):
+            model(x)
+        torch.cuda.synchronize()
+        times = []
+        for _ in range(iters):
+            start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+            start.record()
+            model(x)
+            end.record()
+            torch.cuda.synchronize()
+            times.append(start.elapsed_time(end))
+    return statistics.median(times)
+
+
+def worst_ratio(y, ref):
+    return ((y.double() - ref).abs() / (1e-3 + 1e-3 * ref.abs())).max().item()
+
+
+def step_resnet50(results, compile_too):
+    import torchvision
+    torch.backends.cudnn.allow_tf32 = torch.backends.cuda.matmul.allow_tf32 = False
+    torch.backends.cudnn.benchmark = True
+    torch.manual_seed(0)
+    base = torchvision.models.resnet50().cuda().eval()
+    x = torch.randn(32, 3, 224, 224, device="cuda")
+    with torch.no_grad():
+        ref = copy.deepcopy(base).double()(x.double())
+    converted = copy.deepcopy(base)
+    conv2d.convert(converted)
+    folded = copy.deepcopy(base)
+    report = conv2d.convert(folded, fold_batchnorm=True)
+    print(report, flush=True)
+    models = {"PyTorch fp32 (cuDNN)": base, "converted": converted,
+              "converted, BN folded": folded}
+    rows = []
+    for compiled in ([False, True] if compile_too else [False]):
+        for name, m in models.items():
+            run = m
+            if compiled:
+                torch._dynamo.reset()
+                t0 = time.perf_counter()
+                run = torch.compile(m, fullgraph=True)
+                with torch.no_grad():
+                    run(x)
+                print(f"  compiled {name} in {time.perf_counter() - t0:.0f} s", flush=True)
+            ms = forward_ms(run, x)
+            with torch.no_grad():
+                worst = worst_ratio(run(x), ref)
+            rows.append(dict(model=name, compiled=compiled, ms=ms, worst_ratio=worst))
+            print(f"ResNet-50 b32 {'compiled ' if compiled else 'eager    '} {name:22s} "
+                  f"{ms:8.3f} ms  worst ratio to the fp64 bar {worst:.4f}", flush=True)
+    for compiled in sorted({r["compiled"] for r in rows}):
+        base_ms = next(r["ms"] for r in rows if r["compiled"] == compiled
+                       and r["model"].startswith("PyTorch"))
+        for r in rows:
+            if r["compiled"] == compiled:
+                r["speedup"] = base_ms / r["ms"]
+                print(f"  {'compiled' if compiled else 'eager'} {r['model']:22s} "
+                      f"{r['speedup']:.2f}x the unconverted model", flush=True)
+    results["resnet50"] = rows
+
+
+def main():
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--steps", default="overhead,kernelbot,resnet50,compile")
+    ap.add_argument("--calls", type=int, default=20)
+    ap.add_argument("--json_out")
+    args = ap.parse_args()
+    steps = args.steps.split(",")
+    print(f"{torch.cuda.get_device_name()}, torch {torch.__version__}, conv2d "
+          f"{conv2d.__version__} ({conv2d.library_path()})", flush=True)
+    results = dict(device=torch.cuda.get_device_name(), torch=torch.__version__)
+    try:
+        if "overhead" in steps:
+            step_overhead(results)
+        if "kernelbot" in steps:
+            step_kernelbot(results, args.calls)
+        if "resnet50" in steps:
+            step_resnet50(results, "compile" in steps)
+    finally:
+        if args.json_out:
+            with open(args.json_out, "w") as f:
+                json.dump(results, f, indent=1)
+
+
+if __name__ == "__main__":
+    main()
