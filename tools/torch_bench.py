@@ -8,9 +8,10 @@ overhead: host time per call, measured while the GPU is held busy by a long kern
 (torch.cuda._sleep), so that the time to enqueue N calls is the host's alone; N calls, median of
 5 repeats, per entry point: conv2d.conv2d (the direct path), KernelBot's custom_kernel with its
 output given, the registered op torch.ops.conv2d.conv2d (the dispatcher's path), and F.conv2d.
-kernelbot: KernelBot's five cases under its protocol (inputs drawn once, a 256 MB write to flush
-L2 before every call, CUDA events around one call, mean of --calls calls) through custom_kernel;
-compare with `bin/benchmark --variants=auto` (C++, the same protocol).
+kernelbot: KernelBot's five cases under its eval.py's benchmark protocol (inputs drawn once; per
+call a 256 MB int64 tensor filled to flush L2, CUDA events around one call; mean of --calls
+calls) through conv2d.conv2d(x, w, out=y), KernelBot's custom_kernel; compare with
+`bin/benchmark --variants=auto` (C++, a 256 MB memset before each call) run beside it.
 resnet50: batch 32, 224x224, eval, no_grad, TF32 off, cudnn.benchmark on: the forward of the
 unconverted fp32 model, the converted one, and the converted one with BatchNorm folded, median
 of 20 timed forwards (CUDA events) after warm-up; logits against the model in float64.
@@ -50,6 +51,7 @@ def host_us_per_call(fn, calls=200, repeats=5):
 
 
 def step_overhead(results):
+    from conv2d import functional
     rows = []
     for name, dims in (("tiny (1,8,8,16,16,3,3)", (1, 8, 8, 16, 3)),
                        ("KernelBot case 1", (4, 64, 64, 128, 8))):
@@ -57,49 +59,84 @@ def step_overhead(results):
         x = torch.randn(b, c, s, s, device="cuda")
         w = torch.randn(o, c, k, k, device="cuda")
         out = torch.empty(b, o, s - k + 1, s - k + 1, device="cuda")
+        conv2d.conv2d(x, w)
+        call = functional._call_for(x, w, None, 1, 0, 1, 1, False)
+        ws = torch.empty(max(call.workspace_bytes, 1), dtype=torch.uint8, device="cuda")
+        run_ex, stream = functional._native.run_function(), torch.cuda.current_stream().cuda_stream
+        args = (call.handle, x.data_ptr(), w.data_ptr(), None, out.data_ptr(), ws.data_ptr(),
+                call.workspace_bytes, stream)
+        real = functional._run_ex
         entries = {
             "conv2d.conv2d": lambda: conv2d.conv2d(x, w),
-            "custom_kernel (out given)": lambda: conv2d.conv2d(x, w, out=out),
-            "torch.ops.conv2d.conv2d": lambda: torch.ops.conv2d.conv2d(
+            "conv2d.conv2d(out=) (custom_kernel)": lambda: conv2d.conv2d(x, w, out=out),
+            "torch.ops.conv2d.conv2d (dispatcher)": lambda: torch.ops.conv2d.conv2d(
                 x, w, None, [1, 1], [0, 0, 0, 0], [1, 1], 1),
             "F.conv2d (cuDNN)": lambda: F.conv2d(x, w),
+            "  of which: conv2d_plan_run_ex by ctypes": lambda: run_ex(*args),
+            "  of which: the Python layer (run_ex a no-op)": "python_only",
+            "  torch.empty(y) alone": lambda: torch.empty(out.shape, dtype=torch.float32,
+                                                          device="cuda"),
         }
         with torch.no_grad():
             for entry, fn in entries.items():
-                us = host_us_per_call(fn)
+                if fn == "python_only":
+                    functional._run_ex = lambda *a: 0
+                    try:
+                        us = host_us_per_call(lambda: conv2d.conv2d(x, w))
+                    finally:
+                        functional._run_ex = real
+                else:
+                    us = host_us_per_call(fn)
                 rows.append((name, entry, us))
-                print(f"host time per call  {name:24s} {entry:28s} {us:7.2f} us", flush=True)
+                print(f"host time per call  {name:24s} {entry:46s} {us:7.2f} us", flush=True)
     results["overhead_us"] = [dict(problem=p, entry=e, us=u) for p, e, u in rows]
 
 
+def clear_l2():
+    """KernelBot's eval.py flush: a fresh 256 MB int64 tensor (from the caching allocator),
+    filled, dropped."""
+    dummy = torch.empty((32, 1024, 1024), dtype=torch.int64, device="cuda")
+    dummy.fill_(42)
+    del dummy
+
+
 def step_kernelbot(results, calls):
-    flush = torch.empty(256 * 1024 * 1024 // 4, dtype=torch.float32, device="cuda")
+    """KernelBot's eval.py, benchmark mode, for custom_kernel = conv2d.conv2d(x, w, out=y): per
+    call a synchronize, new events, the flush, start, the call, end, synchronize; the mean. On
+    the default stream and again on a side stream."""
     rows = []
-    for i, (size, k, ch, batch) in enumerate(KERNELBOT_CASES):
-        g = torch.Generator(device="cuda").manual_seed(i + 1)
-        x = torch.randn(batch, ch, size, size, device="cuda", generator=g)
-        w = torch.randn(ch, ch, k, k, device="cuda", generator=g)
-        out = torch.empty(batch, ch, size - k + 1, size - k + 1, device="cuda")
-        conv2d.conv2d(x, w, out=out)  # the plan, as KernelBot's correctness run makes it
-        ref = F.conv2d(x.double(), w.double())
-        worst = ((out.double() - ref).abs() / (1e-3 + 1e-3 * ref.abs())).max().item()
-        times = []
-        for _ in range(calls):
-            flush.fill_(1.0)
-            start, end = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
-            start.record()
-            conv2d.conv2d(x, w, out=out)
-            end.record()
-            torch.cuda.synchronize()
-            times.append(start.elapsed_time(end))
-        mean = sum(times) / len(times)
-        rows.append(dict(case=i + 1, size=size, k=k, channels=ch, batch=batch, ms=mean,
-                         worst_ratio=worst, algorithm=conv2d.plan_algorithm(x, w)))
-        print(f"KernelBot case {i + 1} {size},{k},{ch},{batch}: {mean:.4f} ms  "
-              f"worst {worst:.3f}  {rows[-1]['algorithm']}", flush=True)
-    geo = statistics.geometric_mean([r["ms"] for r in rows])
-    print(f"KernelBot geomean through the package: {geo:.4f} ms", flush=True)
-    results["kernelbot"] = dict(cases=rows, geomean_ms=geo)
+    for stream_name in ("default stream", "side stream"):
+        stream = torch.cuda.current_stream() if stream_name == "default stream" \
+            else torch.cuda.Stream()
+        with torch.cuda.stream(stream):
+            for i, (size, k, ch, batch) in enumerate(KERNELBOT_CASES):
+                g = torch.Generator(device="cuda").manual_seed(i + 1)
+                x = torch.randn(batch, ch, size, size, device="cuda", generator=g)
+                w = torch.randn(ch, ch, k, k, device="cuda", generator=g)
+                out = torch.empty(batch, ch, size - k + 1, size - k + 1, device="cuda")
+                conv2d.conv2d(x, w, out=out)  # eval.py's correctness call makes the plan
+                ref = F.conv2d(x.double(), w.double())
+                worst = ((out.double() - ref).abs() / (1e-3 + 1e-3 * ref.abs())).max().item()
+                times = []
+                for _ in range(calls):
+                    torch.cuda.synchronize()
+                    start = torch.cuda.Event(enable_timing=True)
+                    end = torch.cuda.Event(enable_timing=True)
+                    clear_l2()
+                    start.record()
+                    conv2d.conv2d(x, w, out=out)
+                    end.record()
+                    torch.cuda.synchronize()
+                    times.append(start.elapsed_time(end))
+                mean = sum(times) / len(times)
+                rows.append(dict(stream=stream_name, case=i + 1, size=size, k=k, channels=ch,
+                                 batch=batch, ms=mean, worst_ratio=worst,
+                                 algorithm=conv2d.plan_algorithm(x, w)))
+                print(f"KernelBot ({stream_name}) case {i + 1} {size},{k},{ch},{batch}: "
+                      f"{mean:.4f} ms  worst {worst:.3f}  {rows[-1]['algorithm']}", flush=True)
+        geo = statistics.geometric_mean([r["ms"] for r in rows if r["stream"] == stream_name])
+        print(f"KernelBot geomean through the package ({stream_name}): {geo:.4f} ms", flush=True)
+    results["kernelbot"] = rows
 
 
 def forward_ms(model, x, iters=20):

@@ -71,6 +71,14 @@ def _why_not(module):
     return None
 
 
+class _Tracer(torch.fx.Tracer):
+    """fx's tracer, with every Conv2d (conv2d.nn.Conv2d included, whose forward branches on its
+    input) a leaf."""
+
+    def is_leaf_module(self, m, qualname):
+        return isinstance(m, torch.nn.Conv2d) or super().is_leaf_module(m, qualname)
+
+
 def _fold_targets(model):
     """(conv name, bn name) for each BatchNorm2d that consumes a Conv2d's output and nothing
     else does: found by tracing the model with torch.fx, or, where it does not trace, between
@@ -78,7 +86,7 @@ def _fold_targets(model):
     modules = dict(model.named_modules())
     pairs = []
     try:
-        graph = torch.fx.symbolic_trace(model).graph
+        graph = _Tracer().trace(model)
     except Exception:  # noqa: BLE001 (any model fx cannot trace: fold what Sequentials show)
         for name, m in modules.items():
             if isinstance(m, torch.nn.Sequential):
