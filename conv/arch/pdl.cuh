@@ -16,6 +16,8 @@
 
 #include <utility>
 
+#include "conv/arch/per_device.h"
+
 namespace conv2d {
 
 // No-ops where the kernel was launched without the attribute, and in code for older GPUs (which
@@ -31,19 +33,21 @@ __device__ __forceinline__ void PdlLaunchDependents() {
 #endif
 }
 
-// True on compute capability 9.0, the only GPUs that run the sm_90a code (wgmma, and the PdlWait
-// instructions); others run the PTX built for compute_80. Read once.
+// True where the current device has compute capability 9.0, the only GPUs that run the sm_90a
+// code (wgmma, and the PdlWait instructions); others run the PTX built for compute_80. Read once
+// per device (a process may drive GPUs of different kinds).
 inline bool RunsSm90aCode() {
-  static const bool supported = [] {
-    int device = 0, major = 0, minor = 0;
-    if (cudaGetDevice(&device) != cudaSuccess) return false;
+  int device = 0;
+  if (cudaGetDevice(&device) != cudaSuccess) return false;
+  static PerDevice<bool>* supported = new PerDevice<bool>;
+  return supported->Get(device, [device] {
+    int major = 0, minor = 0;
     if (cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, device) != cudaSuccess ||
         cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, device) != cudaSuccess) {
       return false;
     }
     return major == 9 && minor == 0;
-  }();
-  return supported;
+  });
 }
 
 // kernel<<<blocks, threads, smem, stream>>>(args...), allowed to overlap the kernel before it

@@ -25,6 +25,9 @@ from . import _native
 
 _ALGORITHM = os.environ.get("CONV2D_ALGORITHM", "auto")
 _F32 = torch.float32
+_U8 = torch.uint8
+_current_stream = torch._C._cuda_getCurrentRawStream
+_current_device = torch._C._cuda_getDevice
 
 
 class _Call:
@@ -71,10 +74,6 @@ _calls_lock = threading.Lock()
 _run_ex = None
 
 
-def _tensor_key(t):
-    return None if t is None else (t.shape, t.dtype, t.device)
-
-
 def _check_tensors(x, w, bias):
     for name, t in (("input", x), ("weight", w), ("bias", bias)):
         if t is None:
@@ -97,8 +96,9 @@ def _check_tensors(x, w, bias):
 def _call_for(x, w, bias, stride, padding, dilation, groups, per_side):
     """The cached _Call of this signature, made (and checked as F.conv2d checks) on a miss.
     per_side: padding is (top, bottom, left, right) and stride, dilation pairs (the op's form)."""
-    key = (_tensor_key(x), _tensor_key(w), _tensor_key(bias), stride, padding, dilation, groups,
-           per_side)
+    key = (x.shape, x.dtype, x.device, w.shape, w.dtype, w.device,
+           None if bias is None else (bias.shape, bias.dtype, bias.device),
+           stride, padding, dilation, groups, per_side)
     try:
         return _calls[key]
     except TypeError:  # a list among the arguments: the same call with tuples
@@ -116,13 +116,10 @@ def _call_for(x, w, bias, stride, padding, dilation, groups, per_side):
         return _calls.setdefault(key, call)
 
 
-def _plain(t):
-    """t as a dense tensor whose memory holds its values (negative views resolved)."""
-    return t if t.is_contiguous() and not t.is_neg() else t.resolve_neg().contiguous()
-
-
 def _direct(x, w, bias, stride, padding, dilation, groups, per_side, out=None):
-    """The call itself: y (or out) = conv2d(x, w, bias) on the current stream."""
+    """The call itself: y (or out) = conv2d(x, w, bias) on the current stream. The hot path of
+    every call outside the dispatcher: kept to attribute reads, two allocations and one ctypes
+    call (docs/PERF.md, round 90, measures each)."""
     global _run_ex
     call = _call_for(x, w, bias, stride, padding, dilation, groups, per_side)
     if out is not None:
@@ -134,31 +131,37 @@ def _direct(x, w, bias, stride, padding, dilation, groups, per_side, out=None):
             return out
         y = out
     else:
-        y = torch.empty(call.out_shape, dtype=_F32, device=call.device)
-    if call.kind != "run":
-        if call.kind == "bias":
-            y.zero_()
-            if bias is not None:
-                y += bias.view(-1, 1, 1)
-        return y
+        y = x.new_empty(call.out_shape)  # x is float32 on call.device (the key says so)
     if call.handle is None:
+        if call.kind != "run":
+            if call.kind == "bias":
+                y.zero_()
+                if bias is not None:
+                    y += bias.view(-1, 1, 1)
+            return y
         call.make_plan()
         if _run_ex is None:
             _run_ex = _native.run_function()
-    x, w = _plain(x), _plain(w)
+    # Dense memory holding the values (negative views resolved).
+    if not x.is_contiguous() or x.is_neg():
+        x = x.resolve_neg().contiguous()
+    if not w.is_contiguous() or w.is_neg():
+        w = w.resolve_neg().contiguous()
     bias_ptr = None
     if bias is not None:
-        bias = _plain(bias)
+        if not bias.is_contiguous() or bias.is_neg():
+            bias = bias.resolve_neg().contiguous()
         bias_ptr = bias.data_ptr()
     nbytes = call.workspace_bytes
     # From PyTorch's caching allocator on the current stream: a call on another stream or
     # thread gets its own, and it is not reused before this call's kernels are done.
-    ws = torch.empty(nbytes, dtype=torch.uint8, device=call.device) if nbytes else None
+    # Held (ws) until the call is enqueued: freed earlier, its block could go to another
+    # allocation on this stream whose work is enqueued before ours.
+    ws = x.new_empty(nbytes, dtype=_U8) if nbytes else None
     index = call.index
-    stream = torch._C._cuda_getCurrentRawStream(index)
     args = (call.handle, x.data_ptr(), w.data_ptr(), bias_ptr, y.data_ptr(),
-            ws.data_ptr() if ws is not None else None, nbytes, stream)
-    if torch._C._cuda_getDevice() == index:
+            None if ws is None else ws.data_ptr(), nbytes, _current_stream(index))
+    if _current_device() == index:
         rc = _run_ex(*args)
     else:
         with torch.cuda.device(index):
@@ -261,6 +264,9 @@ def conv2d(input, weight, bias=None, stride=1, padding=0, dilation=1, groups=1, 
     if unbatched:
         y = y.squeeze(0)
     if out is not None:
+        if out.shape != y.shape or out.dtype != _F32 or out.device != y.device:
+            raise ValueError(f"conv2d: out must be float32 {tuple(y.shape)} on {y.device}, "
+                             f"got {out.dtype} {tuple(out.shape)} on {out.device}")
         return out.copy_(y)
     return y
 

@@ -25,6 +25,7 @@
 #include "conv/algorithms/fft/cgemm_3xtf32_sm90_internal.h"
 #include "conv/arch/cp_async.cuh"
 #include "conv/arch/mbarrier.cuh"
+#include "conv/arch/per_device.h"
 #include "conv/arch/split_3xtf32.h"
 #include "conv/arch/wgmma.cuh"
 #include "conv/core/cuda_status.h"
@@ -346,10 +347,13 @@ template <int kWgs, int kN, bool kWide>
 absl::Status Launch(const Params& p, cudaStream_t stream) {
   constexpr Tile kTile = MakeTile(kWgs, kN);
   auto* kernel = &CgemmConjSm90Kernel<kWgs, kN, kWide>;
-  // Resident CTAs per SM for this kernel, read once (it depends on the device only).
-  static const absl::StatusOr<int> slots = [&]() -> absl::StatusOr<int> {
-    int device = 0, sms = 0, per_sm = 0;
-    RETURN_IF_ERROR(CudaStatus(cudaGetDevice(&device), "cgemm_3xtf32_sm90: cudaGetDevice"));
+  // Resident CTAs per SM for this kernel, read once per device, which also sets the kernel's
+  // shared-memory size there (a function attribute is per device).
+  int device = 0;
+  RETURN_IF_ERROR(CudaStatus(cudaGetDevice(&device), "cgemm_3xtf32_sm90: cudaGetDevice"));
+  static PerDevice<absl::StatusOr<int>>* per_device = new PerDevice<absl::StatusOr<int>>;
+  const absl::StatusOr<int>& slots = per_device->Get(device, [&]() -> absl::StatusOr<int> {
+    int sms = 0, per_sm = 0;
     RETURN_IF_ERROR(CudaStatus(
         cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device),
         "cgemm_3xtf32_sm90: multiprocessor count"));
@@ -362,7 +366,7 @@ absl::Status Launch(const Params& p, cudaStream_t stream) {
                                "cgemm_3xtf32_sm90: occupancy"));
     if (per_sm < 1) return absl::InternalError("cgemm_3xtf32_sm90: the kernel does not fit an SM");
     return sms * per_sm;
-  }();
+  });
   if (!slots.ok()) return slots.status();
   const int64_t blocks = std::min<int64_t>(p.items, *slots);
   return CudaStatus(LaunchPdl(/*pdl=*/true, kernel, static_cast<unsigned>(blocks), kTile.threads,
