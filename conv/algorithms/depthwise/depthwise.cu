@@ -727,16 +727,6 @@ class Depthwise : public AlgorithmWithConfig<Config> {
   Path path_;
 };
 
-// One group (an ordinary convolution) goes to grouped_direct only up to this many multiply-adds
-// (~1 us at its modelled rate), where the launch is most of the time: the low-latency path for
-// tiny problems, one launch and no workspace where the implicit GEMMs launch two (three with a
-// bias) and the FFTs four. Its rate over many channels is not measured past that.
-// Each output is one thread's serial sum, so a long sum over few outputs leaves the GPU idle
-// (the squeeze-excite layers: 1152 terms, 1536 outputs), where dot splits the sum (measured
-// faster there, plan_test); one-pixel outputs are dot's too.
-constexpr double kTinyFmas = 1 << 24;
-constexpr int64_t kTinyReduction = 1024;
-
 class GroupedDirect : public AlgorithmWithConfig<Config> {
  public:
   std::string name() const override { return "grouped_direct"; }
@@ -756,14 +746,10 @@ class GroupedDirect : public AlgorithmWithConfig<Config> {
   // depthwise's 20: every term is a filter load besides the input tap (not measured).
   absl::StatusOr<Config> Choose(const Shape& s, const DeviceInfo&,
                                 double* seconds) const override {
-    const double fmas = static_cast<double>(s.output_elements()) * s.reduction();
-    if (!s.grouped() && (fmas > kTinyFmas || s.reduction() > kTinyReduction ||
-                         s.out_h() * s.out_w() == 1)) {
-      return absl::UnimplementedError(absl::StrCat(
-          "grouped_direct takes one group only for tiny problems (at most ", kTinyFmas,
-          " multiply-adds, sums of at most ", kTinyReduction,
-          " terms, outputs of more than one pixel); the rest is the implicit GEMMs', dot's and "
-          "the others'"));
+    if (!s.grouped()) {
+      return absl::UnimplementedError(
+          "grouped_direct takes groups > 1 only (one group is the implicit GEMMs' and the "
+          "others')");
     }
     if (s.in_per_group() == 1) {
       return absl::UnimplementedError(
@@ -787,6 +773,7 @@ class GroupedDirect : public AlgorithmWithConfig<Config> {
           FastDiv(static_cast<uint32_t>(s.out_channels / kGroupedChannels));
     }
     StreamingLaunch(c.tiling, &c);
+    const double fmas = static_cast<double>(s.output_elements()) * s.reduction();
     const double bytes = 4.0 * (s.input_elements() + s.filter_elements() + s.output_elements());
     *seconds = std::max(bytes / 3e12, fmas / 15e12) + 3e-6;
     return c;

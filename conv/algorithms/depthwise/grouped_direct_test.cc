@@ -45,9 +45,6 @@ std::vector<Shape> Shapes() {
       GroupedShape(2, 6, 6, 3, 1, 1, 3, 3, 1, 1, 1, true),          // 1x1 images: only the center
       GroupedShape(2, 8, 4, 2, 7, 7, 7, 7, 0, 1, 1, false),         // K = H: one output pixel
       GroupedShape(1, 128, 8, 2, 12, 12, 3, 3, 1, 1, 1, true),      // 64 channels per group
-      // One group, tiny: the low-latency path (one launch, no workspace).
-      GroupedShape(1, 8, 8, 1, 16, 16, 3, 3, 0, 1, 1, false),
-      GroupedShape(2, 5, 7, 1, 13, 11, 3, 2, 1, 2, 1, true),        // odd channels, stride, bias
   };
   // Asymmetric padding, H != W, a column stride and a row dilation only, bias.
   Shape asym = GroupedShape(2, 9, 6, 3, 15, 16, 3, 4, 0, 1, 1, true);
