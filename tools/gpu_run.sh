@@ -3,7 +3,7 @@
 #   ./run.sh                      every step
 #   ./run.sh tests regress ...    some steps: tests regress sanitize bench overhead python
 #                                 classes (and, not by default: bench_cnn bench_nets
-#                                 nets_layers profile torch_bench)
+#                                 nets_layers profile torch_bench multi_gpu)
 # Every step's output is appended to $OUT/all.log (default ./out); per-step logs are kept in
 # $LOGS (default /tmp/conv2d_logs) and packed into $OUT/logs.tgz at the end.
 # Ends with "N passed, N failed" over the steps.
@@ -93,6 +93,13 @@ assert conv2d.device_status() == "ok"'
       step kernelbot 600 env -u LD_LIBRARY_PATH python3 kernelbot.py --seeds "${SEEDS:-5}"
       step kernelbot_pytest 300 env -u LD_LIBRARY_PATH python3 -m pytest -q -p no:cacheprovider \
         kernelbot_test.py ;;
+    multi_gpu)
+      # Two or more GPUs (not by default: fails on one): the C++ test, the package's multi-GPU
+      # tests, data-parallel training through torch.distributed (NCCL).
+      for t in multi_gpu/*; do TAIL=6 step "multi_gpu_$(basename "$t")" 600 "$t"; done
+      step python_multi_gpu 600 env -u LD_LIBRARY_PATH python3 -m pytest -q -p no:cacheprovider \
+        python/tests_multi_gpu
+      step ddp_train 900 env -u LD_LIBRARY_PATH python3 ddp_train.py ;;
     torch_bench)
       # Host time per call, KernelBot through the package, ResNet-50 converted (eager, compiled).
       step torch_bench 1200 env -u LD_LIBRARY_PATH python3 torch_bench.py \

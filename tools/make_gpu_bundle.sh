@@ -14,18 +14,22 @@ tests=$(bazel query 'kind("cc_test", //conv/... + //reference/... + //tools/...)
 bazel build $tests //tools:regress //tools:benchmark //tools:mix_kernels //tools:host_overhead //tools:input_classes \
   //conv:libconv2d.so //python:wheel
 rm -rf "$BUNDLE"
-mkdir -p "$BUNDLE/bin" "$BUNDLE/tests" "$BUNDLE/lib" "$BUNDLE/testdata" "$BUNDLE/python"
+mkdir -p "$BUNDLE/bin" "$BUNDLE/tests" "$BUNDLE/lib" "$BUNDLE/testdata" "$BUNDLE/python" \
+  "$BUNDLE/multi_gpu"
 for t in $tests; do
   path="bazel-bin/$(echo "${t#//}" | tr ':' '/')"
-  cp "$path" "$BUNDLE/tests/"
+  case "$t" in
+    *multi_gpu*) cp "$path" "$BUNDLE/multi_gpu/" ;;  # needs two GPUs: run.sh's multi_gpu step
+    *) cp "$path" "$BUNDLE/tests/" ;;
+  esac
 done
 cp bazel-bin/tools/regress bazel-bin/tools/benchmark bazel-bin/tools/mix_kernels bazel-bin/tools/host_overhead bazel-bin/tools/input_classes \
   "$BUNDLE/bin/"
 cp bazel-bin/conv/libconv2d.so "$BUNDLE/lib/"
 cp testdata/*.golden "$BUNDLE/testdata/"
 cp bazel-bin/python/conv2d-*.whl "$BUNDLE/python/"
-cp -r python/tests "$BUNDLE/python/"
-cp tools/kernelbot.py tools/kernelbot_test.py tools/nets_layers.py tools/torch_bench.py \
+cp -r python/tests python/tests_multi_gpu "$BUNDLE/python/"
+cp tools/kernelbot.py tools/kernelbot_test.py tools/nets_layers.py tools/torch_bench.py tools/ddp_train.py \
   tools/gpu_run.sh "$BUNDLE/"
 mv "$BUNDLE/gpu_run.sh" "$BUNDLE/run.sh"
 # The shared libraries that are not on a CUDA host: Debian's Abseil and Google Benchmark.
