@@ -27,10 +27,11 @@ except ImportError as _missing:
                           f"({_torch_error})")
 
     conv2d = convert = plan_algorithm = _needs_torch
+    __all__ = ["Error", "algorithms", "conv2d", "convert", "device_status", "library_path",
+               "plan_algorithm"]
 else:
     from . import nn
     from .functional import conv2d, plan_algorithm
     from .nn import convert
-
-__all__ = ["Error", "algorithms", "conv2d", "convert", "device_status", "library_path", "nn",
-           "plan_algorithm"]
+    __all__ = ["Error", "algorithms", "conv2d", "convert", "device_status", "library_path",
+               "nn", "plan_algorithm"]
