@@ -9,9 +9,15 @@ venv="$tmp/venv"
 rm -rf "$venv"
 python3 -m venv "$venv"
 "$venv/bin/python" -m pip install -q --no-index --no-deps --disable-pip-version-check "$wheel"
-site=$("$venv/bin/python" -c 'import sysconfig; print(sysconfig.get_paths()["purelib"])')
-# The wheel's files are what its RECORD says, and nothing else was installed.
-"$venv/bin/python" -m pip show -f conv2d | sed -n '/^Files:/,$p' | head -40
+# Root-Is-Purelib: false, so the package goes to platlib.
+site=$("$venv/bin/python" -c 'import sysconfig; print(sysconfig.get_paths()["platlib"])')
+# Installed: the package's modules, the library and the Abseil libraries it names.
+files=$("$venv/bin/python" -m pip show -f conv2d | sed -n '/^Files:/,$p')
+for f in __init__.py _native.py functional.py nn.py lib/libconv2d.so; do
+  echo "$files" | grep -q "conv2d/$f\$" || { echo "FAIL: the wheel installed no conv2d/$f"; exit 1; }
+  [ -f "$site/conv2d/$f" ] || { echo "FAIL: $site/conv2d/$f is missing"; exit 1; }
+done
+echo "installed $(echo "$files" | grep -c 'conv2d/') files into $site"
 
 lib="$site/conv2d/lib/libconv2d.so"
 resolved=$(env -i PATH="/usr/bin:/bin" ldd "$lib")
@@ -56,7 +62,8 @@ PY
 if python3 -c 'import torch' 2>/dev/null; then
   PYTHONPATH="$site" python3 "$meta_test"
 else
-  echo "NOTE: no PyTorch for $(command -v python3): the op's registration and fake" \
-       "implementation (python/tests/test_meta.py) were NOT tested here"
+  echo "NOTE: NOT TESTED HERE: no PyTorch for $(command -v python3), so the op's registration"
+  echo "NOTE: and fake implementation (python/tests/test_meta.py) did not run; they run where"
+  echo "NOTE: PyTorch is installed (the GPU host's python step runs them in python/tests)"
 fi
 echo PASS

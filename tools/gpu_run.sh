@@ -80,14 +80,21 @@ for s in "${steps[@]}"; do
       # PyTorch), then everything from Python with LD_LIBRARY_PATH unset: conv2d imports with no
       # environment at all, its libconv2d.so resolves Abseil inside the package (ldd), the
       # package's pytest suite, KernelBot's entry (kernelbot.py) and its tests.
+      python3 -m pip uninstall -q -y conv2d >/dev/null 2>&1  # nothing left from an older wheel
       step wheel_install 300 python3 -m pip install -q --no-deps --force-reinstall \
         --disable-pip-version-check python/conv2d-*.whl
       step wheel_import 60 env -i PATH="$PATH" python3 -c 'import conv2d, torch
 print(conv2d.__file__, conv2d.device_status(), torch.cuda.get_device_name())
 assert conv2d.device_status() == "ok"'
-      step wheel_ldd 60 bash -c 'lib=$(env -i PATH="$PATH" python3 -c "import conv2d; print(conv2d.library_path())");
-        r=$(env -i PATH="$PATH" ldd "$lib"); echo "$r";
-        ! echo "$r" | grep "not found" && ! echo "$r" | grep "libabsl_" | grep -v "=> $(dirname "$lib")/"'
+      step wheel_ldd 60 bash -c 'set -eo pipefail
+        lib=$(env -i PATH="$PATH" python3 -c "import conv2d; print(conv2d.library_path())")
+        [ -f "$lib" ] || { echo "FAIL: no library at \"$lib\""; exit 1; }
+        r=$(env -i PATH="$PATH" ldd "$lib"); echo "$r"
+        if echo "$r" | grep "not found"; then echo "FAIL: unresolved"; exit 1; fi
+        if echo "$r" | grep "libabsl_" | grep -v "=> $(dirname "$lib")/"; then
+          echo "FAIL: Abseil from outside the package"; exit 1; fi
+        n=$(echo "$r" | grep -c "libabsl_.* => $(dirname "$lib")/"); echo "$n Abseil libraries from the package"
+        [ "$n" -gt 0 ]'
       step python_pytest 900 env -u LD_LIBRARY_PATH python3 -m pytest -q -p no:cacheprovider \
         python/tests
       step kernelbot 600 env -u LD_LIBRARY_PATH python3 kernelbot.py --seeds "${SEEDS:-5}"

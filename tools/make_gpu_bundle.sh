@@ -33,7 +33,7 @@ cp tools/kernelbot.py tools/kernelbot_test.py tools/nets_layers.py tools/torch_b
   tools/gpu_run.sh "$BUNDLE/"
 mv "$BUNDLE/gpu_run.sh" "$BUNDLE/run.sh"
 # The shared libraries that are not on a CUDA host: Debian's Abseil and Google Benchmark.
-for f in "$BUNDLE"/bin/* "$BUNDLE"/tests/* "$BUNDLE"/lib/libconv2d.so; do
+for f in "$BUNDLE"/bin/* "$BUNDLE"/tests/* "$BUNDLE"/multi_gpu/* "$BUNDLE"/lib/libconv2d.so; do
   ldd "$f" | awk '/=> \// {print $3}' | grep -E 'libabsl_|libbenchmark' || true
 done | sort -u | while read -r lib; do cp -L "$lib" "$BUNDLE/lib/"; done
 chmod -R u+w "$BUNDLE"

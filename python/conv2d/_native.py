@@ -10,6 +10,7 @@ import threading
 
 CONV2D_UNIMPLEMENTED = 12  # conv/conv2d_c.h's error codes that this layer acts on
 CONV2D_FAILED_PRECONDITION = 9
+_INT32_LIMIT = 2**31
 
 # conv2d_problem's int64 fields, in order (conv/conv2d_c.h).
 PROBLEM_FIELDS = ("batch", "in_channels", "out_channels", "height", "width", "kernel_h",
@@ -116,9 +117,10 @@ def device_status():
     """"ok" when the library can make a plan on the current CUDA device, else its reason (e.g.
     "no CUDA device"). Makes one tiny plan."""
     try:
-        Plan((1, 1, 1, 3, 3, 1, 1, 0, 0, 0, 0, 1, 1, 1, 1, 1), False, "auto")
+        plan = Plan((1, 1, 1, 3, 3, 1, 1, 0, 0, 0, 0, 1, 1, 1, 1, 1), False, "auto")
     except Error as e:
         return e.reason
+    lib().conv2d_plan_destroy(ctypes.c_void_p(plan.handle))
     return "ok"
 
 
@@ -176,12 +178,36 @@ def geometry(w_shape, stride, padding, dilation, groups):
     return (sh, sw), pad, (dh, dw), groups
 
 
+def per_side_geometry(stride, padding, dilation, groups):
+    """The op's own form (stride and dilation pairs, padding (top, bottom, left, right), groups),
+    checked as geometry() checks F.conv2d's: for calls of torch.ops.conv2d.conv2d itself."""
+    def ints(v, n, name):
+        v = tuple(v) if isinstance(v, (list, tuple)) else v
+        if (not isinstance(v, tuple) or len(v) != n or
+                any(isinstance(e, bool) or not isinstance(e, int) for e in v)):
+            raise TypeError(f"conv2d: {name} must be {n} ints, got {v!r}")
+        return v
+    stride, padding = ints(stride, 2, "stride"), ints(padding, 4, "padding")
+    dilation = ints(dilation, 2, "dilation")
+    if isinstance(groups, bool) or not isinstance(groups, int):
+        raise TypeError(f"conv2d: groups must be an int, got {groups!r}")
+    if min(stride) <= 0 or min(dilation) <= 0 or groups <= 0 or min(padding) < 0:
+        raise ValueError(f"conv2d: stride {stride}, dilation {dilation} and groups {groups} "
+                         f"must be positive and padding {padding} non-negative")
+    return stride, padding, dilation, groups
+
+
 def problem(x_shape, w_shape, stride, pad, dilation, groups):
     """The conv2d_problem fields (a tuple in PROBLEM_FIELDS' order) and the output's (H, W) for
     x_shape = (B, Cin, H, W) and w_shape = (Cout, Cin / groups, Kh, Kw) under a geometry()
     result; ValueError where F.conv2d refuses."""
     (b, c, h, wd), (o, cg, kh, kw) = x_shape, w_shape
     (sh, sw), (pt, pb, pl, pr), (dh, dw) = stride, pad, dilation
+    for name, v in (("stride", sh), ("stride", sw), ("padding", pt), ("padding", pb),
+                    ("padding", pl), ("padding", pr), ("dilation", dh), ("dilation", dw),
+                    ("groups", groups)):
+        if v >= _INT32_LIMIT:  # the descriptor's int64 would wrap, the library refuses past 2^31
+            raise ValueError(f"conv2d: {name} {v} is out of range (at most {_INT32_LIMIT - 1})")
     if c % groups or o % groups:
         raise ValueError(f"conv2d: groups = {groups} must divide the input channels ({c}) and "
                          f"the output channels ({o})")

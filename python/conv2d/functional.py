@@ -28,12 +28,14 @@ _F32 = torch.float32
 _U8 = torch.uint8
 _current_stream = torch._C._cuda_getCurrentRawStream
 _current_device = torch._C._cuda_getDevice
+_increment_version = torch.autograd.graph.increment_version
+_OUT_GRAD = ("conv2d(): functions with out=... arguments don't support automatic "
+             "differentiation, but one of the arguments requires grad")
 
 
 class _Call:
     """What every call of one signature (shapes, dtypes, devices, geometry) needs, made once."""
-    __slots__ = ("out_shape", "fields", "has_bias", "device", "index", "plan", "handle",
-                 "workspace_bytes", "kind")
+    __slots__ = ("out_shape", "fields", "has_bias", "device", "index", "plan", "run", "kind")
 
     def __init__(self, x_shape, w_shape, has_bias, device, stride, pad, dilation, groups):
         unbatched = len(x_shape) == 3
@@ -43,12 +45,19 @@ class _Call:
         self.out_shape = (o, oh, ow) if unbatched else (b, o, oh, ow)
         self.has_bias = has_bias
         self.device, self.index = device, device.index
-        self.plan = self.handle = None
-        self.workspace_bytes = 0
+        self.plan = None
+        self.run = None  # (plan handle, workspace bytes), published together once made
         # "empty": nothing to compute; "bias": no input channels, y = bias (or 0); "run".
         self.kind = "empty" if b == 0 or o == 0 else "bias" if c == 0 else "run"
 
     def make_plan(self):
+        """Makes the plan once, whichever thread asks first; returns self.run."""
+        with _plan_lock:
+            if self.run is None:
+                self._make_plan()
+        return self.run
+
+    def _make_plan(self):
         if torch.cuda.is_current_stream_capturing():
             raise RuntimeError(
                 "conv2d: the first call of a problem made its plan during CUDA graph capture; "
@@ -64,13 +73,13 @@ class _Call:
                 plan = _native.Plan(self.fields, self.has_bias, "direct")
                 warnings.warn(f"conv2d: no fast algorithm takes this problem ({e.reason}); "
                               f"running the 'direct' oracle", RuntimeWarning, stacklevel=4)
-        self.workspace_bytes = plan.workspace_bytes
-        self.handle = plan.handle
         self.plan = plan
+        self.run = (plan.handle, plan.workspace_bytes)
 
 
 _calls = {}
 _calls_lock = threading.Lock()
+_plan_lock = threading.Lock()
 _run_ex = None
 
 
@@ -95,20 +104,28 @@ def _check_tensors(x, w, bias):
 
 def _call_for(x, w, bias, stride, padding, dilation, groups, per_side):
     """The cached _Call of this signature, made (and checked as F.conv2d checks) on a miss.
-    per_side: padding is (top, bottom, left, right) and stride, dilation pairs (the op's form)."""
+    per_side: padding is (top, bottom, left, right) and stride, dilation pairs (the op's form).
+    The key holds the arguments' types as well as their values (1 == 1.0 == True), so that a
+    value F.conv2d refuses is refused on every call, not only on the first."""
     key = (x.shape, x.dtype, x.device, w.shape, w.dtype, w.device,
            None if bias is None else (bias.shape, bias.dtype, bias.device),
-           stride, padding, dilation, groups, per_side)
+           stride, padding, dilation, groups, type(stride), type(padding), type(dilation),
+           type(groups), per_side)
     try:
         return _calls[key]
-    except TypeError:  # a list among the arguments: the same call with tuples
-        t = lambda v: tuple(v) if isinstance(v, list) else v
-        return _call_for(x, w, bias, t(stride), t(padding), t(dilation), groups, per_side)
+    except TypeError:  # an unhashable argument: lists as tuples, anything else refused below
+        if any(isinstance(v, list) for v in (stride, padding, dilation)):
+            t = lambda v: tuple(v) if isinstance(v, list) else v
+            return _call_for(x, w, bias, t(stride), t(padding), t(dilation), groups, per_side)
+        _native.geometry(w.shape, stride, padding, dilation, groups)  # raises TypeError
+        raise TypeError(f"conv2d: unsupported argument types: stride {type(stride).__name__}, "
+                        f"padding {type(padding).__name__}, dilation "
+                        f"{type(dilation).__name__}, groups {type(groups).__name__}")
     except KeyError:
         pass
     _check_tensors(x, w, bias)
     if per_side:
-        geometry = tuple(stride), tuple(padding), tuple(dilation), groups
+        geometry = _native.per_side_geometry(stride, padding, dilation, groups)
     else:
         geometry = _native.geometry(w.shape, stride, padding, dilation, groups)
     call = _Call(x.shape, w.shape, bias is not None, x.device, *geometry)
@@ -123,6 +140,8 @@ def _direct(x, w, bias, stride, padding, dilation, groups, per_side, out=None):
     global _run_ex
     call = _call_for(x, w, bias, stride, padding, dilation, groups, per_side)
     if out is not None:
+        if out.requires_grad and torch.is_grad_enabled():
+            raise RuntimeError(_OUT_GRAD)
         if (out.shape != call.out_shape or out.dtype != _F32 or out.device != call.device):
             raise ValueError(f"conv2d: out must be float32 {call.out_shape} on {call.device}, "
                              f"got {out.dtype} {tuple(out.shape)} on {out.device}")
@@ -132,14 +151,15 @@ def _direct(x, w, bias, stride, padding, dilation, groups, per_side, out=None):
         y = out
     else:
         y = x.new_empty(call.out_shape)  # x is float32 on call.device (the key says so)
-    if call.handle is None:
+    run = call.run
+    if run is None:
         if call.kind != "run":
             if call.kind == "bias":
                 y.zero_()
                 if bias is not None:
                     y += bias.view(-1, 1, 1)
             return y
-        call.make_plan()
+        run = call.make_plan()
         if _run_ex is None:
             _run_ex = _native.run_function()
     # Dense memory holding the values (negative views resolved).
@@ -152,14 +172,14 @@ def _direct(x, w, bias, stride, padding, dilation, groups, per_side, out=None):
         if not bias.is_contiguous() or bias.is_neg():
             bias = bias.resolve_neg().contiguous()
         bias_ptr = bias.data_ptr()
-    nbytes = call.workspace_bytes
+    handle, nbytes = run
     # From PyTorch's caching allocator on the current stream: a call on another stream or
     # thread gets its own, and it is not reused before this call's kernels are done.
     # Held (ws) until the call is enqueued: freed earlier, its block could go to another
     # allocation on this stream whose work is enqueued before ours.
     ws = x.new_empty(nbytes, dtype=_U8) if nbytes else None
     index = call.index
-    args = (call.handle, x.data_ptr(), w.data_ptr(), bias_ptr, y.data_ptr(),
+    args = (handle, x.data_ptr(), w.data_ptr(), bias_ptr, y.data_ptr(),
             None if ws is None else ws.data_ptr(), nbytes, _current_stream(index))
     if _current_device() == index:
         rc = _run_ex(*args)
@@ -168,6 +188,8 @@ def _direct(x, w, bias, stride, padding, dilation, groups, per_side, out=None):
             rc = _run_ex(*args)
     if rc != 0:
         raise _native.Error("conv2d_plan_run_ex", rc, _native.last_error())
+    if y is out:  # written behind autograd's back: what saved it for a backward must know
+        _increment_version(out)
     return y
 
 
@@ -191,6 +213,7 @@ def _(x, weight, bias, stride, padding, dilation, groups):
                  lambda: "conv2d::conv2d takes a (B, C, H, W) input and an OIHW weight")
     torch._check(x.dtype == _F32 and weight.dtype == _F32,
                  lambda: "conv2d::conv2d takes float32 tensors")
+    _native.per_side_geometry(stride, padding, dilation, groups)
     oh = _out_size(x.shape[2], padding[0], padding[1], dilation[0], weight.shape[2], stride[0])
     ow = _out_size(x.shape[3], padding[2], padding[3], dilation[1], weight.shape[3], stride[1])
     return x.new_empty((x.shape[0], weight.shape[0], oh, ow))
@@ -225,19 +248,24 @@ conv2d_op.register_autograd(_backward, setup_context=_setup_context)
 
 _dispatch_stack = getattr(torch._C, "_len_torch_dispatch_stack", lambda: 0)
 _function_mode = getattr(torch._C, "_is_torch_function_mode_enabled", lambda: False)
-_Tensor = torch.Tensor
+_functorch_active = getattr(torch._C, "_are_functorch_transforms_active", lambda: False)
+_forward_ad = torch.autograd.forward_ad
+# Plain tensors: a Parameter is one (a converted layer's weight), a subclass is not.
+_PLAIN = (torch.Tensor, torch.nn.Parameter)
 
 
 def _needs_op(x, w, bias):
-    """Whether this call must go through the dispatcher (autograd, subclasses, modes, meta
-    tensors) or be refused there (tensors on the CPU)."""
-    if not x.is_cuda or type(x) is not _Tensor or type(w) is not _Tensor or (
-            bias is not None and type(bias) is not _Tensor):
+    """Whether this call must go through the dispatcher (autograd, forward-mode AD, functorch
+    transforms, subclasses, modes, meta tensors) or be refused there (non-tensors, tensors on
+    the CPU)."""
+    if type(x) not in _PLAIN or type(w) not in _PLAIN or (
+            bias is not None and type(bias) not in _PLAIN) or not x.is_cuda:
         return True
     if torch.is_grad_enabled() and (x.requires_grad or w.requires_grad or (
             bias is not None and bias.requires_grad)):
         return True
-    return bool(_dispatch_stack()) or _function_mode()
+    return (bool(_dispatch_stack()) or _function_mode() or _functorch_active()
+            or _forward_ad._current_level >= 0)
 
 
 def conv2d(input, weight, bias=None, stride=1, padding=0, dilation=1, groups=1, *, out=None):
@@ -255,6 +283,10 @@ def conv2d(input, weight, bias=None, stride=1, padding=0, dilation=1, groups=1, 
     if not torch.compiler.is_compiling() and not _needs_op(input, weight, bias):
         return _direct(input, weight, bias, stride, padding, dilation, groups, False, out)
     _check_tensors(input, weight, bias)
+    if out is not None and torch.is_grad_enabled() and (
+            input.requires_grad or weight.requires_grad or out.requires_grad or
+            (bias is not None and bias.requires_grad)):
+        raise RuntimeError(_OUT_GRAD)
     geometry = _native.geometry(weight.shape, stride, padding, dilation, groups)
     unbatched = input.dim() == 3
     x = input.unsqueeze(0) if unbatched else input
@@ -276,6 +308,6 @@ def plan_algorithm(input, weight, bias=None, stride=1, padding=0, dilation=1, gr
     call = _call_for(input, weight, bias, stride, padding, dilation, groups, False)
     if call.kind != "run":
         return None
-    if call.handle is None:
+    if call.run is None:
         call.make_plan()
     return call.plan.algorithm

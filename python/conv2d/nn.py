@@ -6,6 +6,8 @@ same model. Its forward runs conv2d.conv2d when the call is one the library serv
 tensors on a CUDA device) and torch.nn.Conv2d's own forward otherwise (half precision, CPU),
 so a converted model still runs everywhere the original ran.
 """
+import copy
+
 import torch
 import torch.nn.functional as F
 
@@ -26,10 +28,10 @@ class Conv2d(torch.nn.Conv2d):
             raise TypeError(f"conv2d.nn.Conv2d.from_torch takes a torch.nn.Conv2d, got "
                             f"{type(conv).__name__}")
         new = cls.__new__(cls)
-        new.__dict__.update(conv.__dict__)
-        new._parameters = dict(conv._parameters)
-        new._buffers = dict(conv._buffers)
-        new._modules = dict(conv._modules)
+        # Its own containers (parameters, buffers, hooks), holding conv's tensors and hooks: a
+        # hook registered on one does not reach the other.
+        new.__dict__.update({k: copy.copy(v) if isinstance(v, dict) else v
+                             for k, v in conv.__dict__.items()})
         return new
 
     def forward(self, input):
@@ -79,23 +81,52 @@ class _Tracer(torch.fx.Tracer):
         return isinstance(m, torch.nn.Conv2d) or super().is_leaf_module(m, qualname)
 
 
+def _foldable(model, conv_name, bn_name):
+    """Why conv -> bn cannot be folded (None when it can): folding rewrites conv's weight and
+    removes bn, which is right only if both are plain modules, each reached from one place, bn in
+    eval mode, and conv's weight is its own and not recomputed on each call."""
+    conv, bn = model.get_submodule(conv_name), model.get_submodule(bn_name)
+    if type(conv) not in (torch.nn.Conv2d, Conv2d) or type(bn) is not torch.nn.BatchNorm2d:
+        return "not a plain Conv2d followed by a plain BatchNorm2d"
+    if bn.training:
+        return "BatchNorm2d in training mode (it uses batch statistics)"
+    if not bn.track_running_stats or bn.running_mean is None:
+        return "BatchNorm2d without running statistics"
+    if conv._forward_pre_hooks or conv._forward_hooks or bn._forward_pre_hooks or bn._forward_hooks:
+        return "a forward hook on the conv or the BatchNorm (e.g. weight_norm)"
+    if torch.nn.utils.parametrize.is_parametrized(conv):
+        return "the conv's weight is parametrized"
+    names = [n for n, m in model.named_modules(remove_duplicate=False) if m is conv or m is bn]
+    if len(names) != 2:
+        return "the conv or the BatchNorm is registered in more than one place"
+    shared = [n for n, p in model.named_parameters(remove_duplicate=False)
+              if p is conv.weight or (conv.bias is not None and p is conv.bias)]
+    if len(shared) != (1 if conv.bias is None else 2):
+        return "the conv's weight or bias is shared with another module"
+    return None
+
+
 def _fold_targets(model):
-    """(conv name, bn name) for each BatchNorm2d that consumes a Conv2d's output and nothing
-    else does: found by tracing the model with torch.fx, or, where it does not trace, between
-    neighbours of an nn.Sequential."""
+    """(conv name, bn name) for each BatchNorm2d whose input is a Conv2d's output that nothing
+    else reads, each module called once: found by tracing the model with torch.fx; where it
+    does not trace, between neighbours of a plain nn.Sequential."""
     modules = dict(model.named_modules())
     pairs = []
     try:
         graph = _Tracer().trace(model)
     except Exception:  # noqa: BLE001 (any model fx cannot trace: fold what Sequentials show)
         for name, m in modules.items():
-            if isinstance(m, torch.nn.Sequential):
+            if type(m) is torch.nn.Sequential:
                 children = list(m.named_children())
                 for (a, conv), (b, bn) in zip(children, children[1:]):
                     if isinstance(conv, torch.nn.Conv2d) and isinstance(bn, torch.nn.BatchNorm2d):
                         prefix = f"{name}." if name else ""
                         pairs.append((prefix + a, prefix + b))
         return pairs
+    calls = {}
+    for node in graph.nodes:
+        if node.op == "call_module":
+            calls[node.target] = calls.get(node.target, 0) + 1
     for node in graph.nodes:
         if node.op != "call_module" or not isinstance(modules.get(node.target),
                                                       torch.nn.BatchNorm2d):
@@ -103,12 +134,10 @@ def _fold_targets(model):
         src = node.args[0] if node.args else None
         if (isinstance(src, torch.fx.Node) and src.op == "call_module"
                 and isinstance(modules.get(src.target), torch.nn.Conv2d)
-                and len(src.users) == 1):
+                and len(src.users) == 1 and calls[src.target] == 1
+                and calls[node.target] == 1):
             pairs.append((src.target, node.target))
-    # A module called from two places (shared) would fold twice: fold each once or not at all.
-    convs = [c for c, _ in pairs]
-    bns = [b for _, b in pairs]
-    return [(c, b) for c, b in pairs if convs.count(c) == 1 and bns.count(b) == 1]
+    return pairs
 
 
 @torch.no_grad()
@@ -139,8 +168,11 @@ def convert(model, *, fold_batchnorm=False):
 
     fold_batchnorm (inference only; model must be in eval mode): each BatchNorm2d that takes a
     Conv2d's output, and whose conv output nothing else reads, is folded into that conv's
-    weight and bias (computed in float64) and replaced by nn.Identity; the model's parameters
-    change, so fold a copy if the original is still needed.
+    weight and bias (computed in float64) and replaced by nn.Identity, where that is exact
+    (_foldable: plain modules called once, no hooks or parametrizations, weights not shared;
+    the report says why any other is left); the model's parameters change, so fold a copy if
+    the original is still needed. Today folding is slower on the GPU than not (docs/PERF.md,
+    round 90: the folded bias costs a pass over y).
     """
     if not isinstance(model, torch.nn.Module):
         raise TypeError(f"conv2d.convert takes a torch.nn.Module, got {type(model).__name__}")
@@ -150,10 +182,11 @@ def convert(model, *, fold_batchnorm=False):
             raise ValueError("conv2d.convert: fold_batchnorm needs the model in eval mode "
                              "(model.eval()): training-mode BatchNorm uses batch statistics")
         for conv_name, bn_name in _fold_targets(model):
-            conv, bn = model.get_submodule(conv_name), model.get_submodule(bn_name)
-            if not bn.track_running_stats or bn.running_mean is None:
-                report.left[bn_name] = "BatchNorm2d without running statistics: not folded"
+            why = _foldable(model, conv_name, bn_name)
+            if why is not None:
+                report.left[bn_name] = f"not folded into {conv_name}: {why}"
                 continue
+            conv, bn = model.get_submodule(conv_name), model.get_submodule(bn_name)
             _fold(conv, bn)
             _set_module(model, bn_name, torch.nn.Identity())
             report.folded.append(bn_name)

@@ -156,6 +156,110 @@ def test_from_torch_shares_the_parameters():
     assert torch.equal(mine(x), conv(x))  # CPU: torch's own forward
 
 
+def _max_diff_after_folding(model, x):
+    model.eval()
+    folded = copy.deepcopy(model)
+    report = conv2d.convert(folded, fold_batchnorm=True)
+    with torch.no_grad():
+        return (folded(x) - model(x)).abs().max().item(), report
+
+
+def test_folding_leaves_what_it_cannot_fold_exactly():
+    torch.manual_seed(1)
+    x = torch.randn(2, 3, 8, 8)
+
+    class ConvTwice(torch.nn.Module):  # one conv called twice, the BN after one call only
+        def __init__(self):
+            super().__init__()
+            self.conv, self.bn = torch.nn.Conv2d(3, 3, 3, padding=1), torch.nn.BatchNorm2d(3)
+
+        def forward(self, x):
+            return self.bn(self.conv(x)) + self.conv(x)
+
+    class BnTwice(ConvTwice):  # the BN also applied to another tensor
+        def forward(self, x):
+            return self.bn(self.conv(x)) + self.bn(x)
+
+    class SharedWeight(torch.nn.Module):  # two convs, one weight
+        def __init__(self):
+            super().__init__()
+            self.a, self.b = torch.nn.Conv2d(3, 3, 3, padding=1), torch.nn.Conv2d(3, 3, 3, padding=1)
+            self.b.weight = self.a.weight
+            self.bn = torch.nn.BatchNorm2d(3)
+
+        def forward(self, x):
+            return self.bn(self.a(x)) + self.b(x)
+
+    class Standardized(torch.nn.Conv2d):  # a conv with a forward of its own
+        def forward(self, x):
+            w = (self.weight - self.weight.mean()) / (self.weight.std() + 1e-5)
+            return F.conv2d(x, w, self.bias, self.stride, self.padding)
+
+    class Residual(torch.nn.Sequential):  # a Sequential with a forward of its own
+        def forward(self, x):
+            y = self[0](x)
+            return y + self[1](y)
+
+    hooked = torch.nn.Conv2d(3, 3, 3, padding=1)  # a pre-hook rescales its weight each call
+    hooked.register_forward_pre_hook(lambda m, a: m.weight.data.mul_(1.0))
+    models = [ConvTwice(), BnTwice(), SharedWeight(),
+              torch.nn.Sequential(Standardized(3, 3, 3, padding=1), torch.nn.BatchNorm2d(3)),
+              torch.nn.Sequential(
+                  torch.nn.utils.parametrizations.weight_norm(torch.nn.Conv2d(3, 3, 3, padding=1)),
+                  torch.nn.BatchNorm2d(3)),
+              torch.nn.Sequential(hooked, torch.nn.BatchNorm2d(3)),
+              Residual(torch.nn.Conv2d(3, 3, 3, padding=1), torch.nn.BatchNorm2d(3))]
+    bn_in_training = torch.nn.Sequential(torch.nn.Conv2d(3, 3, 3, padding=1),
+                                         torch.nn.BatchNorm2d(3))
+    for model in models + [bn_in_training]:
+        for m in model.modules():
+            if isinstance(m, torch.nn.BatchNorm2d):
+                m.running_mean.uniform_(-1, 1)
+                m.running_var.uniform_(0.5, 2)
+    bn_in_training.eval()
+    bn_in_training[1].train()
+    folded = copy.deepcopy(bn_in_training)
+    report = conv2d.convert(folded, fold_batchnorm=True)
+    assert not report.folded and "training" in " ".join(report.left.values()), report
+    for model in models:
+        diff, report = _max_diff_after_folding(model, x)
+        assert diff < 1e-5, (type(model).__name__, diff, report)
+
+
+def test_bad_arguments_raise_type_or_value_errors():
+    x = torch.empty(1, 4, 10, 10, device="meta")
+    w = torch.empty(6, 4, 3, 3, device="meta")
+    for kw, error in [(dict(stride=2**64 + 1, padding=2**64), ValueError),
+                      (dict(stride={1}), TypeError), (dict(stride=1.0), TypeError),
+                      (dict(groups=2.0), TypeError), (dict(padding=[1, 2, 3]), ValueError)]:
+        try:
+            conv2d.conv2d(x, w, None, **kw)
+        except error:
+            continue
+        raise AssertionError(f"{kw} did not raise {error.__name__}")
+    try:
+        conv2d.conv2d(3, w)
+    except TypeError:
+        pass
+    else:
+        raise AssertionError("a non-tensor input was accepted")
+    try:
+        torch.ops.conv2d.conv2d(x, w, None, [0, 1], [0, 0, 0, 0], [1, 1], 1)
+    except (ValueError, RuntimeError):
+        pass
+    else:
+        raise AssertionError("the op took stride 0")
+
+
+def test_from_torch_keeps_the_original_hooks_apart():
+    conv = torch.nn.Conv2d(2, 2, 1)
+    mine = conv2d.nn.Conv2d.from_torch(conv)
+    seen = []
+    mine.register_forward_hook(lambda *a: seen.append("mine"))
+    conv(torch.randn(1, 2, 3, 3))
+    assert seen == [], seen
+
+
 if __name__ == "__main__":
     tests = [(n, f) for n, f in sorted(globals().items()) if n.startswith("test_")]
     for name, f in tests:

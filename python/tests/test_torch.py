@@ -105,6 +105,32 @@ def test_a_training_step_matches_pytorch():
         assert torch.allclose(p, q, rtol=1e-4, atol=1e-5), name
 
 
+def test_out_is_refused_when_autograd_is_involved():
+    x = _rand(1, 2, 6, 6, seed=18)
+    w = _rand(3, 2, 3, 3, seed=19, requires_grad=True)
+    out = torch.full((1, 3, 4, 4), 7.0, device="cuda")
+    with pytest.raises(RuntimeError, match="out="):
+        conv2d.conv2d(x, w, out=out)
+    assert bool((out == 7.0).all())
+    with torch.no_grad():  # no graph: out= is fine, and its version moves (it was written)
+        before = out._version
+        conv2d.conv2d(x, w, out=out)
+        assert out._version > before
+
+
+def test_converted_layers_take_the_direct_path_under_no_grad(monkeypatch):
+    from conv2d import functional
+    conv = conv2d.nn.Conv2d(4, 4, 3, padding=1).cuda()  # its weight is an nn.Parameter
+    seen = []
+    op = functional.conv2d_op
+    monkeypatch.setattr(functional, "conv2d_op", lambda *a: seen.append(1) or op(*a))
+    with torch.no_grad():
+        conv(_rand(1, 4, 8, 8, seed=20))
+    assert not seen, "an nn.Parameter weight sent a no-grad call through the dispatcher"
+    conv(_rand(1, 4, 8, 8, seed=21))  # a gradient is wanted: the op
+    assert seen
+
+
 def test_compile_fullgraph_small_cnn():
     torch._dynamo.reset()
     torch.manual_seed(1)
@@ -118,9 +144,12 @@ def test_compile_fullgraph_small_cnn():
         got2 = compiled(_rand(4, 3, 32, 32, seed=10))
     assert _within_bar(got, want)
     assert got2.shape == (4, 10)
-    # No graph break and the op is in the graph.
+    # No graph break, and the op is in the graph, once per converted layer.
     explanation = torch._dynamo.explain(model)(x)
     assert explanation.graph_break_count == 0, explanation.break_reasons
+    ops = [n.target for g in explanation.graphs for n in g.graph.nodes
+           if n.op == "call_function" and "conv2d.conv2d" in str(n.target)]
+    assert len(ops) == 4, ops
 
 
 def test_cuda_graph_capture_and_replay():
@@ -159,7 +188,7 @@ def test_nn_conv2d_falls_back_where_the_library_does_not_serve():
         assert torch.equal(conv.half()(x.half()), ref.half()(x.half()))  # PyTorch's half
 
 
-def test_converted_resnet50_matches_float64():
+def test_converted_resnet50_matches_float64(monkeypatch):
     torchvision = pytest.importorskip("torchvision")
     torch.manual_seed(2)
     model = torchvision.models.resnet50().cuda().eval()
@@ -172,7 +201,11 @@ def test_converted_resnet50_matches_float64():
     report = conv2d.convert(folded, fold_batchnorm=True)
     assert len(report.folded) == 53 and len(report.left) == 53, report
     x = _rand(2, 3, 224, 224, seed=17)
+    from conv2d import functional
+    calls, direct = [], functional._direct
+    monkeypatch.setattr(functional, "_direct", lambda *a, **k: calls.append(1) or direct(*a, **k))
     with torch.no_grad():
         want = ref64(x.double())
         assert _within_bar(model(x), want)
+        assert len(calls) == 53  # every layer through the library, none through cuDNN
         assert _within_bar(folded(x), want)
