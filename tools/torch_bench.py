@@ -60,11 +60,11 @@ def step_overhead(results):
         w = torch.randn(o, c, k, k, device="cuda")
         out = torch.empty(b, o, s - k + 1, s - k + 1, device="cuda")
         conv2d.conv2d(x, w)
-        call = functional._call_for(x, w, None, 1, 0, 1, 1, False)
-        ws = torch.empty(max(call.workspace_bytes, 1), dtype=torch.uint8, device="cuda")
+        handle, nbytes = functional._call_for(x, w, None, 1, 0, 1, 1, False).run
+        ws = torch.empty(max(nbytes, 1), dtype=torch.uint8, device="cuda")
         run_ex, stream = functional._native.run_function(), torch.cuda.current_stream().cuda_stream
-        args = (call.handle, x.data_ptr(), w.data_ptr(), None, out.data_ptr(), ws.data_ptr(),
-                call.workspace_bytes, stream)
+        args = (handle, x.data_ptr(), w.data_ptr(), None, out.data_ptr(), ws.data_ptr(), nbytes,
+                stream)
         real = functional._run_ex
         entries = {
             "conv2d.conv2d": lambda: conv2d.conv2d(x, w),

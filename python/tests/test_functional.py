@@ -111,7 +111,7 @@ def test_on_a_side_stream():
 
 
 def _plans():
-    return sum(1 for c in functional._calls.values() if c.handle is not None)
+    return sum(1 for c in functional._calls.values() if c.run is not None)
 
 
 def test_plans_are_cached_per_problem():
