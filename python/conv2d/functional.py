@@ -73,6 +73,9 @@ class _Call:
                 plan = _native.Plan(self.fields, self.has_bias, "direct")
                 warnings.warn(f"conv2d: no fast algorithm takes this problem ({e.reason}); "
                               f"running the 'direct' oracle", RuntimeWarning, stacklevel=4)
+        global _run_ex
+        if _run_ex is None:  # before any plan is published: a call that sees one can run it
+            _run_ex = _native.run_function()
         self.plan = plan
         self.run = (plan.handle, plan.workspace_bytes)
 
@@ -137,7 +140,6 @@ def _direct(x, w, bias, stride, padding, dilation, groups, per_side, out=None):
     """The call itself: y (or out) = conv2d(x, w, bias) on the current stream. The hot path of
     every call outside the dispatcher: kept to attribute reads, two allocations and one ctypes
     call (docs/PERF.md, round 90, measures each)."""
-    global _run_ex
     call = _call_for(x, w, bias, stride, padding, dilation, groups, per_side)
     if out is not None:
         if out.requires_grad and torch.is_grad_enabled():
@@ -160,8 +162,6 @@ def _direct(x, w, bias, stride, padding, dilation, groups, per_side, out=None):
                     y += bias.view(-1, 1, 1)
             return y
         run = call.make_plan()
-        if _run_ex is None:
-            _run_ex = _native.run_function()
     # Dense memory holding the values (negative views resolved).
     if not x.is_contiguous() or x.is_neg():
         x = x.resolve_neg().contiguous()
