@@ -88,13 +88,7 @@ print(conv2d.__file__, conv2d.device_status(), torch.cuda.get_device_name())
 assert conv2d.device_status() == "ok"'
       step wheel_ldd 60 bash -c 'set -eo pipefail
         lib=$(env -i PATH="$PATH" python3 -c "import conv2d; print(conv2d.library_path())")
-        [ -f "$lib" ] || { echo "FAIL: no library at \"$lib\""; exit 1; }
-        r=$(env -i PATH="$PATH" ldd "$lib"); echo "$r"
-        if echo "$r" | grep "not found"; then echo "FAIL: unresolved"; exit 1; fi
-        if echo "$r" | grep "libabsl_" | grep -v "=> $(dirname "$lib")/"; then
-          echo "FAIL: Abseil from outside the package"; exit 1; fi
-        n=$(echo "$r" | grep -c "libabsl_.* => $(dirname "$lib")/"); echo "$n Abseil libraries from the package"
-        [ "$n" -gt 0 ]'
+        ./check_self_contained.sh "$lib"'
       step python_pytest 900 env -u LD_LIBRARY_PATH python3 -m pytest -q -p no:cacheprovider \
         python/tests
       step kernelbot 600 env -u LD_LIBRARY_PATH python3 kernelbot.py --seeds "${SEEDS:-5}"

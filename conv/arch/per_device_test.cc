@@ -1,4 +1,5 @@
-// PerDevice makes each device's value once, keeps devices apart, and is safe from many threads.
+// PerDevice makes each device's value once, keeps devices apart, and is safe from many threads
+// (the lock-free read of a made value included), also for ordinals past the fast table.
 #include "conv/arch/per_device.h"
 
 #include <atomic>
@@ -34,6 +35,13 @@ TEST(PerDeviceTest, ManyThreadsMakeEachValueOnce) {
   }
   for (auto& th : threads) th.join();
   EXPECT_EQ(made.load(), 4);
+}
+
+TEST(PerDeviceTest, OrdinalsPastTheFastTableWork) {
+  PerDevice<int> values;
+  EXPECT_EQ(values.Get(100, [] { return 7; }), 7);
+  EXPECT_EQ(values.Get(100, [] { return 8; }), 7);
+  EXPECT_EQ(values.Get(63, [] { return 9; }), 9);
 }
 
 }  // namespace

@@ -178,6 +178,12 @@ def geometry(w_shape, stride, padding, dilation, groups):
     return (sh, sw), pad, (dh, dw), groups
 
 
+def out_size(n, before, after, dilation, k, stride):
+    """F.conv2d's output length along one dimension (also for the op's fake implementation,
+    where n may be a symbolic size)."""
+    return (n + before + after - dilation * (k - 1) - 1) // stride + 1
+
+
 def per_side_geometry(stride, padding, dilation, groups):
     """The op's own form (stride and dilation pairs, padding (top, bottom, left, right), groups),
     checked as geometry() checks F.conv2d's: for calls of torch.ops.conv2d.conv2d itself."""
@@ -214,8 +220,7 @@ def problem(x_shape, w_shape, stride, pad, dilation, groups):
     if cg * groups != c:
         raise ValueError(f"conv2d: weight {tuple(w_shape)} with groups = {groups} expects "
                          f"{cg * groups} input channels, the input has {c}")
-    oh = (h + pt + pb - dh * (kh - 1) - 1) // sh + 1
-    ow = (wd + pl + pr - dw * (kw - 1) - 1) // sw + 1
+    oh, ow = out_size(h, pt, pb, dh, kh, sh), out_size(wd, pl, pr, dw, kw, sw)
     if oh <= 0 or ow <= 0:
         raise ValueError(f"conv2d: the kernel {kh}x{kw} (dilation {(dh, dw)}) is larger than "
                          f"the padded input {h + pt + pb}x{wd + pl + pr}: output size "

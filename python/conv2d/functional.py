@@ -203,10 +203,6 @@ def conv2d_op(x: torch.Tensor, weight: torch.Tensor, bias: Optional[torch.Tensor
     return _direct(x, weight, bias, tuple(stride), tuple(padding), tuple(dilation), groups, True)
 
 
-def _out_size(n, before, after, dilation, k, stride):
-    return (n + before + after - dilation * (k - 1) - 1) // stride + 1
-
-
 @conv2d_op.register_fake
 def _(x, weight, bias, stride, padding, dilation, groups):
     torch._check(x.dim() == 4 and weight.dim() == 4,
@@ -214,8 +210,8 @@ def _(x, weight, bias, stride, padding, dilation, groups):
     torch._check(x.dtype == _F32 and weight.dtype == _F32,
                  lambda: "conv2d::conv2d takes float32 tensors")
     _native.per_side_geometry(stride, padding, dilation, groups)
-    oh = _out_size(x.shape[2], padding[0], padding[1], dilation[0], weight.shape[2], stride[0])
-    ow = _out_size(x.shape[3], padding[2], padding[3], dilation[1], weight.shape[3], stride[1])
+    oh = _native.out_size(x.shape[2], padding[0], padding[1], dilation[0], weight.shape[2], stride[0])
+    ow = _native.out_size(x.shape[3], padding[2], padding[3], dilation[1], weight.shape[3], stride[1])
     return x.new_empty((x.shape[0], weight.shape[0], oh, ow))
 
 

@@ -119,15 +119,20 @@ def test_convert_swaps_and_reports():
                                          if n not in ("half_conv", "custom"))
 
 
-def test_fold_batchnorm_matches_the_unfolded_model():
-    torch.manual_seed(0)
-    model = SmallNet()
+def _with_bn_statistics(model):
+    """model with BatchNorm statistics and affine parameters that are not the identity."""
     for m in model.modules():
-        if isinstance(m, torch.nn.BatchNorm2d):  # statistics that are not the identity
+        if isinstance(m, torch.nn.BatchNorm2d):
             m.running_mean.uniform_(-1, 1)
             m.running_var.uniform_(0.5, 2)
             m.weight.data.uniform_(0.5, 1.5)
             m.bias.data.uniform_(-0.5, 0.5)
+    return model
+
+
+def test_fold_batchnorm_matches_the_unfolded_model():
+    torch.manual_seed(0)
+    model = _with_bn_statistics(SmallNet())
     model.eval()
     folded = copy.deepcopy(model)
     try:
@@ -212,10 +217,7 @@ def test_folding_leaves_what_it_cannot_fold_exactly():
     bn_in_training = torch.nn.Sequential(torch.nn.Conv2d(3, 3, 3, padding=1),
                                          torch.nn.BatchNorm2d(3))
     for model in models + [bn_in_training]:
-        for m in model.modules():
-            if isinstance(m, torch.nn.BatchNorm2d):
-                m.running_mean.uniform_(-1, 1)
-                m.running_var.uniform_(0.5, 2)
+        _with_bn_statistics(model)
     bn_in_training.eval()
     bn_in_training[1].train()
     folded = copy.deepcopy(bn_in_training)
