@@ -125,8 +125,8 @@ Params MakeParams(const Shape& s, int bn, int slots) {
 namespace {
 
 // The filter split into the workspace: one block per (N tile, k-tile), see SplitFilterTarget;
-// then one block per tail tile zeroes its outputs for the main kernel's atomics
-// (ForEachTailZero), which saves a separate launch. Runs on any GPU.
+// then one block per tail tile sets its outputs to the bias (zero without one) for the main
+// kernel's atomics (ForEachTailZero), which saves a separate launch. Runs on any GPU.
 template <int BN, bool kGrouped>
 __global__ void __launch_bounds__(kSplitThreads)
     SplitFilterKernel(const float* __restrict__ w, float* __restrict__ ws, const Params p,
@@ -136,7 +136,7 @@ __global__ void __launch_bounds__(kSplitThreads)
   const int split_blocks = p.n_tiles * p.k_tiles;
   if (block >= split_blocks) {
     ForEachTailZero<kGrouped>(p, BN, block - split_blocks, static_cast<int>(threadIdx.x),
-                    [&](int at) { y[at] = 0.f; });
+                    [&](int at, int n) { y[at] = p.bias != nullptr ? p.bias[n] : 0.f; });
     return;
   }
   // Every load of the thread first, then the splits and stores: the filter comes from DRAM, and
@@ -260,7 +260,9 @@ __device__ __forceinline__ void StoreQuarter(int q, float (&sum)[BN / 2], const 
     const int n = to.n0 + nl;
     if (row >= 0 && n < (kGrouped ? to.n_end : p.cout)) {
       if (!to.atomic) {
-        y[row + n * plane] = sum[r];
+        // The bias as the separate pass added it (y + bias, one rounding); a tail tile's pieces
+        // add into the bias the split kernel wrote.
+        y[row + n * plane] = p.bias != nullptr ? __fadd_rn(sum[r], __ldg(p.bias + n)) : sum[r];
       } else {
         atomicAdd(y + row + n * plane, sum[r]);  // a RED: the pieces' partial sums, any order
       }
@@ -462,52 +464,59 @@ class ImplicitGemmWgmmaRunner : public Runner {
     return static_cast<size_t>(split_bytes_) + kWorkspaceAlign;
   }
 
+  // The bias in the epilogue (StoreQuarter) and in the tail's initial values: the separate
+  // pass over y would be a third launch.
+  bool adds_bias() const override { return true; }
+
   absl::Status Run(const RunArgs& a) const override {
+    Params p = p_;
+    p.bias = a.bias;
     const uintptr_t base = reinterpret_cast<uintptr_t>(a.workspace);
     float* ws = reinterpret_cast<float*>((base + kWorkspaceAlign - 1) & ~(kWorkspaceAlign - 1));
     const unsigned split_blocks =
-        static_cast<unsigned>(p_.n_tiles * p_.k_tiles + TailZeroBlocks(p_));
-    const bool vec_a = CanVectorizeA(p_, reinterpret_cast<uintptr_t>(a.x));
+        static_cast<unsigned>(p.n_tiles * p.k_tiles + TailZeroBlocks(p));
+    const bool vec_a = CanVectorizeA(p, reinterpret_cast<uintptr_t>(a.x));
     // Persistent CTAs, at most as many as fit on the GPU at once (UnitWalk).
-    const dim3 grid(static_cast<unsigned>(p_.grid));
+    const dim3 grid(static_cast<unsigned>(p.grid));
     switch (bn_) {
-      case 128: return Launch<128>(split_blocks, vec_a, grid, a, ws);
-      case 64: return Launch<64>(split_blocks, vec_a, grid, a, ws);
-      case 32: return Launch<32>(split_blocks, vec_a, grid, a, ws);
+      case 128: return Launch<128>(p, split_blocks, vec_a, grid, a, ws);
+      case 64: return Launch<64>(p, split_blocks, vec_a, grid, a, ws);
+      case 32: return Launch<32>(p, split_blocks, vec_a, grid, a, ws);
     }
     return absl::InternalError(absl::StrCat("implicit_gemm_wgmma: no kernel for BN = ", bn_));
   }
 
  private:
   template <int BN>
-  absl::Status Launch(unsigned split_blocks, bool vec_a, dim3 grid, const RunArgs& a,
-                      float* ws) const {
-    if (p_.groups > 1) {
-      SplitFilterKernel<BN, true><<<split_blocks, kSplitThreads, 0, a.stream>>>(a.w, ws, p_, a.y);
+  static absl::Status Launch(const Params& p, unsigned split_blocks, bool vec_a, dim3 grid,
+                             const RunArgs& a, float* ws) {
+    if (p.groups > 1) {
+      SplitFilterKernel<BN, true><<<split_blocks, kSplitThreads, 0, a.stream>>>(a.w, ws, p, a.y);
     } else {
-      SplitFilterKernel<BN, false><<<split_blocks, kSplitThreads, 0, a.stream>>>(a.w, ws, p_, a.y);
+      SplitFilterKernel<BN, false><<<split_blocks, kSplitThreads, 0, a.stream>>>(a.w, ws, p, a.y);
     }
     RETURN_IF_ERROR(LaunchStatus("implicit_gemm_wgmma filter split"));
-    return Gemm<BN>(vec_a, grid, a, ws);
+    return Gemm<BN>(p, vec_a, grid, a, ws);
   }
 
   // The main kernel, started while the split kernel's last blocks still run (pdl.cuh).
   template <int BN>
-  absl::Status Gemm(bool vec_a, dim3 grid, const RunArgs& a, const float* ws) const {
+  static absl::Status Gemm(const Params& p, bool vec_a, dim3 grid, const RunArgs& a,
+                           const float* ws) {
     // The tail's walk only in the kernels that have a tail to walk: its state costs registers
     // (round 45: the 1x1 shape 12% slower with it compiled in).
     // Grouped shapes: the geometry gather, whose window origins any geometry takes (MakeParams).
     auto* kernel =
-        p_.groups > 1 ? (p_.tail_ctas > 0 ? &ImplicitGemmWgmmaKernel<BN, false, true, true, true>
-                                          : &ImplicitGemmWgmmaKernel<BN, false, false, true, true>)
-        : p_.geometry ? (p_.tail_ctas > 0 ? &ImplicitGemmWgmmaKernel<BN, false, true, true>
+        p.groups > 1 ? (p.tail_ctas > 0 ? &ImplicitGemmWgmmaKernel<BN, false, true, true, true>
+                                        : &ImplicitGemmWgmmaKernel<BN, false, false, true, true>)
+        : p.geometry ? (p.tail_ctas > 0 ? &ImplicitGemmWgmmaKernel<BN, false, true, true>
                                         : &ImplicitGemmWgmmaKernel<BN, false, false, true>)
-        : p_.tail_ctas > 0 ? (vec_a ? &ImplicitGemmWgmmaKernel<BN, true, true, false>
-                                    : &ImplicitGemmWgmmaKernel<BN, false, true, false>)
-                           : (vec_a ? &ImplicitGemmWgmmaKernel<BN, true, false, false>
-                                    : &ImplicitGemmWgmmaKernel<BN, false, false, false>);
+        : p.tail_ctas > 0 ? (vec_a ? &ImplicitGemmWgmmaKernel<BN, true, true, false>
+                                   : &ImplicitGemmWgmmaKernel<BN, false, true, false>)
+                          : (vec_a ? &ImplicitGemmWgmmaKernel<BN, true, false, false>
+                                   : &ImplicitGemmWgmmaKernel<BN, false, false, false>);
     return CudaStatus(LaunchPdl(/*pdl=*/true, kernel, grid, kThreads, Config<BN>::kSmemBytes,
-                                a.stream, a.x, ws, a.y, p_),
+                                a.stream, a.x, ws, a.y, p),
                       "implicit_gemm_wgmma kernel launch");
   }
 

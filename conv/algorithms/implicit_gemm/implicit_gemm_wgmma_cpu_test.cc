@@ -322,7 +322,8 @@ void CheckShape(const Shape& s, uint64_t seed, int slots = 3, std::optional<bool
   std::vector<int> zeroed(s.output_elements(), 0);
   for (int z = 0; z < TailZeroBlocks(p); ++z) {
     for (int t = 0; t < kSplitThreads; ++t) {
-      auto zero = [&](int at) {
+      auto zero = [&](int at, int n) {
+        ASSERT_EQ(at / (s.out_h() * s.out_w()) % s.out_channels, n) << "the channel of " << at;
         ASSERT_TRUE(at >= 0 && at < s.output_elements());
         ASSERT_EQ(zeroed[at]++, 0) << "zeroed twice";
         y[at] = 0.0;

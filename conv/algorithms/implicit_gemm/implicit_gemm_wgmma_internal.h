@@ -177,6 +177,9 @@ struct Params {
   int cout_g = 0;     // output channels per group
   int n_tiles_g = 0;  // ceil(cout_g / BN)
   int cin_g_hw = 0;   // (cin / groups)*h*w: x's offset from one group's channels to the next
+  // The call's bias [cout] or null, set per call by the runner (the plan's Params hold null):
+  // the epilogue adds it to a whole tile's sums; a tail tile starts from it instead of zero.
+  const float* bias = nullptr;
 };
 
 // The output channels [n0, n_end) of N tile nt and the x offset x0 of its group's first input
@@ -399,7 +402,7 @@ CONV2D_HOST_DEVICE_INLINE void AccCoord(int wg, int warp, int lane, int reg, int
 // over all tail outputs, two 64-bit divisions per element, ran by the split's few blocks, took
 // 10-12 us on the cnn suite's BN = 128 shapes, more than the split itself; round 52.)
 CONV2D_HOST_DEVICE_INLINE int TailZeroBlocks(const Params& p) { return p.tiles - p.dp_tiles; }
-// Calls f(y offset) for each output that thread t of zero block z zeroes: pixel row t % kBM of
+// Calls f(y offset, channel) for each output that thread t of zero block z zeroes: pixel row t % kBM of
 // tail tile dp_tiles + z, every (kSplitThreads / kBM)-th of its channels from t / kBM. The
 // threads of a warp write consecutive pixels of one channel (coalesced); rows past M and
 // channels past Cout are skipped.
@@ -412,7 +415,7 @@ CONV2D_HOST_DEVICE_INLINE void ForEachTailZero(const Params& p, int bn, int z, i
   const int m = m_tile * kBM + t % kBM;
   if (m >= p.m) return;
   const int base = YRowBase(p, m);
-  for (int n = nt.n0 + t / kBM; n < nt.n_end; n += kSplitThreads / kBM) f(base + n * p.p);
+  for (int n = nt.n0 + t / kBM; n < nt.n_end; n += kSplitThreads / kBM) f(base + n * p.p, n);
 }
 
 // ---- The im2col gather of one copy thread (x offset of A[m][k] = mbase(m) + kofs(k)); t is the

@@ -9,6 +9,7 @@
 // Initialize's FailedPrecondition (not sm_90).
 #include <cuda_runtime_api.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <string>
 #include <vector>
@@ -51,6 +52,17 @@ TEST_P(ImplicitGemmWgmmaTest, MatchesFp64Reference) {
 
 INSTANTIATE_TEST_SUITE_P(Shapes, ImplicitGemmWgmmaTest, ::testing::ValuesIn(Cases()),
                          [](const auto& info) { return info.param.shape.ToString(); });
+
+// The bias, which the kernels add themselves (the epilogue's stores; a stream-K tail's tiles start
+// from it): every shape above with a bias, so that both epilogues (the edge shapes with 8 or more
+// k-tiles take a tail) and every gather path add it.
+TEST(ImplicitGemmWgmmaGpuTest, BiasMatchesFp64Reference) {
+  for (const Case& c : Cases()) {
+    Shape biased = c.shape;
+    biased.has_bias = true;
+    ExpectMatchesReference(biased, kAlgorithm, std::min<int64_t>(c.max_positions, 1 << 14));
+  }
+}
 
 // Padding, stride and dilation (the geometry gather), ResNet-50's forms at reduced batch among
 // them, at every output.
