@@ -110,8 +110,9 @@ def _call_for(x, w, bias, stride, padding, dilation, groups, per_side):
     per_side: padding is (top, bottom, left, right) and stride, dilation pairs (the op's form).
     The key holds the arguments' types as well as their values (1 == 1.0 == True), so that a
     value F.conv2d refuses is refused on every call, not only on the first."""
-    key = (x.shape, x.dtype, x.device, w.shape, w.dtype, w.device,
-           None if bias is None else (bias.shape, bias.dtype, bias.device),
+    # Devices as ordinals (get_device(): -1 off the GPU), cheaper than torch.device objects.
+    key = (x.shape, x.dtype, x.get_device(), w.shape, w.dtype, w.get_device(),
+           None if bias is None else (bias.shape, bias.dtype, bias.get_device()),
            stride, padding, dilation, groups, type(stride), type(padding), type(dilation),
            type(groups), per_side)
     try:
@@ -144,7 +145,8 @@ def _direct(x, w, bias, stride, padding, dilation, groups, per_side, out=None):
     if out is not None:
         if out.requires_grad and torch.is_grad_enabled():
             raise RuntimeError(_OUT_GRAD)
-        if (out.shape != call.out_shape or out.dtype != _F32 or out.device != call.device):
+        if (out.shape != call.out_shape or out.dtype != _F32 or
+                out.get_device() != call.index):
             raise ValueError(f"conv2d: out must be float32 {call.out_shape} on {call.device}, "
                              f"got {out.dtype} {tuple(out.shape)} on {out.device}")
         if not out.is_contiguous() or out.is_neg():
