@@ -2,7 +2,7 @@
 // (the GPU work is a few microseconds, so the host's enqueue cost is what a user waits on), and
 // the pointer checks Run makes (ValidateRunArgs, ValidateNoOverlap, ValidateDeviceAccess) alone.
 // Needs a GPU.
-//   host_overhead [--calls=N] [--algorithm=NAME]
+//   host_overhead [--calls=N] [--algorithm=NAME]   (NAME: the library's or the lab's)
 #include <cuda_runtime_api.h>
 
 #include <chrono>
@@ -12,6 +12,7 @@
 #include "absl/flags/parse.h"
 #include "conv/conv.h"
 #include "conv/core/device_buffer.h"
+#include "tools/lab/lab.h"
 
 ABSL_FLAG(int, calls, 20000, "calls timed per measurement");
 ABSL_FLAG(std::string, algorithm, "auto", "the algorithm of the plan whose Run is timed");
@@ -29,6 +30,11 @@ double MicrosPerCall(int calls, F&& f) {
 }
 
 int Main() {
+  // The lab's forced variants too (e.g. implicit_gemm_wgmma_split_kernel / _split_in_kernel).
+  if (absl::Status lab = RegisterLabAlgorithms(); !lab.ok()) {
+    std::fprintf(stderr, "%s\n", lab.ToString().c_str());
+    return 1;
+  }
   const int calls = absl::GetFlag(FLAGS_calls);
   const Shape s{1, 8, 8, 16, 16, 3, 3};
   absl::StatusOr<Plan> plan = Plan::Create(s, absl::GetFlag(FLAGS_algorithm));

@@ -57,6 +57,12 @@ __device__ __forceinline__ void MbarArriveExpectTx(uint32_t bar, uint32_t bytes)
 __device__ __forceinline__ void CpAsyncArriveOnMbar(uint32_t bar) {
   asm volatile("cp.async.mbarrier.arrive.noinc.shared::cta.b64 [%0];\n" ::"r"(bar) : "memory");
 }
+// After a thread's ordinary stores to shared memory that wgmma will read (through the async
+// proxy): orders them before its later accesses in that proxy's view; then an mbarrier arrival
+// (release) hands them to the consumers.
+__device__ __forceinline__ void FenceProxyAsyncShared() {
+  asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory");
+}
 // One bulk copy (the copy engine, async proxy) of `bytes` (a multiple of 16; both addresses
 // 16-byte aligned) from global `src` to shared `dst`, completing `bytes` transactions on `bar`.
 __device__ __forceinline__ void BulkCopyToShared(uint32_t dst, const void* src, uint32_t bytes,

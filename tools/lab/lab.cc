@@ -1,6 +1,7 @@
 #include "tools/lab/lab.h"
 
 #include "conv/algorithms/depthwise/depthwise.h"
+#include "conv/algorithms/implicit_gemm/implicit_gemm_wgmma.h"
 #include "tools/lab/fft_tiled.h"
 
 namespace conv2d {
@@ -11,6 +12,8 @@ const std::vector<AlgorithmFactory>& LabAlgorithms() {
       &MakeFftTiled3xTf32,
       [] { return depthwise_internal::MakeDepthwiseForced(/*staged=*/true); },
       [] { return depthwise_internal::MakeDepthwiseForced(/*staged=*/false); },
+      [] { return MakeImplicitGemmWgmmaForced(/*split_in_kernel=*/false); },
+      [] { return MakeImplicitGemmWgmmaForced(/*split_in_kernel=*/true); },
   };
   return *factories;
 }

@@ -182,6 +182,45 @@ __global__ void __launch_bounds__(kSplitThreads)
 
 #if CONV2D_HAS_WGMMA
 
+// kSplitB (tiny problems: no split kernel, no workspace, one launch): the copy warpgroup splits
+// the filter's (hi, lo) tile of k-tile kt of N tile nt itself, from w straight into the slot at
+// sb, in the layout the bulk copy would have delivered (SplitFilterTarget's element mapping, less
+// the tile's workspace offset). Ungrouped shapes only. Loads in batches, each batch's loads
+// before its stores (the split kernel's reason: one memory latency a batch, not one a value).
+template <int BN>
+__device__ __forceinline__ void SplitTileToShared(const float* __restrict__ w, const Params& p,
+                                                  int nt, int kt, uint32_t sb, int t) {
+  constexpr int kPerThread = BN * kBK / kCopyThreads;  // 8, 16 or 32
+  constexpr int kBatch = 4;
+  static_assert(kPerThread % kBatch == 0, "whole batches");
+  const int block = nt * p.k_tiles + kt;
+  const int64_t tile_at = WorkspaceTile(BN, p.k_tiles, nt, kt, 0);
+#pragma unroll 1
+  for (int j0 = 0; j0 < kPerThread; j0 += kBatch) {
+    float v[kBatch];
+    uint32_t at[kBatch];
+#pragma unroll
+    for (int j = 0; j < kBatch; ++j) {
+      int n, n_end, k;
+      int64_t hi_at;
+      SplitFilterTarget<false>(p, BN, block, t + (j0 + j) * kCopyThreads, &n, &n_end, &k, &hi_at);
+      at[j] = sb + 4 * static_cast<uint32_t>(hi_at - tile_at);
+      v[j] = 0.f;
+      if (n < n_end && k < p.k) {
+        asm volatile("ld.global.f32 %0, [%1];\n" : "=f"(v[j]) : "l"(w + int64_t{n} * p.k + k));
+      }
+    }
+#pragma unroll
+    for (int j = 0; j < kBatch; ++j) {
+      uint32_t hi, lo;
+      SplitTf32(v[j], hi, lo);
+      asm volatile("st.shared.b32 [%0], %1;\n" ::"r"(at[j]), "r"(hi) : "memory");
+      asm volatile("st.shared.b32 [%0], %1;\n" ::"r"(at[j] + Config<BN>::kBTileBytes), "r"(lo)
+                   : "memory");
+    }
+  }
+}
+
 // The copy warpgroup: the CTA's stages in order, over all its work units (stage g: the g-th
 // k-tile of the walk), into slot g % kStages as soon as the slot is empty. Nothing here waits for
 // a copy to land: the stage's "full" completes by itself once both halves have landed, the
@@ -191,8 +230,8 @@ __global__ void __launch_bounds__(kSplitThreads)
 // the async proxy, which is the one wgmma reads through (no proxy fence); the consumers read x
 // with ordinary loads. The stream does not stop at a unit's end: the next unit's first stages
 // are fetched while the consumers finish the current one. t: the thread's index in the group.
-template <int BN, bool kVecA, bool kTail, bool kGeometry, bool kGrouped>
-__device__ __forceinline__ void CopyStages(const float* __restrict__ x, const float* __restrict__ ws,
+template <int BN, bool kVecA, bool kTail, bool kGeometry, bool kGrouped, bool kSplitB>
+__device__ __forceinline__ void CopyStages(const float* __restrict__ x, const float* __restrict__ b,
                                            const Params& p, uint32_t smem_base, uint32_t full,
                                            uint32_t empty, int t) {
   using C = Config<BN>;
@@ -205,7 +244,7 @@ __device__ __forceinline__ void CopyStages(const float* __restrict__ x, const fl
     a_gather.Init(p, wu.m_tile * kBM, t);
     // The unit's group's input channels.
     const float* xg = kGrouped ? x + NTileOf<true>(p, BN, wu.n_tile).x0 : x;
-    const float* b_src = ws + WorkspaceTile(BN, p.k_tiles, wu.n_tile, 0, 0);
+    const float* b_src = kSplitB ? b : b + WorkspaceTile(BN, p.k_tiles, wu.n_tile, 0, 0);
     for (int i = 0; i < wu.stages; ++i, ++g, ring.Next()) {
       const int slot = ring.slot;
       if (g >= C::kStages) MbarWait(empty + 8 * slot, ring.parity ^ 1);
@@ -213,7 +252,7 @@ __device__ __forceinline__ void CopyStages(const float* __restrict__ x, const fl
       const int kt = wu.kt_begin + i;
       const uint32_t sb = smem_base + slot * C::kStageBytes;
       const uint32_t bar = full + 8 * slot;
-      if (t == 0) {
+      if (!kSplitB && t == 0) {
         MbarArriveExpectTx(bar, 2 * C::kBTileBytes);
         BulkCopyToShared(sb, b_src + int64_t{kt} * 2 * C::kBTileFloats, 2 * C::kBTileBytes, bar);
       }
@@ -224,6 +263,13 @@ __device__ __forceinline__ void CopyStages(const float* __restrict__ x, const fl
         CpAsync<kVecA ? 16 : 4>(sa + 4 * s, xg + static_cast<uint32_t>(gx), valid);
       });
       CpAsyncArriveOnMbar(bar);
+      if (kSplitB) {
+        // While the gathers fly: the filter tile, split here, then its own arrival (release),
+        // after the fence that shows the ordinary stores to wgmma's proxy.
+        SplitTileToShared<BN>(b_src, p, wu.n_tile, kt, sb, t);
+        FenceProxyAsyncShared();
+        MbarArrive(bar);
+      }
     }
   }
   // The group may exit with copies in flight: the consumers wait for every stage's "full",
@@ -274,14 +320,17 @@ __device__ __forceinline__ void StoreQuarter(int q, float (&sum)[BN / 2], const 
 #endif  // CONV2D_HAS_WGMMA
 
 // One persistent CTA: its work units (UnitWalk), each a kBM x BN tile of the GEMM over its
-// k-tiles (all of K, or a tail piece). ws: the split filter of this call. kGeometry: padding,
-// stride or dilation (AGather's geometry gather).
-template <int BN, bool kVecA, bool kTail, bool kGeometry, bool kGrouped = false>
+// k-tiles (all of K, or a tail piece). b: the split filter of this call (the split kernel's
+// workspace), or with kSplitB the filter w itself. kGeometry: padding, stride or dilation
+// (AGather's geometry gather).
+template <int BN, bool kVecA, bool kTail, bool kGeometry, bool kGrouped = false,
+          bool kSplitB = false>
 __global__ void __launch_bounds__(kThreads, Config<BN>::kMinBlocks)
-    ImplicitGemmWgmmaKernel(const float* __restrict__ x, const float* __restrict__ ws,
+    ImplicitGemmWgmmaKernel(const float* __restrict__ x, const float* __restrict__ b,
                             float* __restrict__ y, const Params p) {
 #if CONV2D_HAS_WGMMA
   static_assert(!kGrouped || (kGeometry && !kVecA), "grouped kernels use the geometry gather");
+  static_assert(!kSplitB || (!kGrouped && !kTail), "the in-kernel split: whole tiles, no groups");
   using C = Config<BN>;
   extern __shared__ unsigned char smem_raw[];
   // Stages start 1024-byte aligned (the swizzle is a function of address bits 4-9).
@@ -295,18 +344,18 @@ __global__ void __launch_bounds__(kThreads, Config<BN>::kMinBlocks)
   if (tid == 0) {
 #pragma unroll
     for (int s = 0; s < C::kStages; ++s) {
-      MbarInit(full + 8 * s, kFullArrivals);
+      MbarInit(full + 8 * s, kSplitB ? kSplitBFullArrivals : kFullArrivals);
       MbarInit(empty + 8 * s, kConsumerThreads);
     }
     FenceMbarInit();  // the bulk copies complete "full" through the async proxy
   }
   __syncthreads();  // the barriers are initialised before anyone uses them
-  PdlWait();  // the split filter and the zeroed y come from SplitFilterKernel
+  PdlWait();  // the split filter and the zeroed y come from SplitFilterKernel (not kSplitB)
 
   if (tid >= kConsumerThreads) {
     GiveRegisters<C::kCopyRegs>();
-    CopyStages<BN, kVecA, kTail, kGeometry, kGrouped>(x, ws, p, smem_base, full, empty,
-                                            tid - kConsumerThreads);
+    CopyStages<BN, kVecA, kTail, kGeometry, kGrouped, kSplitB>(x, b, p, smem_base, full, empty,
+                                                              tid - kConsumerThreads);
     return;
   }
   TakeRegisters<C::kConsumerRegs>();
@@ -428,9 +477,10 @@ constexpr size_t kWorkspaceAlign = 256;
 
 // Lets the kernel have its dynamic shared memory, and asks for the whole shared/L1 split as
 // shared memory so that BN = 32 and 64 get their two CTAs per SM.
-template <int BN, bool kVecA, bool kTail, bool kGeometry = false, bool kGrouped = false>
+template <int BN, bool kVecA, bool kTail, bool kGeometry = false, bool kGrouped = false,
+          bool kSplitB = false>
 absl::Status EnableSmem() {
-  auto* kernel = &ImplicitGemmWgmmaKernel<BN, kVecA, kTail, kGeometry, kGrouped>;
+  auto* kernel = &ImplicitGemmWgmmaKernel<BN, kVecA, kTail, kGeometry, kGrouped, kSplitB>;
   RETURN_IF_ERROR(CudaStatus(cudaFuncSetAttribute(kernel,
                                                   cudaFuncAttributeMaxDynamicSharedMemorySize,
                                                   Config<BN>::kSmemBytes),
@@ -450,7 +500,10 @@ absl::Status EnableSmemAll() {
   RETURN_IF_ERROR((EnableSmem<BN, false, false, true>()));
   RETURN_IF_ERROR((EnableSmem<BN, false, true, true>()));
   RETURN_IF_ERROR((EnableSmem<BN, false, false, true, true>()));
-  return EnableSmem<BN, false, true, true, true>();
+  RETURN_IF_ERROR((EnableSmem<BN, false, true, true, true>()));
+  RETURN_IF_ERROR((EnableSmem<BN, true, false, false, false, true>()));
+  RETURN_IF_ERROR((EnableSmem<BN, false, false, false, false, true>()));
+  return EnableSmem<BN, false, false, true, false, true>();
 }
 
 // The schedule of a shape on a device with `sms` multiprocessors.
@@ -458,10 +511,10 @@ Params ParamsFor(const Shape& s, int bn, int sms) { return MakeParams(s, bn, sms
 
 class ImplicitGemmWgmmaRunner : public Runner {
  public:
-  ImplicitGemmWgmmaRunner(int bn, const Params& p, int64_t split_bytes)
-      : bn_(bn), p_(p), split_bytes_(split_bytes) {}
+  ImplicitGemmWgmmaRunner(int bn, const Params& p, int64_t split_bytes, bool split_b)
+      : bn_(bn), p_(p), split_bytes_(split_bytes), split_b_(split_b) {}
   size_t workspace_bytes() const override {
-    return static_cast<size_t>(split_bytes_) + kWorkspaceAlign;
+    return split_b_ ? 0 : static_cast<size_t>(split_bytes_) + kWorkspaceAlign;
   }
 
   // The bias in the epilogue (StoreQuarter) and in the tail's initial values: the separate
@@ -478,6 +531,13 @@ class ImplicitGemmWgmmaRunner : public Runner {
     const bool vec_a = CanVectorizeA(p, reinterpret_cast<uintptr_t>(a.x));
     // Persistent CTAs, at most as many as fit on the GPU at once (UnitWalk).
     const dim3 grid(static_cast<unsigned>(p.grid));
+    if (split_b_) {
+      switch (bn_) {
+        case 128: return GemmSplitB<128>(p, vec_a, grid, a);
+        case 64: return GemmSplitB<64>(p, vec_a, grid, a);
+        case 32: return GemmSplitB<32>(p, vec_a, grid, a);
+      }
+    }
     switch (bn_) {
       case 128: return Launch<128>(p, split_blocks, vec_a, grid, a, ws);
       case 64: return Launch<64>(p, split_blocks, vec_a, grid, a, ws);
@@ -520,10 +580,26 @@ class ImplicitGemmWgmmaRunner : public Runner {
                       "implicit_gemm_wgmma kernel launch");
   }
 
+  // The one launch of the in-kernel split (kSplitB): whole tiles, ungrouped (Choose). Without
+  // PDL: nothing of this call runs before it, and it must not overlap the caller's kernels.
+  template <int BN>
+  static absl::Status GemmSplitB(const Params& p, bool vec_a, dim3 grid, const RunArgs& a) {
+    auto* kernel = p.geometry ? &ImplicitGemmWgmmaKernel<BN, false, false, true, false, true>
+                   : vec_a    ? &ImplicitGemmWgmmaKernel<BN, true, false, false, false, true>
+                              : &ImplicitGemmWgmmaKernel<BN, false, false, false, false, true>;
+    return CudaStatus(LaunchPdl(/*pdl=*/false, kernel, grid, kThreads, Config<BN>::kSmemBytes,
+                                a.stream, a.x, a.w, a.y, p),
+                      "implicit_gemm_wgmma kernel launch (in-kernel split)");
+  }
+
   int bn_;
   Params p_;
   int64_t split_bytes_;
+  bool split_b_;
 };
+
+// Where the filter is split: by the rule (kSplitBMaxMTiles), or forced for measurement.
+enum class SplitPath { kByRule, kSplitKernel, kInKernel };
 
 // What the proposal carries: the tile width, the kernel's parameters (the schedule over the
 // device's SMs included) and the split filter's workspace.
@@ -531,13 +607,24 @@ struct WgmmaConfig {
   int bn = 0;
   Params params;
   int64_t split_bytes = 0;
+  bool split_b = false;  // the filter split inside the main kernel (kSplitB): one launch
 };
 
 class ImplicitGemmWgmma : public AlgorithmWithConfig<WgmmaConfig> {
  public:
-  std::string name() const override { return "implicit_gemm_wgmma"; }
-  // Fitted by tools/fit_auto.py (docs/data/round45_fit_*.json).
-  double calibration() const override { return 0.810; }
+  explicit ImplicitGemmWgmma(SplitPath path) : path_(path) {}
+  std::string name() const override {
+    switch (path_) {
+      case SplitPath::kSplitKernel: return "implicit_gemm_wgmma_split_kernel";
+      case SplitPath::kInKernel: return "implicit_gemm_wgmma_split_in_kernel";
+      default: return "implicit_gemm_wgmma";
+    }
+  }
+  // Fitted by tools/fit_auto.py (docs/data/round45_fit_*.json). The forced paths (measurement
+  // only) are never ranked: auto must choose the same with the lab registered.
+  double calibration() const override {
+    return path_ == SplitPath::kByRule ? 0.810 : std::numeric_limits<double>::infinity();
+  }
   // Padding, stride and dilation in the gather's address arithmetic (AGather's kGeometry);
   // groups as a grouped GEMM (each N tile within one group: NTileOf).
   Geometry geometry() const override { return Geometry{true, true, true, true}; }
@@ -596,12 +683,28 @@ class ImplicitGemmWgmma : public AlgorithmWithConfig<WgmmaConfig> {
           "allows ", device.shared_memory_per_block_optin));
     }
     c.params = ParamsFor(s, c.bn, sms);
+    // The in-kernel split where it is possible (whole tiles, no groups) and the filter is split
+    // again by few M tiles (each splits its own copy): a tiny problem's one launch.
+    const bool split_b_possible = !s.grouped() && c.params.tail_ctas == 0;
+    switch (path_) {
+      case SplitPath::kByRule:
+        c.split_b = split_b_possible && c.params.m_tiles <= kSplitBMaxMTiles;
+        break;
+      case SplitPath::kSplitKernel: c.split_b = false; break;
+      case SplitPath::kInKernel:
+        if (!split_b_possible) {
+          return absl::UnimplementedError(
+              "implicit_gemm_wgmma_split_in_kernel: grouped, or the schedule has a stream-K tail");
+        }
+        c.split_b = true;
+        break;
+    }
     const int64_t tiles = NumTiles(s, c.bn);
     const int k_tiles = static_cast<int>((k + kBK - 1) / kBK);
     const Schedule sched = ChooseSchedule(tiles, k_tiles, sms * CtasPerSm(c.bn), TailMargin(c.bn));
     const double ktile_seconds = 3.0 * 2.0 * kBM * c.bn * kBK / (300e12 / sms / CtasPerSm(c.bn));
     const double tail_outputs = static_cast<double>(tiles - sched.dp_tiles) * kBM * c.bn;
-    const double bytes = s.min_bytes() + 1.5 * static_cast<double>(c.split_bytes) +
+    const double bytes = s.min_bytes() + (c.split_b ? 0.0 : 1.5 * static_cast<double>(c.split_bytes)) +
                          4.0 * tail_outputs;
     // With the whole reduction in one k-tile (Cin*Kh*Kw <= kBK: 1x1 layers of 16-32 channels)
     // every CTA streams its pixels in and its outputs out, and the CTAs on an SM overlap one's
@@ -609,7 +712,9 @@ class ImplicitGemmWgmma : public AlgorithmWithConfig<WgmmaConfig> {
     // 87: 0.031 / 0.070 / 0.040 ms measured on the nets suite's three such layers against a
     // summed model of 0.059 / 0.168 / 0.080, which ranked it behind a 4-28x slower pick).
     const double compute = sched.cost * ktile_seconds, memory = bytes / 3e12;
-    *seconds = (k_tiles == 1 ? std::max(compute, memory) : compute + memory) + 8e-6;
+    // Launches: 8 us for two, 4 us for the in-kernel split's one.
+    *seconds = (k_tiles == 1 ? std::max(compute, memory) : compute + memory) +
+               (c.split_b ? 4e-6 : 8e-6);
     return c;
   }
 
@@ -622,15 +727,26 @@ class ImplicitGemmWgmma : public AlgorithmWithConfig<WgmmaConfig> {
       default:
         return absl::InternalError(absl::StrCat("implicit_gemm_wgmma: no kernel for BN = ", c.bn));
     }
-    return std::unique_ptr<Runner>(new ImplicitGemmWgmmaRunner(c.bn, c.params, c.split_bytes));
+    return std::unique_ptr<Runner>(
+        new ImplicitGemmWgmmaRunner(c.bn, c.params, c.split_bytes, c.split_b));
   }
+
+ private:
+  SplitPath path_;
 };
 
 }  // namespace
 }  // namespace implicit_gemm_wgmma_internal
 
 std::unique_ptr<Algorithm> MakeImplicitGemmWgmma() {
-  return std::make_unique<implicit_gemm_wgmma_internal::ImplicitGemmWgmma>();
+  return std::make_unique<implicit_gemm_wgmma_internal::ImplicitGemmWgmma>(
+      implicit_gemm_wgmma_internal::SplitPath::kByRule);
+}
+
+std::unique_ptr<Algorithm> MakeImplicitGemmWgmmaForced(bool split_in_kernel) {
+  return std::make_unique<implicit_gemm_wgmma_internal::ImplicitGemmWgmma>(
+      split_in_kernel ? implicit_gemm_wgmma_internal::SplitPath::kInKernel
+                      : implicit_gemm_wgmma_internal::SplitPath::kSplitKernel);
 }
 
 }  // namespace conv2d

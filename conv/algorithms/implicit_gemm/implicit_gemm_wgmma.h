@@ -13,6 +13,12 @@
 namespace conv2d {
 
 std::unique_ptr<Algorithm> MakeImplicitGemmWgmma();
+// "implicit_gemm_wgmma_split_kernel" (the filter split by its own kernel into the workspace, then
+// the main kernel) and "implicit_gemm_wgmma_split_in_kernel" (one launch: the main kernel's copy
+// warpgroup splits each filter tile into shared memory; whole-tile schedules without groups
+// only): the two paths forced, so that both can be timed and tested on one shape. Measurement
+// only: registered by tools/lab, never ranked by auto.
+std::unique_ptr<Algorithm> MakeImplicitGemmWgmmaForced(bool split_in_kernel);
 
 }  // namespace conv2d
 

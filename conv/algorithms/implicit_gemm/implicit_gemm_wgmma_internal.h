@@ -121,6 +121,13 @@ inline int CtasPerSm(int bn) {
 // RingCursor (checked against them in the CPU test). Use u = i / kStages of a slot waits for phase u of
 // full (parity u & 1); the copies of use u >= 1 wait for phase u - 1 of empty.
 constexpr int kFullArrivals = kCopyThreads + 1;
+// The kernels that split the filter tile themselves (kSplitB) have no bulk copy: every copy
+// thread arrives twice a phase, once by cp.async (its gathers) and once after its filter stores
+// and the proxy fence that shows them to wgmma.
+constexpr int kSplitBFullArrivals = 2 * kCopyThreads;
+// The in-kernel split where a schedule of whole tiles has at most this many M tiles (each splits
+// the filter again: M <= 512 output pixels).
+constexpr int kSplitBMaxMTiles = 4;
 template <int kStages>
 CONV2D_HOST_DEVICE_INLINE int RingSlot(int i) { return i % kStages; }
 template <int kStages>

@@ -11,6 +11,7 @@
 
 #include <algorithm>
 #include <cstdio>
+#include <cstring>
 #include <string>
 #include <vector>
 
@@ -21,11 +22,16 @@
 #include "conv/testing/testbed.h"
 #include "gtest/gtest.h"
 #include "reference/input_classes.h"
+#include "tools/lab/lab.h"
 
 namespace conv2d {
 namespace {
 
 constexpr char kAlgorithm[] = "implicit_gemm_wgmma";
+// The lab's forced filter splits, registered below.
+constexpr char kInKernelSplit[] = "implicit_gemm_wgmma_split_in_kernel";
+constexpr char kSplitKernel[] = "implicit_gemm_wgmma_split_kernel";
+[[maybe_unused]] const bool kLabRegistered = RegisterLabAlgorithms().ok();
 
 using implicit_gemm_testing::Case;
 
@@ -118,6 +124,41 @@ TEST(ImplicitGemmWgmmaGpuTest, GroupsMatchFp64Reference) {
     ExpectMatchesReference(s, kAlgorithm, /*max_positions=*/1 << 18);
   }
   for (const Shape& s : {shapes[1], shapes[4]}) ExpectEveryClassWithinBar(s, kAlgorithm, 78);
+}
+
+// The filter split inside the main kernel (one launch, the lab's forced
+// implicit_gemm_wgmma_split_in_kernel) on every shape whose schedule allows it (whole tiles, no
+// groups), with and without a bias: within the bar, and bit for bit the split kernel's result
+// (implicit_gemm_wgmma_split_kernel: the same split values, the same wgmma order). Shapes it
+// refuses are counted: most of the cases must run.
+TEST(ImplicitGemmWgmmaGpuTest, InKernelSplitMatchesTheSplitKernel) {
+  std::vector<Shape> shapes;
+  for (const Case& c : Cases()) shapes.push_back(c.shape);
+  for (const Shape& s : GeometryShapes()) shapes.push_back(s);
+  int ran = 0;
+  for (Shape s : shapes) {
+    for (bool bias : {false, true}) {
+      s.has_bias = bias;
+      absl::StatusOr<Plan> plan = Plan::Create(s, kInKernelSplit);
+      if (absl::IsUnimplemented(plan.status())) continue;
+      ASSERT_TRUE(plan.ok()) << s.ToString() << ": " << plan.status();
+      ++ran;
+      ExpectMatchesReference(s, kInKernelSplit, /*max_positions=*/1 << 14);
+      absl::StatusOr<DeviceProblem> p = DeviceProblem::Create(s, 17, Distribution::kNormal);
+      ASSERT_TRUE(p.ok()) << p.status();
+      absl::StatusOr<std::vector<float>> in_kernel = RunOnce(*p, kInKernelSplit, {});
+      ASSERT_TRUE(in_kernel.ok()) << in_kernel.status();
+      absl::StatusOr<std::vector<float>> split_kernel = RunOnce(*p, kSplitKernel, {});
+      ASSERT_TRUE(split_kernel.ok()) << split_kernel.status();
+      ASSERT_EQ(in_kernel->size(), split_kernel->size());
+      EXPECT_EQ(std::memcmp(in_kernel->data(), split_kernel->data(),
+                            in_kernel->size() * sizeof(float)),
+                0)
+          << s.ToString() << ": the two splits differ";
+    }
+  }
+  EXPECT_GE(ran, static_cast<int>(shapes.size()));  // at least half of the (shape, bias) pairs
+  std::printf("in-kernel split: %d of %zu (shape, bias) cases ran\n", ran, 2 * shapes.size());
 }
 
 TEST(ImplicitGemmWgmmaGpuTest, InputsChangeBetweenCalls) {
