@@ -2,12 +2,14 @@
 the package, and torchvision's ResNet-50 converted. Needs torch, torchvision, a GPU and the
 installed wheel. Prints tables; --json_out writes every number.
 
-    python3 tools/torch_bench.py [--steps overhead,kernelbot,resnet50,compile] [--json_out F]
+    python3 tools/torch_bench.py [--steps overhead,pieces,kernelbot,resnet50,compile] [--json_out F]
 
 overhead: host time per call, measured while the GPU is held busy by a long kernel queued first
 (torch.cuda._sleep), so that the time to enqueue N calls is the host's alone; N calls, median of
 5 repeats, per entry point: conv2d.conv2d (the direct path), KernelBot's custom_kernel with its
 output given, the registered op torch.ops.conv2d.conv2d (the dispatcher's path), and F.conv2d.
+pieces: the same measurement of each piece of conv2d.conv2d's direct path alone (the signature
+lookup, the allocation of y, the pointer and stream reads, a trivial ctypes call).
 kernelbot: KernelBot's five cases under its eval.py's benchmark protocol (inputs drawn once; per
 call a 256 MB int64 tensor filled to flush L2, CUDA events around one call; mean of --calls
 calls) through conv2d.conv2d(x, w, out=y), KernelBot's custom_kernel; compare with
@@ -90,6 +92,36 @@ def step_overhead(results):
                 rows.append((name, entry, us))
                 print(f"host time per call  {name:24s} {entry:46s} {us:7.2f} us", flush=True)
     results["overhead_us"] = [dict(problem=p, entry=e, us=u) for p, e, u in rows]
+
+
+def step_pieces(results):
+    """Host time of each piece of conv2d.conv2d's direct path on the tiny problem (us; the same
+    200-call measurement): where the Python layer's time goes."""
+    from conv2d import functional
+    x = torch.randn(1, 8, 16, 16, device="cuda")
+    w = torch.randn(8, 8, 3, 3, device="cuda")
+    conv2d.conv2d(x, w)
+    dims = (1, 8, 14, 14)
+    pieces = {
+        "torch.compiler.is_compiling()": torch.compiler.is_compiling,
+        "_needs_op (dispatcher needed?)": lambda: functional._needs_op(x, w, None),
+        "_call_for (signature lookup)": lambda: functional._call_for(x, w, None, 1, 0, 1, 1,
+                                                                      False),
+        "x.new_empty(y) (caching allocator)": lambda: x.new_empty(dims),
+        "x.is_contiguous()": x.is_contiguous,
+        "x.is_neg()": x.is_neg,
+        "x.data_ptr()": x.data_ptr,
+        "current stream": lambda: functional._current_stream(0),
+        "current device": functional._current_device,
+        "ctypes call, trivial (conv2d_algorithm_count)": functional._native.lib().conv2d_algorithm_count,
+    }
+    rows = []
+    with torch.no_grad():
+        for name, fn in pieces.items():
+            us = host_us_per_call(fn)
+            rows.append(dict(piece=name, us=us))
+            print(f"host time per piece  {name:46s} {us:7.3f} us", flush=True)
+    results["pieces_us"] = rows
 
 
 def clear_l2():
@@ -205,7 +237,7 @@ def step_resnet50(results, compile_too):
 
 def main():
     ap = argparse.ArgumentParser()
-    ap.add_argument("--steps", default="overhead,kernelbot,resnet50,compile")
+    ap.add_argument("--steps", default="overhead,pieces,kernelbot,resnet50,compile")
     ap.add_argument("--calls", type=int, default=20)
     ap.add_argument("--json_out")
     args = ap.parse_args()
@@ -216,6 +248,8 @@ def main():
     try:
         if "overhead" in steps:
             step_overhead(results)
+        if "pieces" in steps:
+            step_pieces(results)
         if "kernelbot" in steps:
             step_kernelbot(results, args.calls)
         if "resnet50" in steps:

@@ -683,12 +683,14 @@ class ImplicitGemmWgmma : public AlgorithmWithConfig<WgmmaConfig> {
           "allows ", device.shared_memory_per_block_optin));
     }
     c.params = ParamsFor(s, c.bn, sms);
-    // The in-kernel split where it is possible (whole tiles, no groups) and the filter is split
-    // again by few M tiles (each splits its own copy): a tiny problem's one launch.
+    // The in-kernel split where it is possible (whole tiles, no groups), the filter is split
+    // again by few M tiles (each splits its own copy) and a stage's tile is 8 values a copy
+    // thread (BN = 32: two batches of loads; at BN = 128, eight batches a stage measured 0.024
+    // against the split kernel's 0.018 ms): a tiny problem's one launch (PERF.md round 91).
     const bool split_b_possible = !s.grouped() && c.params.tail_ctas == 0;
     switch (path_) {
       case SplitPath::kByRule:
-        c.split_b = split_b_possible && c.params.m_tiles <= kSplitBMaxMTiles;
+        c.split_b = split_b_possible && c.bn == 32 && c.params.m_tiles <= kSplitBMaxMTiles;
         break;
       case SplitPath::kSplitKernel: c.split_b = false; break;
       case SplitPath::kInKernel:

@@ -5,7 +5,8 @@
 // effective TFLOP/s on the cnn shapes. Grids with a partial last round take a stream-K tail
 // (atomics into zeroed tail tiles: edge shapes of 8 or more k-tiles, (32,512,512,9,3),
 // (32,256,256,14,3), ...), others whole tiles only, so both kernel builds and both epilogues
-// are covered. Needs a Hopper GPU: elsewhere main() fails (no device) or every case fails with
+// are covered; every case again with a bias; the in-kernel filter split (the lab's forced
+// variant) on every case it takes, bit for bit against the split kernel. Needs a Hopper GPU: elsewhere main() fails (no device) or every case fails with
 // Initialize's FailedPrecondition (not sm_90).
 #include <cuda_runtime_api.h>
 
