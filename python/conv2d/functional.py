@@ -110,9 +110,11 @@ def _call_for(x, w, bias, stride, padding, dilation, groups, per_side):
     per_side: padding is (top, bottom, left, right) and stride, dilation pairs (the op's form).
     The key holds the arguments' types as well as their values (1 == 1.0 == True), so that a
     value F.conv2d refuses is refused on every call, not only on the first."""
-    # Devices as ordinals (get_device(): -1 off the GPU), cheaper than torch.device objects.
-    key = (x.shape, x.dtype, x.get_device(), w.shape, w.dtype, w.get_device(),
-           None if bias is None else (bias.shape, bias.dtype, bias.get_device()),
+    # Devices as (is_cuda, ordinal), cheaper than torch.device objects; is_cuda because an
+    # ordinal alone does not tell a CUDA device from another accelerator's (or CPU from meta).
+    key = (x.shape, x.dtype, x.is_cuda, x.get_device(), w.shape, w.dtype, w.is_cuda,
+           w.get_device(),
+           None if bias is None else (bias.shape, bias.dtype, bias.is_cuda, bias.get_device()),
            stride, padding, dilation, groups, type(stride), type(padding), type(dilation),
            type(groups), per_side)
     try:
@@ -145,7 +147,7 @@ def _direct(x, w, bias, stride, padding, dilation, groups, per_side, out=None):
     if out is not None:
         if out.requires_grad and torch.is_grad_enabled():
             raise RuntimeError(_OUT_GRAD)
-        if (out.shape != call.out_shape or out.dtype != _F32 or
+        if (out.shape != call.out_shape or out.dtype != _F32 or not out.is_cuda or
                 out.get_device() != call.index):
             raise ValueError(f"conv2d: out must be float32 {call.out_shape} on {call.device}, "
                              f"got {out.dtype} {tuple(out.shape)} on {out.device}")

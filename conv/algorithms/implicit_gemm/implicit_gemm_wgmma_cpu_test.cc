@@ -889,6 +889,45 @@ void CheckCursor() {
     }
   }
 }
+// The in-kernel split (kSplitB, SplitTileToShared): copy thread t's j-th element of a stage,
+// e = t + j * kCopyThreads, lands at hi_at - WorkspaceTile(...) of the slot: every offset of the
+// (BN x kBK) tile exactly once, holding the element the bulk copy of the split kernel's tile
+// would have put there (BTileCoord), for every N tile and k-tile.
+TEST(ImplicitGemmWgmmaLayoutTest, InKernelSplitCoversEachTileOnce) {
+  const Shape s{1, 5, 130, 9, 11, 3, 2};  // K = 30: one partial k-tile; Cout = 130
+  const Shape deep{1, 40, 70, 9, 11, 3, 3};  // K = 360: 12 k-tiles
+  for (const Shape& shape : {s, deep}) {
+    for (int bn : {32, 64, 128}) {
+      SCOPED_TRACE(shape.ToString() + " BN " + std::to_string(bn));
+      const Params p = MakeParams(shape, bn, 1);
+      const int per_thread = bn * kBK / kCopyThreads;
+      ASSERT_EQ(per_thread * kCopyThreads, bn * kBK);
+      for (int nt = 0; nt < p.n_tiles; ++nt) {
+        for (int kt = 0; kt < p.k_tiles; ++kt) {
+          std::vector<int> seen(static_cast<size_t>(bn * kBK), 0);
+          const int64_t tile_at = WorkspaceTile(bn, p.k_tiles, nt, kt, 0);
+          for (int t = 0; t < kCopyThreads; ++t) {
+            for (int j = 0; j < per_thread; ++j) {
+              int n, n_end, k;
+              int64_t hi_at;
+              SplitFilterTarget<false>(p, bn, nt * p.k_tiles + kt, t + j * kCopyThreads, &n,
+                                       &n_end, &k, &hi_at);
+              const int64_t off = hi_at - tile_at;
+              ASSERT_TRUE(off >= 0 && off < bn * kBK) << off;
+              ++seen[off];
+              int tn, tk;
+              BTileCoord(static_cast<int>(off), &tn, &tk);
+              ASSERT_EQ(n, nt * bn + tn);
+              ASSERT_EQ(k, kt * kBK + tk);
+            }
+          }
+          for (int c : seen) ASSERT_EQ(c, 1);
+        }
+      }
+    }
+  }
+}
+
 TEST(ImplicitGemmWgmmaRingTest, CursorStepsThroughTheRing) {
   CheckCursor<Config<64>::kStages>();
   CheckCursor<Config<128>::kStages>();

@@ -133,6 +133,7 @@ TEST(ImplicitGemmWgmmaGpuTest, GroupsMatchFp64Reference) {
 // (implicit_gemm_wgmma_split_kernel: the same split values, the same wgmma order). Shapes it
 // refuses are counted: most of the cases must run.
 TEST(ImplicitGemmWgmmaGpuTest, InKernelSplitMatchesTheSplitKernel) {
+  ASSERT_TRUE(kLabRegistered) << "the lab's forced variants are not registered";
   std::vector<Shape> shapes;
   for (const Case& c : Cases()) shapes.push_back(c.shape);
   for (const Shape& s : GeometryShapes()) shapes.push_back(s);
@@ -143,6 +144,11 @@ TEST(ImplicitGemmWgmmaGpuTest, InKernelSplitMatchesTheSplitKernel) {
       absl::StatusOr<Plan> plan = Plan::Create(s, kInKernelSplit);
       if (absl::IsUnimplemented(plan.status())) continue;
       ASSERT_TRUE(plan.ok()) << s.ToString() << ": " << plan.status();
+      // The paths really differ: the in-kernel split needs no workspace, the split kernel does.
+      EXPECT_EQ(plan->workspace_bytes(), 0u) << s.ToString();
+      absl::StatusOr<Plan> split_plan = Plan::Create(s, kSplitKernel);
+      ASSERT_TRUE(split_plan.ok()) << s.ToString() << ": " << split_plan.status();
+      EXPECT_GT(split_plan->workspace_bytes(), 0u) << s.ToString();
       ++ran;
       ExpectMatchesReference(s, kInKernelSplit, /*max_positions=*/1 << 14);
       absl::StatusOr<DeviceProblem> p = DeviceProblem::Create(s, 17, Distribution::kNormal);
@@ -160,6 +166,20 @@ TEST(ImplicitGemmWgmmaGpuTest, InKernelSplitMatchesTheSplitKernel) {
   }
   EXPECT_GE(ran, static_cast<int>(shapes.size()));  // at least half of the (shape, bias) pairs
   std::printf("in-kernel split: %d of %zu (shape, bias) cases ran\n", ran, 2 * shapes.size());
+}
+
+// The rule takes the in-kernel split (no workspace) on a tiny problem (2 M tiles, BN = 32) and
+// the split kernel on one with 18 M tiles, where the in-kernel split measured slower (PERF.md
+// round 91).
+TEST(ImplicitGemmWgmmaGpuTest, RuleTakesTheInKernelSplitOnTinyProblems) {
+  absl::StatusOr<Plan> tiny = Plan::Create(Shape{1, 8, 8, 16, 16, 3, 3}, kAlgorithm);
+  ASSERT_TRUE(tiny.ok()) << tiny.status();
+  EXPECT_EQ(tiny->workspace_bytes(), 0u);
+  Shape padded{4, 16, 16, 24, 24, 3, 3};
+  padded.pad_top = padded.pad_bottom = padded.pad_left = padded.pad_right = 1;
+  absl::StatusOr<Plan> larger = Plan::Create(padded, kAlgorithm);
+  ASSERT_TRUE(larger.ok()) << larger.status();
+  EXPECT_GT(larger->workspace_bytes(), 0u);
 }
 
 TEST(ImplicitGemmWgmmaGpuTest, InputsChangeBetweenCalls) {
