@@ -113,7 +113,8 @@ def step_pieces(results):
         "x.data_ptr()": x.data_ptr,
         "current stream": lambda: functional._current_stream(0),
         "current device": functional._current_device,
-        "ctypes call, trivial (conv2d_algorithm_count)": functional._native.lib().conv2d_algorithm_count,
+        "ctypes call, trivial (conv2d_algorithm_count)":
+            functional._native.lib().conv2d_algorithm_count,
     }
     rows = []
     with torch.no_grad():

@@ -524,32 +524,25 @@ class ImplicitGemmWgmmaRunner : public Runner {
   absl::Status Run(const RunArgs& a) const override {
     Params p = p_;
     p.bias = a.bias;
-    const uintptr_t base = reinterpret_cast<uintptr_t>(a.workspace);
-    float* ws = reinterpret_cast<float*>((base + kWorkspaceAlign - 1) & ~(kWorkspaceAlign - 1));
-    const unsigned split_blocks =
-        static_cast<unsigned>(p.n_tiles * p.k_tiles + TailZeroBlocks(p));
-    const bool vec_a = CanVectorizeA(p, reinterpret_cast<uintptr_t>(a.x));
-    // Persistent CTAs, at most as many as fit on the GPU at once (UnitWalk).
-    const dim3 grid(static_cast<unsigned>(p.grid));
-    if (split_b_) {
-      switch (bn_) {
-        case 128: return GemmSplitB<128>(p, vec_a, grid, a);
-        case 64: return GemmSplitB<64>(p, vec_a, grid, a);
-        case 32: return GemmSplitB<32>(p, vec_a, grid, a);
-      }
-    }
     switch (bn_) {
-      case 128: return Launch<128>(p, split_blocks, vec_a, grid, a, ws);
-      case 64: return Launch<64>(p, split_blocks, vec_a, grid, a, ws);
-      case 32: return Launch<32>(p, split_blocks, vec_a, grid, a, ws);
+      case 128: return RunBn<128>(p, a);
+      case 64: return RunBn<64>(p, a);
+      case 32: return RunBn<32>(p, a);
     }
     return absl::InternalError(absl::StrCat("implicit_gemm_wgmma: no kernel for BN = ", bn_));
   }
 
  private:
+  // One launch (the in-kernel split), or the split kernel into the workspace and then the GEMM.
   template <int BN>
-  static absl::Status Launch(const Params& p, unsigned split_blocks, bool vec_a, dim3 grid,
-                             const RunArgs& a, float* ws) {
+  absl::Status RunBn(const Params& p, const RunArgs& a) const {
+    const bool vec_a = CanVectorizeA(p, reinterpret_cast<uintptr_t>(a.x));
+    // Persistent CTAs, at most as many as fit on the GPU at once (UnitWalk).
+    const dim3 grid(static_cast<unsigned>(p.grid));
+    if (split_b_) return GemmSplitB<BN>(p, vec_a, grid, a);
+    const uintptr_t base = reinterpret_cast<uintptr_t>(a.workspace);
+    float* ws = reinterpret_cast<float*>((base + kWorkspaceAlign - 1) & ~(kWorkspaceAlign - 1));
+    const unsigned split_blocks = static_cast<unsigned>(p.n_tiles * p.k_tiles + TailZeroBlocks(p));
     if (p.groups > 1) {
       SplitFilterKernel<BN, true><<<split_blocks, kSplitThreads, 0, a.stream>>>(a.w, ws, p, a.y);
     } else {
@@ -706,8 +699,8 @@ class ImplicitGemmWgmma : public AlgorithmWithConfig<WgmmaConfig> {
     const Schedule sched = ChooseSchedule(tiles, k_tiles, sms * CtasPerSm(c.bn), TailMargin(c.bn));
     const double ktile_seconds = 3.0 * 2.0 * kBM * c.bn * kBK / (300e12 / sms / CtasPerSm(c.bn));
     const double tail_outputs = static_cast<double>(tiles - sched.dp_tiles) * kBM * c.bn;
-    const double bytes = s.min_bytes() + (c.split_b ? 0.0 : 1.5 * static_cast<double>(c.split_bytes)) +
-                         4.0 * tail_outputs;
+    const double split_bytes = c.split_b ? 0.0 : 1.5 * static_cast<double>(c.split_bytes);
+    const double bytes = s.min_bytes() + split_bytes + 4.0 * tail_outputs;
     // With the whole reduction in one k-tile (Cin*Kh*Kw <= kBK: 1x1 layers of 16-32 channels)
     // every CTA streams its pixels in and its outputs out, and the CTAs on an SM overlap one's
     // copies with another's products: the time is the longer of the two, not their sum (round
