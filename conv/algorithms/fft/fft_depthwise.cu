@@ -3,8 +3,9 @@
 //                  natural order, scaled by 1 / (Th Tw) (exact), with its energy sum w^2;
 //   main kernel:   per CTA, `pairs` complex tiles z = x_a + i x_b (two images' planes of one
 //                  channel, zero outside the image: the padding is never materialised), the
-//                  forward 2D FFT, the product with the filter's spectrum, the inverse 2D FFT,
-//                  the guard, the bias, the valid outputs to y.
+//                  forward 2D FFT (its row pass skips the rows outside the image), the product
+//                  with the filter's spectrum, the inverse 2D FFT (its column pass only over the
+//                  columns holding outputs), the guard, the bias, the valid outputs to y.
 // The FFTs are fft_fused's (radix-2 DIF in shared memory, fft_fused_internal.h): natural order
 // in, bit-reversed out. The inverse is taken as conj(DFT(conj Y)), so the product phase writes
 // V = conj(Z) * W / (Th Tw) in natural order (it swaps each element with its bit-reversed
@@ -46,31 +47,59 @@ using fft_fused::BitReverse;
 using fft_fused::Cf;
 using fft_fused::kTwiddles;
 using fft_fused::MakeCf;
+using fft_fused::RowSpan;
 
 namespace {
 
 constexpr int kThreads = fft_fused::kThreads;  // the FFT passes deal items to this many
 constexpr int kMaxPairs = 4;
 constexpr size_t kWorkspaceAlign = 256;
-constexpr int64_t kSmemTarget = 72 << 10;  // three CTAs per SM
+// Five or more CTAs an SM: 64x64 tiles take one pair, 32x32 four. The FFT passes are latency
+// bound (ncu, PERF.md round 89), so warps an SM pay more than pairs a CTA: at 31x31, one pair
+// in six CTAs an SM took 0.281 ms against two pairs in three 0.341 (PERF.md round 92).
+constexpr int64_t kSmemTarget = 40 << 10;
 // Over the rms-to-max ratio of the FFT's error on randn data (~6 over a million outputs), with
 // a margin for the constant of the error's growth (measured: docs/PERF.md, round 88).
 constexpr float kGuardFactor = 32.0f;
 
 int64_t SmemBytes(int log2_th, int log2_tw, int pairs) {
-  return int64_t{kTwiddles} * 8 + 4 * kMaxPairs +
+  return int64_t{kTwiddles} * 8 + 3 * 4 * kMaxPairs +
          int64_t{pairs} * fft_fused::PairStride(log2_th, log2_tw, pairs, false) * 8;
 }
 
-// Flops of one pair (one complex 2D FFT each way and the product): the forward transforms
-// every row and column, the inverse every row and only the columns holding valid outputs.
-double PairFlops(int log2_th, int log2_tw, int step_w) {
-  const double th = 1 << log2_th, tw = 1 << log2_tw;
-  const double row = 5.0 * tw * log2_tw, col = 5.0 * th * log2_th;
-  return th * row + tw * col + th * row + step_w * col + 6.0 * th * tw;
+// A RowRange with its divider, for the row pass.
+RowSpan SpanOf(RowRange r) {
+  return RowSpan{r.first, r.count, FastDiv(static_cast<uint32_t>(std::max(r.count, 1)))};
+}
+
+// Flops of a tiling's transforms and products over all CTAs: per pair, the forward transforms
+// its image rows and every column, the inverse every row and only the columns holding outputs.
+double TilingFlops(const Shape& s, const Tiling& t) {
+  const int th = 1 << t.log2_th, tw = 1 << t.log2_tw;
+  const double row = 5.0 * tw * t.log2_tw, col = 5.0 * th * t.log2_th;
+  double rows = 0, cols = 0;  // summed over the tile rows, the tile columns
+  for (int ty = 0; ty < t.tiles_h; ++ty) rows += ForwardRows(s, t, ty).count;
+  for (int tx = 0; tx < t.tiles_w; ++tx) {
+    cols += static_cast<double>(std::min<int64_t>(t.step_w, s.out_w() - int64_t{tx} * t.step_w));
+  }
+  const double per_position = tw * col + th * row + 6.0 * th * tw;
+  const double tiles_h = t.tiles_h, tiles_w = t.tiles_w;
+  const double all =
+      tiles_h * tiles_w * per_position + tiles_w * rows * row + tiles_h * cols * col;
+  return all * static_cast<double>(s.out_channels) * t.batch_groups * t.pairs;
 }
 
 }  // namespace
+
+RowRange ForwardRows(const Shape& s, const Tiling& t, int ty) {
+  const int64_t th = int64_t{1} << t.log2_th;
+  if (ty != 0 && ty != t.tiles_h - 1) return RowRange{0, static_cast<int>(th)};
+  const int64_t iy0 = int64_t{ty} * t.step_h - s.pad_top;  // the tile's first row in the image
+  const int64_t first = std::clamp<int64_t>(-iy0, 0, th);
+  const int64_t end = std::clamp<int64_t>(s.height - iy0, 0, th);
+  if (end <= first) return RowRange{};
+  return RowRange{static_cast<int>(first), static_cast<int>(end - first)};
+}
 
 absl::StatusOr<Tiling> TilingFor(const Shape& s) {
   if (s.in_per_group() != 1) {
@@ -110,7 +139,7 @@ absl::StatusOr<Tiling> TilingFor(const Shape& s) {
       t.pair_stride = fft_fused::PairStride(lh, lw, t.pairs, false);
       t.smem_bytes = SmemBytes(lh, lw, t.pairs);
       t.ctas = s.out_channels * int64_t{t.tiles_h} * t.tiles_w * t.batch_groups;
-      t.flops = static_cast<double>(t.ctas) * t.pairs * PairFlops(lh, lw, t.step_w);
+      t.flops = TilingFlops(s, t);
       if (t.smem_bytes > static_cast<int64_t>(fft_fused::kMaxSmemBytes)) continue;
       if (t.flops < best_flops) best = t, best_flops = t.flops;
     }
@@ -129,9 +158,10 @@ namespace {
 struct Params {
   int batch, in_channels, out_channels, multiplier;
   int h, w, kh, kw, pt, pl, oh, ow;
-  int log2_th, log2_tw, step_h, step_w, tiles_w, tiles, pairs, batch_groups;
+  int log2_th, log2_tw, step_h, step_w, tiles_h, tiles_w, tiles, pairs, batch_groups;
   int row_pitch, pair_stride;
   FastDiv by_step_w, by_step_h;
+  RowSpan top_rows, bottom_rows, all_rows;  // the forward row pass's (ForwardRows)
 };
 
 // What fft_fused's passes need of their KernelParams: the tile, the pairs, the row pitch.
@@ -161,6 +191,8 @@ struct Ctx {
 struct Smem {
   Cf* tw;
   float* energy;  // [kMaxPairs]: sum |z|^2 of each pair's tile
+  float* est;     // [kMaxPairs]: the guard's error estimate of each pair
+  float* floor;   // [kMaxPairs]: the guard's absolute bar of each pair
   Cf* data;
 };
 __device__ Smem CarveSmem() {
@@ -168,7 +200,9 @@ __device__ Smem CarveSmem() {
   Smem m;
   m.tw = reinterpret_cast<Cf*>(smem4);
   m.energy = reinterpret_cast<float*>(m.tw + kTwiddles);
-  m.data = reinterpret_cast<Cf*>(m.energy + kMaxPairs);
+  m.est = m.energy + kMaxPairs;
+  m.floor = m.est + kMaxPairs;
+  m.data = reinterpret_cast<Cf*>(m.floor + kMaxPairs);
   return m;
 }
 
@@ -239,14 +273,17 @@ __device__ float DirectOutput(const float* __restrict__ plane, const float* __re
   return acc;
 }
 
-// Pinned tiles (log2 Th, log2 Tw, pairs): the networks' 31x31 (64x64, two pairs) and 13x13
+// Pinned tiles (log2 Th, log2 Tw, pairs): the networks' 31x31 (64x64, one pair) and 13x13
 // (32x32, four pairs). Their kernels take those fields as compile-time constants, so the
 // passes' shifts, masks and trip counts fold into immediates (as fft_fused's pinned kernels);
 // the values are the same as the run-time ones (KernelFor picks a pinned kernel only then).
+// min_ctas: the kernel's __launch_bounds__ occupancy (0: ptxas's own choice). At 64x64 six CTAs
+// fit an SM's shared memory, and ptxas fits them in 40 registers with no spill (57 unbounded:
+// four CTAs, 0.304 ms against 0.281 at 31x31; five CTAs 0.287; PERF.md round 92).
 struct Pin {
-  int log2_th, log2_tw, pairs;
+  int log2_th, log2_tw, pairs, min_ctas;
 };
-constexpr Pin kPins[] = {{6, 6, 2}, {5, 5, 4}};
+constexpr Pin kPins[] = {{6, 6, 1, 6}, {5, 5, 4, 0}};
 
 template <int kPin>
 __device__ Params Pinned(Params p) {
@@ -262,12 +299,10 @@ __device__ Params Pinned(Params p) {
 }
 
 template <int kPin>
-__global__ void __launch_bounds__(kThreads) MainKernel(const float* __restrict__ x,
-                                                       const float* __restrict__ w,
-                                                       const Cf* __restrict__ spectra,
-                                                       const float* __restrict__ energies,
-                                                       const float* __restrict__ bias,
-                                                       float* __restrict__ y, Params params) {
+__global__ void __launch_bounds__(kThreads, kPin >= 0 ? kPins[kPin].min_ctas : 0)
+    MainKernel(const float* __restrict__ x, const float* __restrict__ w,
+               const Cf* __restrict__ spectra, const float* __restrict__ energies,
+               const float* __restrict__ bias, float* __restrict__ y, Params params) {
   const Params p = Pinned<kPin>(params);
   const Smem m = CarveSmem();
   Setup(m, p.pairs);
@@ -278,6 +313,7 @@ __global__ void __launch_bounds__(kThreads) MainKernel(const float* __restrict__
   cta /= p.batch_groups;
   const int tile = cta % p.tiles, o = cta / p.tiles;
   const int tile_y = tile / p.tiles_w, tile_x = tile - tile_y * p.tiles_w;
+  const float w_energy = energies[o];
   const int oy0 = tile_y * p.step_h, ox0 = tile_x * p.step_w;
   const int iy0 = oy0 - p.pt, ix0 = ox0 - p.pl;
   const int c = o / p.multiplier;
@@ -307,9 +343,25 @@ __global__ void __launch_bounds__(kThreads) MainKernel(const float* __restrict__
   }
   __syncthreads();
 
+  // The guard's terms per pair (the header comment): est and the bar's absolute part, read
+  // after the transforms' barriers.
+  const float w_norm = sqrtf(w_energy), w_rms = sqrtf(w_energy / (p.kh * p.kw));
+  if (static_cast<int>(threadIdx.x) < p.pairs) {
+    const float u = 5.9604645e-8f;  // 2^-24
+    const float growth = kGuardFactor * u * sqrtf(static_cast<float>(p.log2_th + p.log2_tw));
+    const float energy = m.energy[threadIdx.x];
+    m.est[threadIdx.x] = growth * sqrtf(energy / n) * w_norm;
+    m.floor[threadIdx.x] = 1e-3f * fminf(1.0f, sqrtf(energy / (2 * n)) * w_rms);
+  }
+
   const fft_fused::KernelParams k = FftParams(p);
   const Ctx ctx{m.data, m.tw};
-  fft_fused::RowFft<false>(ctx, k, p.pair_stride, th);
+  // Rows outside the image are zero and stay zero through the row pass: only the first and
+  // last tile rows have such rows (ForwardRows).
+  const RowSpan rows = tile_y == 0                 ? p.top_rows
+                       : tile_y == p.tiles_h - 1 ? p.bottom_rows
+                                                 : p.all_rows;
+  fft_fused::RowFft<false>(ctx, k, p.pair_stride, rows);
   fft_fused::ColumnFft<false, false>(ctx, k, p.pair_stride, tw);
 
   // V = conj(Z) W in natural order. Element (u, v) holds Z at (bitrev u, bitrev v) and the
@@ -334,14 +386,10 @@ __global__ void __launch_bounds__(kThreads) MainKernel(const float* __restrict__
   });
   __syncthreads();
   fft_fused::RowFft<false>(ctx, k, p.pair_stride, th);
-  // Only the columns holding outputs j < step_w; they sit at bit-reversed positions.
-  fft_fused::ColumnFft<true, false>(ctx, k, p.pair_stride, p.step_w);
+  // Only the columns holding outputs j < min(step_w, ow - ox0); they sit at bit-reversed
+  // positions.
+  fft_fused::ColumnFft<true, false>(ctx, k, p.pair_stride, min(p.step_w, p.ow - ox0));
 
-  // The guard's terms per pair (fft_depthwise.h): est and the bar's absolute part.
-  const float u = 5.9604645e-8f;  // 2^-24
-  const float w_energy = energies[o];
-  const float w_norm = sqrtf(w_energy), w_rms = sqrtf(w_energy / (p.kh * p.kw));
-  const float growth = kGuardFactor * u * sqrtf(static_cast<float>(p.log2_th + p.log2_tw));
   const float* filter = w + static_cast<int64_t>(o) * p.kh * p.kw;
   const float add = bias != nullptr ? bias[o] : 0.0f;
   const int per_pair = 2 * p.step_h * p.step_w;
@@ -355,9 +403,7 @@ __global__ void __launch_bounds__(kThreads) MainKernel(const float* __restrict__
     const Cf z = m.data[Addr(p.pair_stride, p.row_pitch, pp, BitReverse(i, p.log2_th),
                              BitReverse(j, p.log2_tw))];
     float value = g ? -z.y : z.x;
-    const float energy = m.energy[pp];
-    const float est = growth * sqrtf(energy / n) * w_norm;
-    const float floor = 1e-3f * fminf(1.0f, sqrtf(energy / (2 * n)) * w_rms);
+    const float est = m.est[pp], floor = m.floor[pp];
     const float a = fabsf(value);
     if (!(a <= 3.0e38f && est <= floor + 1e-3f * (a - est))) {
       value = DirectOutput(plane_of(b), filter, p, oy, ox);
@@ -451,8 +497,12 @@ class FftDepthwise : public AlgorithmWithConfig<Config> {
     p.log2_tw = t.log2_tw;
     p.step_h = t.step_h;
     p.step_w = t.step_w;
+    p.tiles_h = t.tiles_h;
     p.tiles_w = t.tiles_w;
     p.tiles = t.tiles_h * t.tiles_w;
+    p.top_rows = SpanOf(ForwardRows(s, t, 0));
+    p.bottom_rows = SpanOf(ForwardRows(s, t, t.tiles_h - 1));
+    p.all_rows = SpanOf(RowRange{0, 1 << t.log2_th});
     p.pairs = t.pairs;
     p.batch_groups = t.batch_groups;
     p.row_pitch = t.row_pitch;

@@ -43,6 +43,14 @@ struct Tiling {
   int64_t ctas = 0;
   double flops = 0;  // the transforms and products, for the cost model
 };
+// The input rows of tile row ty that the main kernel's forward row pass transforms,
+// [first, first + count): on the first and last tile rows those that hold image rows (the
+// others are zero: the padding, or past the image), elsewhere all 2^log2_th. Empty: {0, 0}.
+struct RowRange {
+  int first = 0, count = 0;
+};
+RowRange ForwardRows(const Shape& s, const Tiling& t, int ty);
+
 // Unimplemented outside its domain (strided, dilated, not depthwise, kernel past kMaxKernel);
 // the tile with the fewest modelled flops among 32, 64 and 128 a side otherwise.
 absl::StatusOr<Tiling> TilingFor(const Shape& s);

@@ -1,6 +1,7 @@
 // fft_depthwise's tiling on the CPU: every output of every plane is in exactly one tile's valid
 // part, the tile holds the kernel with no wrap-around, the CTAs cover the planes and images,
-// shared memory fits; the tile chosen for the networks' large kernels; the shapes it refuses.
+// shared memory fits; the forward row pass skips only rows outside the image; the tile chosen
+// for the networks' large kernels; the shapes it refuses.
 #include "conv/algorithms/fft/fft_depthwise.h"
 
 #include <cstdio>
@@ -33,11 +34,25 @@ void ExpectCovers(const Shape& s, const Tiling& t) {
   EXPECT_LE(t.smem_bytes, 227 * 1024);
   EXPECT_EQ(t.row_pitch % 2, 1);
   EXPECT_GE(t.pair_stride, th * t.row_pitch);
+  // The forward row pass transforms every input row of a tile that holds an image row.
+  for (int ty = 0; ty < t.tiles_h; ++ty) {
+    const RowRange r = ForwardRows(s, t, ty);
+    EXPECT_GE(r.first, 0);
+    EXPECT_GE(r.count, 0);
+    EXPECT_LE(r.first + r.count, th);
+    const int64_t iy0 = int64_t{ty} * t.step_h - s.pad_top;
+    for (int64_t u = 0; u < th; ++u) {
+      if (iy0 + u >= 0 && iy0 + u < s.height) {
+        ASSERT_TRUE(u >= r.first && u < r.first + r.count) << "tile row " << ty << ", row " << u;
+      }
+    }
+  }
 }
 
 TEST(FftDepthwiseTilingTest, LargeKernelsOfTheNetworks) {
-  // RepLKNet's 31x31 on 56x56, batch 32: 64x64 tiles of 34x34 outputs, four per plane, two
-  // complex FFTs (four images) per CTA in 72 KB.
+  // RepLKNet's 31x31 on 56x56, batch 32: 64x64 tiles of 34x34 outputs, four per plane, one
+  // complex FFT (two images) per CTA in under 40 KB (six CTAs an SM); the forward row pass
+  // skips the 15 padding rows above the top tiles and the 27 rows past the image in the lower.
   const Shape big = DepthwiseShape(32, 128, 1, 56, 56, 31, 31, 15);
   absl::StatusOr<Tiling> t = TilingFor(big);
   ASSERT_TRUE(t.ok()) << t.status();
@@ -45,15 +60,22 @@ TEST(FftDepthwiseTilingTest, LargeKernelsOfTheNetworks) {
   EXPECT_EQ(t->log2_tw, 6);
   EXPECT_EQ(t->step_h, 34);
   EXPECT_EQ(t->tiles_h * t->tiles_w, 4);
-  EXPECT_EQ(t->pairs, 2);
-  EXPECT_LE(t->smem_bytes, 72 * 1024);
+  EXPECT_EQ(t->pairs, 1);
+  EXPECT_LE(t->smem_bytes, 40 * 1024);
+  EXPECT_EQ(ForwardRows(big, *t, 0).first, 15);
+  EXPECT_EQ(ForwardRows(big, *t, 0).count, 49);
+  EXPECT_EQ(ForwardRows(big, *t, 1).first, 0);
+  EXPECT_EQ(ForwardRows(big, *t, 1).count, 56 - 19);
   ExpectCovers(big, *t);
-  // 13x13 on 7x7: one 32x32 tile a plane.
+  // 13x13 on 7x7: one 32x32 tile a plane, four pairs; 7 of its 32 rows hold the image.
   const Shape small = DepthwiseShape(32, 1024, 1, 7, 7, 13, 13, 6);
   t = TilingFor(small);
   ASSERT_TRUE(t.ok()) << t.status();
   EXPECT_EQ(t->log2_th, 5);
   EXPECT_EQ(t->tiles_h * t->tiles_w, 1);
+  EXPECT_EQ(t->pairs, 4);
+  EXPECT_EQ(ForwardRows(small, *t, 0).first, 6);
+  EXPECT_EQ(ForwardRows(small, *t, 0).count, 7);
   ExpectCovers(small, *t);
 }
 

@@ -50,6 +50,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <memory>
+#include <type_traits>
 #include <vector>
 
 #include "absl/status/status.h"
@@ -461,6 +462,13 @@ CONV2D_HOST_DEVICE inline int Log2Pow2(int x) {
 #endif
 }
 
+// Rows [first, first + count) of a tile, with a divider by count (a multiply and a shift per
+// item, where SplitIndex would divide: such counts are seldom powers of two).
+struct RowSpan {
+  int first, count;
+  FastDiv by_count;
+};
+
 // it = rest * count + r, without a division when count is a power of two (the usual case).
 CONV2D_HOST_DEVICE inline void SplitIndex(int it, int count, int* r, int* rest) {
   if ((count & (count - 1)) == 0) {
@@ -472,17 +480,28 @@ CONV2D_HOST_DEVICE inline void SplitIndex(int it, int count, int* r, int* rest) 
   }
 }
 
-// One pass over rows: lines are (p, u) with u = row(r) for r < rows; lanes take consecutive r.
-// kBitrev: row(r) = bitreverse(r) (the inverse's pruned passes), else row(r) = r.
-template <int R, bool kLast, bool kZeroUpper, class Ctx>
-CONV2D_HOST_DEVICE void RowPass(Ctx& ctx, const KernelParams& k, int pair_stride, int rows,
+// One pass over rows: lines are (p, u) for rows u of every pair; lanes take consecutive u.
+// The rows are [0, rows) (an int), or a RowSpan's (fft_depthwise's rows that hold the image).
+template <int R, bool kLast, bool kZeroUpper, class Rows, class Ctx>
+CONV2D_HOST_DEVICE void RowPass(Ctx& ctx, const KernelParams& k, int pair_stride, Rows rows,
                                 int stage) {
   const int m = k.log2_tw;
   const int lg_groups = m - R;
-  const int items = k.pairs * rows << lg_groups;
+  int count;
+  if constexpr (std::is_same_v<Rows, RowSpan>) {
+    count = rows.count;
+  } else {
+    count = rows;
+  }
+  const int items = k.pairs * count << lg_groups;
   ctx.ForEach(items, [&](int it) {
     int r, rest;
-    SplitIndex(it, rows, &r, &rest);
+    if constexpr (std::is_same_v<Rows, RowSpan>) {
+      rows.by_count.DivMod(it, &rest, &r);
+      r += rows.first;
+    } else {
+      SplitIndex(it, rows, &r, &rest);
+    }
     const int grp = rest & ((1 << lg_groups) - 1);
     const int p = rest >> lg_groups;
     DifGroup<R, true, kLast, kZeroUpper>(ctx, Addr(pair_stride, k.row_pitch, p, r, 0),
@@ -520,10 +539,11 @@ CONV2D_HOST_DEVICE void ColumnPass(Ctx& ctx, const KernelParams& k, int pair_str
   ctx.Sync(kLast ? "column pass (last)" : "column pass");
 }
 
-// The Tw-point FFTs of rows [0, rows) of every pair; output columns in bit-reversed order.
-// kZeroUpper: columns >= Tw/2 of those rows are zero and need not be in shared memory.
-template <bool kZeroUpper, class Ctx>
-CONV2D_HOST_DEVICE void RowFft(Ctx& ctx, const KernelParams& k, int pair_stride, int rows) {
+// The Tw-point FFTs of rows [0, rows), or of a RowSpan's rows, of every pair; output columns in
+// bit-reversed order. kZeroUpper: columns >= Tw/2 of those rows are zero and need not be in
+// shared memory.
+template <bool kZeroUpper, class Rows, class Ctx>
+CONV2D_HOST_DEVICE void RowFft(Ctx& ctx, const KernelParams& k, int pair_stride, Rows rows) {
   switch (k.log2_tw) {
     case 3: RowPass<3, true, kZeroUpper>(ctx, k, pair_stride, rows, 0); break;
     case 4: RowPass<4, true, kZeroUpper>(ctx, k, pair_stride, rows, 0); break;
