@@ -6,10 +6,12 @@
 #include <map>
 #include <mutex>
 #include <new>
-#include <tuple>
+#include <string>
+#include <utility>
 #include <vector>
 
 #include "absl/strings/str_cat.h"
+#include "conv/core/bias.h"
 #include "conv/core/cuda_status.h"
 #include "conv/core/device_buffer.h"
 #include "conv/core/status_macros.h"
@@ -20,7 +22,9 @@ namespace conv2d {
 
 namespace {
 
-using Key = std::tuple<int, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t, int64_t>;
+// (device ordinal, Shape::ToString): every field of the problem, the geometry and the bias
+// included, so that shapes alike but for padding, stride or bias are timed apart.
+using Key = std::pair<int, std::string>;
 
 std::mutex& CacheMutex() {
   static std::mutex* mu = new std::mutex;
@@ -31,8 +35,10 @@ std::map<Key, std::string>& Cache() {
   return *cache;
 }
 
-// The best of three calls of `runner`, after one warm-up, each after an L2 flush.
-absl::StatusOr<double> TimeOne(const Runner& runner, RunArgs args, KernelBotTimer& timer) {
+// The best of three calls of `runner` as a plan runs it (with the bias pass of a runner that
+// does not add the bias itself), after one warm-up, each after an L2 flush.
+absl::StatusOr<double> TimeOne(const Runner& runner, const Shape& shape, RunArgs args,
+                               KernelBotTimer& timer) {
   ASSIGN_OR_RETURN(DeviceBuffer ws,
                    DeviceBuffer::Allocate(runner.workspace_bytes(), "autotune workspace"));
   args.workspace = ws.p;
@@ -40,7 +46,7 @@ absl::StatusOr<double> TimeOne(const Runner& runner, RunArgs args, KernelBotTime
   const TimedCall call = [&](cudaStream_t stream) {
     RunArgs a = args;
     a.stream = stream;
-    return runner.Run(a);
+    return RunWithBias(runner, shape, a);
   };
   ASSIGN_OR_RETURN(CallTimes t, timer.Time(call, args.stream, /*calls=*/3, /*warmup=*/1));
   return t.best_ms();
@@ -48,12 +54,12 @@ absl::StatusOr<double> TimeOne(const Runner& runner, RunArgs args, KernelBotTime
 
 absl::StatusOr<Tuned> Measure(const Shape& shape, const DeviceInfo& device,
                               const std::vector<Candidate>& candidates) {
-  // The device must hold x, w, y and the flush buffer; a shape that cannot is refused before its
+  // The device must hold x, w, y, the bias and the flush buffer; a shape that cannot is refused before its
   // host copies are made (on an overcommitting host a huge vector is not a bad_alloc but a
   // process killed while filling it).
   const double tensor_bytes =
       4.0 * (static_cast<double>(shape.input_elements()) + shape.filter_elements() +
-             shape.output_elements());
+             shape.output_elements() + shape.out_channels);
   size_t free_bytes = 0, total_bytes = 0;
   RETURN_IF_ERROR(CudaStatus(cudaMemGetInfo(&free_bytes, &total_bytes), "cudaMemGetInfo"));
   if (tensor_bytes + kL2FlushBytes > static_cast<double>(free_bytes)) {
@@ -73,6 +79,14 @@ absl::StatusOr<Tuned> Measure(const Shape& shape, const DeviceInfo& device,
   ASSIGN_OR_RETURN(DeviceBuffer w, DeviceBuffer::Allocate(hw.size() * sizeof(float), "autotune w"));
   ASSIGN_OR_RETURN(DeviceBuffer y, DeviceBuffer::Allocate(shape.output_elements() * sizeof(float),
                                                           "autotune y"));
+  // A bias of zeros: its values do not change the time.
+  ASSIGN_OR_RETURN(DeviceBuffer bias,
+                   DeviceBuffer::Allocate(shape.has_bias ? shape.out_channels * sizeof(float) : 0,
+                                          "autotune bias"));
+  if (shape.has_bias) {
+    RETURN_IF_ERROR(CudaStatus(cudaMemset(bias.p, 0, shape.out_channels * sizeof(float)),
+                               "zero the bias"));
+  }
   ASSIGN_OR_RETURN(KernelBotTimer timer, KernelBotTimer::Create());
   RETURN_IF_ERROR(CudaStatus(
       cudaMemcpy(x.p, hx.data(), hx.size() * sizeof(float), cudaMemcpyHostToDevice), "copy x"));
@@ -84,6 +98,7 @@ absl::StatusOr<Tuned> Measure(const Shape& shape, const DeviceInfo& device,
   args.x = x.as<const float>();
   args.w = w.as<const float>();
   args.y = y.as<float>();
+  args.bias = shape.has_bias ? bias.as<const float>() : nullptr;
   args.stream = stream;
   Tuned best{nullptr, nullptr};
   double best_ms = std::numeric_limits<double>::infinity();
@@ -92,7 +107,7 @@ absl::StatusOr<Tuned> Measure(const Shape& shape, const DeviceInfo& device,
     absl::StatusOr<std::unique_ptr<Runner>> runner =
         c.algorithm->Initialize(shape, c.proposal, device);
     if (!runner.ok()) continue;  // e.g. a workspace the device cannot hold, or another GPU's
-    absl::StatusOr<double> ms = TimeOne(**runner, args, timer);
+    absl::StatusOr<double> ms = TimeOne(**runner, shape, args, timer);
     if (!ms.ok()) {
       status = ms.status();
       break;
@@ -115,8 +130,7 @@ absl::StatusOr<Tuned> Measure(const Shape& shape, const DeviceInfo& device,
 
 absl::StatusOr<Tuned> Autotune(const Shape& shape, const DeviceInfo& device,
                                const std::vector<Candidate>& candidates) {
-  const Key key{device.ordinal, shape.batch,  shape.in_channels, shape.out_channels,
-                shape.height,   shape.width,  shape.kernel_h,    shape.kernel_w};
+  const Key key{device.ordinal, shape.ToString()};
   // One measurement at a time: concurrent timings would disturb each other.
   std::lock_guard<std::mutex> lock(CacheMutex());
   auto it = Cache().find(key);
@@ -131,6 +145,11 @@ absl::StatusOr<Tuned> Autotune(const Shape& shape, const DeviceInfo& device,
   ASSIGN_OR_RETURN(Tuned tuned, Measure(shape, device, candidates));
   Cache()[key] = tuned.algorithm->name();
   return tuned;
+}
+
+bool AutotuneCached(const Shape& shape, int device_ordinal) {
+  std::lock_guard<std::mutex> lock(CacheMutex());
+  return Cache().count(Key{device_ordinal, shape.ToString()}) > 0;
 }
 
 }  // namespace conv2d

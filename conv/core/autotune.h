@@ -31,6 +31,9 @@ struct Tuned {
 absl::StatusOr<Tuned> Autotune(const Shape& shape, const DeviceInfo& device,
                                const std::vector<Candidate>& candidates);
 
+// Whether Autotune has cached a winner for `shape` on the device of this ordinal (for tests).
+bool AutotuneCached(const Shape& shape, int device_ordinal);
+
 }  // namespace conv2d
 
 #endif  // CONV2D_CONV_CORE_AUTOTUNE_H_
