@@ -3,7 +3,7 @@
 #   ./run.sh                      every step
 #   ./run.sh tests regress ...    some steps: tests regress sanitize bench overhead python
 #                                 classes (and, not by default: bench_cnn bench_nets
-#                                 nets_layers profile torch_bench multi_gpu)
+#                                 bench_nets_auto nets_layers profile torch_bench multi_gpu)
 # Every step's output is appended to $OUT/all.log (default ./out); per-step logs are kept in
 # $LOGS (default /tmp/conv2d_logs) and packed into $OUT/logs.tgz at the end.
 # Ends with "N passed, N failed" over the steps.
@@ -60,8 +60,15 @@ for s in "${steps[@]}"; do
     bench_cnn)
       step bench_cnn 900 bin/benchmark --suite=cnn --json_out="$OUT/bench_cnn.json" ;;
     bench_nets)
-      # ResNet-50, ConvNeXt-T, EfficientNet-B0 layer by layer, per-network totals vs cuDNN.
+      # ResNet-50, ConvNeXt-T, EfficientNet-B0 layer by layer, per-network totals vs cuDNN,
+      # every variant (~18 minutes: longer than one device call may run).
       step bench_nets 1800 bin/benchmark --suite=nets --json_out="$OUT/bench_nets.json" ;;
+    bench_nets_auto)
+      # The same per-network totals from auto and cuDNN only, and fft_depthwise's own time on
+      # the depthwise layers (37 s on an H100 with --classes=false, PERF.md round 92; the
+      # classes column adds each case's input classes and their GPU fp64 references).
+      step bench_nets_auto 900 bin/benchmark --suite=nets --variants=cudnn,auto,fft_depthwise \
+        --json_out="$OUT/bench_nets_auto.json" ;;
     nets_layers)
       # The nets suite's table against torchvision's models (needs torch and torchvision).
       step nets_layers 300 python3 nets_layers.py --benchmark bin/benchmark ;;

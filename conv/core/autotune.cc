@@ -54,18 +54,18 @@ absl::StatusOr<double> TimeOne(const Runner& runner, const Shape& shape, RunArgs
 
 absl::StatusOr<Tuned> Measure(const Shape& shape, const DeviceInfo& device,
                               const std::vector<Candidate>& candidates) {
-  // The device must hold x, w, y, the bias and the flush buffer; a shape that cannot is refused before its
-  // host copies are made (on an overcommitting host a huge vector is not a bad_alloc but a
-  // process killed while filling it).
+  // The device must hold x, w, y, the bias and the flush buffer; a shape that cannot is refused
+  // before its host copies are made (on an overcommitting host a huge vector is not a bad_alloc
+  // but a process killed while filling it).
   const double tensor_bytes =
       4.0 * (static_cast<double>(shape.input_elements()) + shape.filter_elements() +
-             shape.output_elements() + shape.out_channels);
+             shape.output_elements() + (shape.has_bias ? shape.out_channels : 0));
   size_t free_bytes = 0, total_bytes = 0;
   RETURN_IF_ERROR(CudaStatus(cudaMemGetInfo(&free_bytes, &total_bytes), "cudaMemGetInfo"));
   if (tensor_bytes + kL2FlushBytes > static_cast<double>(free_bytes)) {
     return absl::ResourceExhaustedError(absl::StrCat(
-        "autotune: ", shape.ToString(), " needs ", tensor_bytes, " bytes of device memory for x, w "
-        "and y; ", free_bytes, " are free"));
+        "autotune: ", shape.ToString(), " needs ", tensor_bytes,
+        " bytes of device memory for x, w, y and the bias; ", free_bytes, " are free"));
   }
   std::vector<float> hx, hw;
   try {

@@ -54,9 +54,11 @@ namespace {
 constexpr int kThreads = fft_fused::kThreads;  // the FFT passes deal items to this many
 constexpr int kMaxPairs = 4;
 constexpr size_t kWorkspaceAlign = 256;
-// Five or more CTAs an SM: 64x64 tiles take one pair, 32x32 four. The FFT passes are latency
-// bound (ncu, PERF.md round 89), so warps an SM pay more than pairs a CTA: at 31x31, one pair
-// in six CTAs an SM took 0.281 ms against two pairs in three 0.341 (PERF.md round 92).
+// A small target: 64x64 tiles take one pair (six CTAs an SM with the pinned kernel's launch
+// bounds), 32x32 four. The FFT passes are latency bound (ncu, PERF.md round 89), so warps an SM
+// pay more than pairs a CTA: at 31x31, one pair in six CTAs an SM took 0.281 ms against two
+// pairs in three 0.341 (PERF.md round 92). Tiles with a 128 side still take one pair in 70 or
+// 139 KB (three or one CTA an SM).
 constexpr int64_t kSmemTarget = 40 << 10;
 // Over the rms-to-max ratio of the FFT's error on randn data (~6 over a million outputs), with
 // a margin for the constant of the error's growth (measured: docs/PERF.md, round 88).
@@ -72,8 +74,9 @@ RowSpan SpanOf(RowRange r) {
   return RowSpan{r.first, r.count, FastDiv(static_cast<uint32_t>(std::max(r.count, 1)))};
 }
 
-// Flops of a tiling's transforms and products over all CTAs: per pair, the forward transforms
-// its image rows and every column, the inverse every row and only the columns holding outputs.
+// Flops of a tiling's transforms and products over all CTAs, for the time model: per pair, the
+// forward transforms its image rows (ForwardRows) and every column, the inverse every row and
+// only the columns holding outputs.
 double TilingFlops(const Shape& s, const Tiling& t) {
   const int th = 1 << t.log2_th, tw = 1 << t.log2_tw;
   const double row = 5.0 * tw * t.log2_tw, col = 5.0 * th * t.log2_th;
@@ -87,6 +90,14 @@ double TilingFlops(const Shape& s, const Tiling& t) {
   const double all =
       tiles_h * tiles_w * per_position + tiles_w * rows * row + tiles_h * cols * col;
   return all * static_cast<double>(s.out_channels) * t.batch_groups * t.pairs;
+}
+
+// The flops the tile choice ranks by: TilingFlops with every forward row transformed.
+double RankFlops(const Tiling& t) {
+  const int th = 1 << t.log2_th, tw = 1 << t.log2_tw;
+  const double row = 5.0 * tw * t.log2_tw, col = 5.0 * th * t.log2_th;
+  const double pair = th * row + tw * col + th * row + t.step_w * col + 6.0 * th * tw;
+  return pair * static_cast<double>(t.ctas) * t.pairs;
 }
 
 }  // namespace
@@ -141,7 +152,11 @@ absl::StatusOr<Tiling> TilingFor(const Shape& s) {
       t.ctas = s.out_channels * int64_t{t.tiles_h} * t.tiles_w * t.batch_groups;
       t.flops = TilingFlops(s, t);
       if (t.smem_bytes > static_cast<int64_t>(fft_fused::kMaxSmemBytes)) continue;
-      if (t.flops < best_flops) best = t, best_flops = t.flops;
+      // Ranked by the flops of whole tiles (every row transformed), as before the row skip:
+      // counting the skipped rows tips near ties (< 1%) toward larger tiles, whose fewer CTAs
+      // an SM cost more than that (the model has no occupancy term; PERF.md round 92).
+      const double rank = RankFlops(t);
+      if (rank < best_flops) best = t, best_flops = rank;
     }
   }
   if (best.pairs == 0) {
@@ -278,8 +293,8 @@ __device__ float DirectOutput(const float* __restrict__ plane, const float* __re
 // passes' shifts, masks and trip counts fold into immediates (as fft_fused's pinned kernels);
 // the values are the same as the run-time ones (KernelFor picks a pinned kernel only then).
 // min_ctas: the kernel's __launch_bounds__ occupancy (0: ptxas's own choice). At 64x64 six CTAs
-// fit an SM's shared memory, and ptxas fits them in 40 registers with no spill (57 unbounded:
-// four CTAs, 0.304 ms against 0.281 at 31x31; five CTAs 0.287; PERF.md round 92).
+// fit an SM's shared memory, and ptxas fits them in 40 registers with no spill (56-57
+// unbounded: four CTAs, 0.304 ms against 0.281 at 31x31; five CTAs 0.287; PERF.md round 92).
 struct Pin {
   int log2_th, log2_tw, pairs, min_ctas;
 };
@@ -356,8 +371,9 @@ __global__ void __launch_bounds__(kThreads, kPin >= 0 ? kPins[kPin].min_ctas : 0
 
   const fft_fused::KernelParams k = FftParams(p);
   const Ctx ctx{m.data, m.tw};
-  // Rows outside the image are zero and stay zero through the row pass: only the first and
-  // last tile rows have such rows (ForwardRows).
+  // Rows outside the image are zero and stay zero through the row pass: the first and last tile
+  // rows skip theirs (ForwardRows); a middle one that reaches past the image (padding wider
+  // than a step) transforms its zero rows too.
   const RowSpan rows = tile_y == 0                 ? p.top_rows
                        : tile_y == p.tiles_h - 1 ? p.bottom_rows
                                                  : p.all_rows;

@@ -84,7 +84,8 @@ TEST(FftDepthwiseTilingTest, RandomGeometriesAreCovered) {
   auto pick = [&](int lo, int hi) { return std::uniform_int_distribution<int>(lo, hi)(rng); };
   for (int i = 0; i < 2000; ++i) {
     const int64_t kh = pick(1, 63), kw = pick(1, 63);
-    Shape s = DepthwiseShape(pick(1, 9), pick(1, 6), pick(1, 3), pick(1, 200), pick(1, 200), kh, kw, 0);
+    Shape s = DepthwiseShape(pick(1, 9), pick(1, 6), pick(1, 3), pick(1, 200), pick(1, 200), kh,
+                             kw, 0);
     s.pad_top = pick(0, static_cast<int>(kh) - 1);
     s.pad_bottom = pick(0, static_cast<int>(kh) - 1);
     s.pad_left = pick(0, static_cast<int>(kw) - 1);
@@ -100,6 +101,34 @@ TEST(FftDepthwiseTilingTest, RandomGeometriesAreCovered) {
                   static_cast<long long>(t->ctas));
     }
   }
+}
+
+// Padding past the kernel and past a tile: tile rows with no image row at all (nothing to
+// transform) and middle tile rows that reach outside the image (transformed whole).
+TEST(FftDepthwiseTilingTest, PaddingPastTheTileIsCovered) {
+  std::mt19937 rng(7);
+  auto pick = [&](int lo, int hi) { return std::uniform_int_distribution<int>(lo, hi)(rng); };
+  int empty_rows = 0, partial_middle = 0;
+  for (int i = 0; i < 2000; ++i) {
+    const int64_t kh = pick(1, 40), kw = pick(1, 40);
+    Shape s = DepthwiseShape(pick(1, 5), pick(1, 3), 1, pick(1, 40), pick(1, 40), kh, kw, 0);
+    s.pad_top = pick(0, 150);
+    s.pad_bottom = pick(0, 150);
+    s.pad_left = pick(0, 60);
+    s.pad_right = pick(0, 60);
+    if (!ValidateShape(s).ok()) continue;
+    absl::StatusOr<Tiling> t = TilingFor(s);
+    ASSERT_TRUE(t.ok()) << s.ToString() << ": " << t.status();
+    ExpectCovers(s, *t);
+    for (int ty = 0; ty < t->tiles_h; ++ty) {
+      const int64_t iy0 = int64_t{ty} * t->step_h - s.pad_top;
+      const int64_t th = int64_t{1} << t->log2_th;
+      if (ForwardRows(s, *t, ty).count == 0) ++empty_rows;
+      if (ty > 0 && ty < t->tiles_h - 1 && (iy0 < 0 || iy0 + th > s.height)) ++partial_middle;
+    }
+  }
+  EXPECT_GT(empty_rows, 0);      // the cases this test is for were drawn
+  EXPECT_GT(partial_middle, 0);
 }
 
 TEST(FftDepthwiseTilingTest, RefusesWhatItDoesNotCompute) {
