@@ -74,30 +74,25 @@ RowSpan SpanOf(RowRange r) {
   return RowSpan{r.first, r.count, FastDiv(static_cast<uint32_t>(std::max(r.count, 1)))};
 }
 
-// Flops of a tiling's transforms and products over all CTAs, for the time model: per pair, the
-// forward transforms its image rows (ForwardRows) and every column, the inverse every row and
-// only the columns holding outputs.
-double TilingFlops(const Shape& s, const Tiling& t) {
+// Flops of a tiling's transforms and products over all CTAs: per pair, the forward transforms
+// every column and the inverse every row; with `pruned` (the time model) the forward's rows are
+// its image rows (ForwardRows) and the inverse's columns those holding outputs, as the kernel
+// runs them; without (the tile ranking) every row and step_w columns of every tile.
+double TilingFlops(const Shape& s, const Tiling& t, bool pruned) {
   const int th = 1 << t.log2_th, tw = 1 << t.log2_tw;
   const double row = 5.0 * tw * t.log2_tw, col = 5.0 * th * t.log2_th;
   double rows = 0, cols = 0;  // summed over the tile rows, the tile columns
-  for (int ty = 0; ty < t.tiles_h; ++ty) rows += ForwardRows(s, t, ty).count;
+  for (int ty = 0; ty < t.tiles_h; ++ty) rows += pruned ? ForwardRows(s, t, ty).count : th;
   for (int tx = 0; tx < t.tiles_w; ++tx) {
-    cols += static_cast<double>(std::min<int64_t>(t.step_w, s.out_w() - int64_t{tx} * t.step_w));
+    cols += pruned ? static_cast<double>(
+                         std::min<int64_t>(t.step_w, s.out_w() - int64_t{tx} * t.step_w))
+                   : t.step_w;
   }
   const double per_position = tw * col + th * row + 6.0 * th * tw;
   const double tiles_h = t.tiles_h, tiles_w = t.tiles_w;
   const double all =
       tiles_h * tiles_w * per_position + tiles_w * rows * row + tiles_h * cols * col;
   return all * static_cast<double>(s.out_channels) * t.batch_groups * t.pairs;
-}
-
-// The flops the tile choice ranks by: TilingFlops with every forward row transformed.
-double RankFlops(const Tiling& t) {
-  const int th = 1 << t.log2_th, tw = 1 << t.log2_tw;
-  const double row = 5.0 * tw * t.log2_tw, col = 5.0 * th * t.log2_th;
-  const double pair = th * row + tw * col + th * row + t.step_w * col + 6.0 * th * tw;
-  return pair * static_cast<double>(t.ctas) * t.pairs;
 }
 
 }  // namespace
@@ -150,12 +145,12 @@ absl::StatusOr<Tiling> TilingFor(const Shape& s) {
       t.pair_stride = fft_fused::PairStride(lh, lw, t.pairs, false);
       t.smem_bytes = SmemBytes(lh, lw, t.pairs);
       t.ctas = s.out_channels * int64_t{t.tiles_h} * t.tiles_w * t.batch_groups;
-      t.flops = TilingFlops(s, t);
+      t.flops = TilingFlops(s, t, /*pruned=*/true);
       if (t.smem_bytes > static_cast<int64_t>(fft_fused::kMaxSmemBytes)) continue;
       // Ranked by the flops of whole tiles (every row transformed), as before the row skip:
       // counting the skipped rows tips near ties (< 1%) toward larger tiles, whose fewer CTAs
       // an SM cost more than that (the model has no occupancy term; PERF.md round 92).
-      const double rank = RankFlops(t);
+      const double rank = TilingFlops(s, t, /*pruned=*/false);
       if (rank < best_flops) best = t, best_flops = rank;
     }
   }
