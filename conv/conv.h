@@ -108,7 +108,8 @@ class Plan {
   Shape shape_;
   std::string algorithm_;
   std::shared_ptr<const Runner> runner_;
-  std::shared_ptr<std::mutex> run_mutex_;  // shared by copies, as the runner is
+  struct RunState;  // Run's lock and the call's graphs (plan.cc), shared by copies as the runner is
+  std::shared_ptr<RunState> run_state_;
   size_t workspace_bytes_ = 0;
   int device_ = -1;
 };

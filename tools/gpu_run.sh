@@ -78,7 +78,10 @@ for s in "${steps[@]}"; do
         --print-summary per-kernel bin/benchmark --shape=1,128,128,256,256,32,32 \
         --variants="${PROFILE_VARIANTS:-fft_tiled}" --calls=1 --warmup=0 ;;
     overhead)
-      step host_overhead 120 bin/host_overhead ;;
+      # Host time per call: Plan::Run through the graphs and plainly, and each launch path.
+      step host_overhead 120 bin/host_overhead
+      step host_overhead_plain 120 env CONV2D_GRAPHS=0 bin/host_overhead
+      step launch_cost 120 bin/launch_cost ;;
     classes)
       # Worst ratio per variant and input class, every output checked (docs/PERF.md's table).
       step input_classes 900 bin/input_classes --shapes=all ;;

@@ -12,7 +12,7 @@ cd "$(dirname "$0")/.."
 BUNDLE=gpu_bundle
 tests=$(bazel query 'kind("cc_test", //conv/... + //reference/... + //tools/...)' 2>/dev/null)
 bazel build $tests //tools:regress //tools:benchmark //tools:mix_kernels //tools:host_overhead //tools:input_classes \
-  //conv:libconv2d.so //python:wheel
+  //tools:launch_cost //conv:libconv2d.so //python:wheel
 rm -rf "$BUNDLE"
 mkdir -p "$BUNDLE/bin" "$BUNDLE/tests" "$BUNDLE/lib" "$BUNDLE/testdata" "$BUNDLE/python" \
   "$BUNDLE/multi_gpu"
@@ -24,7 +24,7 @@ for t in $tests; do
   esac
 done
 cp bazel-bin/tools/regress bazel-bin/tools/benchmark bazel-bin/tools/mix_kernels bazel-bin/tools/host_overhead bazel-bin/tools/input_classes \
-  "$BUNDLE/bin/"
+  bazel-bin/tools/launch_cost "$BUNDLE/bin/"
 cp bazel-bin/conv/libconv2d.so "$BUNDLE/lib/"
 cp testdata/*.golden "$BUNDLE/testdata/"
 cp bazel-bin/python/conv2d-*.whl "$BUNDLE/python/"

@@ -108,6 +108,12 @@ def step_pieces(results):
         "_call_for (signature lookup)": lambda: functional._call_for(x, w, None, 1, 0, 1, 1,
                                                                       False),
         "x.new_empty(y) (caching allocator)": lambda: x.new_empty(dims),
+        "torch.empty_strided(y) (as the direct path)": lambda: torch.empty_strided(
+            dims, (8 * 14 * 14, 14 * 14, 14, 1), dtype=torch.float32, device=x.device),
+        "workspace: a raw block, allocated and freed": lambda: functional._raw_delete(
+            functional._raw_alloc(100_000, functional._current_stream(0))),
+        "workspace: a uint8 tensor, allocated and freed": lambda: x.new_empty(
+            100_000, dtype=torch.uint8),
         "x.is_contiguous()": x.is_contiguous,
         "x.is_neg()": x.is_neg,
         "x.data_ptr()": x.data_ptr,

@@ -16,6 +16,7 @@
 
 #include <utility>
 
+#include "conv/arch/launch_graph.h"
 #include "conv/arch/per_device.h"
 
 namespace conv2d {
@@ -51,10 +52,15 @@ inline bool RunsSm90aCode() {
 }
 
 // kernel<<<blocks, threads, smem, stream>>>(args...), allowed to overlap the kernel before it
-// when `pdl` is set and the device supports it.
+// when `pdl` is set and the device supports it; appended to the thread's LaunchRecording instead
+// where one is current (launch_graph.h: the plan then enqueues the call's kernels as one graph).
 template <typename... Params, typename... Args>
 cudaError_t LaunchPdl(bool pdl, void (*kernel)(Params...), dim3 blocks, dim3 threads, size_t smem,
                       cudaStream_t stream, Args&&... args) {
+  if (LaunchRecording* recording = LaunchRecording::Current()) {
+    return recording->Add(pdl && RunsSm90aCode(), kernel, blocks, threads, smem, stream,
+                          std::forward<Args>(args)...);
+  }
   cudaLaunchAttribute attribute;
   attribute.id = cudaLaunchAttributeProgrammaticStreamSerialization;
   attribute.val.programmaticStreamSerializationAllowed = 1;

@@ -54,6 +54,10 @@ class Runner {
   // Whether Run adds args.bias itself (in its epilogue). Otherwise Plan::Run adds it after Run,
   // one more pass over y (conv/core/bias.h).
   virtual bool adds_bias() const { return false; }
+  // Whether Run enqueues only kernels, each through LaunchPdl (conv/arch/pdl.cuh): Plan::Run
+  // then records them and enqueues them as one graph launch (conv/arch/launch_graph.h). False
+  // for a runner that calls a library (cuBLAS, cuFFT) or launches any other way.
+  virtual bool records_launches() const { return false; }
 };
 
 // What an algorithm proposes for one shape on one device: its own configuration (tile sizes,

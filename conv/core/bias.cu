@@ -4,6 +4,7 @@
 
 #include <cstdint>
 
+#include "conv/arch/pdl.cuh"
 #include "conv/core/cuda_status.h"
 #include "conv/core/status_macros.h"
 
@@ -34,9 +35,10 @@ absl::Status AddBias(const Shape& s, const float* bias, float* y, cudaStream_t s
   const unsigned gx = static_cast<unsigned>(per_plane < 64 ? per_plane : 64);
   for (int64_t first = 0; first < planes; first += kMaxRows) {
     const int64_t count = planes - first < kMaxRows ? planes - first : kMaxRows;
-    AddBiasKernel<<<dim3(gx, static_cast<unsigned>(count)), kThreads, 0, stream>>>(
-        bias, y, s.out_channels, plane, first);
-    RETURN_IF_ERROR(LaunchStatus("AddBias"));
+    RETURN_IF_ERROR(CudaStatus(LaunchPdl(/*pdl=*/false, AddBiasKernel,
+                                         dim3(gx, static_cast<unsigned>(count)), kThreads, 0,
+                                         stream, bias, y, s.out_channels, plane, first),
+                               "AddBias"));
   }
   return absl::OkStatus();
 }

@@ -9,8 +9,10 @@
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
+#include "conv/arch/launch_graph.h"
 #include "conv/core/algorithm.h"
 #include "conv/core/bias.h"
+#include "conv/core/cuda_status.h"
 #include "conv/core/device_info.h"
 #include "conv/core/autotune.h"
 #include "conv/conv.h"
@@ -84,12 +86,17 @@ absl::StatusOr<std::string> ChooseAlgorithm(const Shape& shape) {
   return ranked.front().algorithm->name();
 }
 
+struct Plan::RunState {
+  std::mutex mutex;
+  LaunchGraphs graphs;  // for runners that record their launches
+};
+
 Plan::Plan(const Shape& shape, std::string algorithm, std::shared_ptr<const Runner> runner,
            int device)
     : shape_(shape),
       algorithm_(std::move(algorithm)),
       runner_(std::move(runner)),
-      run_mutex_(std::make_shared<std::mutex>()),
+      run_state_(std::make_shared<RunState>()),
       workspace_bytes_(runner_->workspace_bytes()),
       device_(device) {}
 
@@ -278,9 +285,16 @@ absl::Status Plan::Run(const float* x, const float* w, const float* bias, float*
   args.workspace_bytes = workspace_bytes;
   args.stream = stream;
   // A runner rebinds its cuFFT/cuBLAS handles to each call's stream and workspace before it
-  // enqueues; two threads interleaving that on one plan (or its copies) could run one call's
-  // transforms on the other's stream. Enqueueing is host-side and short, so serialize it.
-  std::lock_guard<std::mutex> lock(*run_mutex_);
+  // enqueues, and the graphs are updated with each call's arguments; two threads interleaving
+  // that on one plan (or its copies) could run one call's work with the other's. Enqueueing is
+  // host-side and short, so serialize it.
+  std::lock_guard<std::mutex> lock(run_state_->mutex);
+  if (runner_->records_launches()) {
+    LaunchRecording recording(stream);
+    const absl::Status st = RunWithBias(*runner_, shape_, args);
+    if (st.ok()) return CudaStatus(run_state_->graphs.Launch(recording), "conv2d: enqueue");
+    if (!recording.overflowed()) return st;
+  }  // a call with more launches than a recording holds: nothing was enqueued, so plainly
   return RunWithBias(*runner_, shape_, args);
 }
 

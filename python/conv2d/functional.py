@@ -6,9 +6,10 @@ Two ways in, one kernel call:
   torch.export and meta tensors) and an autograd formula (PyTorch's own convolution backward);
   taken whenever torch.compile traces, a tensor needs a gradient, or a tensor subclass or a
   dispatch mode (FakeTensor, functorch, make_fx) is in play;
-- otherwise the direct path: one dictionary lookup per call signature, two allocations from
-  PyTorch's caching allocator (y and the workspace, on the current stream), one ctypes call. The
-  op's Python dispatch alone would cost more than the whole call (docs/PERF.md, round 90).
+- otherwise the direct path: one dictionary lookup per call signature, y from PyTorch's caching
+  allocator, the workspace (if any) as a raw block of it on the current stream, one ctypes call,
+  in which the library enqueues the call's kernels as one CUDA graph launch where it can. The
+  op's Python dispatch alone would cost more than the whole call (docs/PERF.md, rounds 90-93).
 Both are safe under CUDA graph capture (no synchronisation, no allocation outside PyTorch's
 allocator) once the plan exists: a plan is made on the first call of a signature, which must be
 outside capture (a warm-up call, as CUDA graphs need anyway); a first call during capture
@@ -29,13 +30,20 @@ _U8 = torch.uint8
 _current_stream = torch._C._cuda_getCurrentRawStream
 _current_device = torch._C._cuda_getDevice
 _increment_version = torch.autograd.graph.increment_version
+_empty_strided = torch.empty_strided
+# The workspace as a raw block of the caching allocator on the call's stream: 0.7 us where a
+# uint8 tensor took 1.9 (docs/PERF.md, round 93); as a tensor where these private entry points
+# are missing.
+_raw_alloc = getattr(torch._C, "_cuda_cudaCachingAllocator_raw_alloc", None)
+_raw_delete = getattr(torch._C, "_cuda_cudaCachingAllocator_raw_delete", None)
 _OUT_GRAD = ("conv2d(): functions with out=... arguments don't support automatic "
              "differentiation, but one of the arguments requires grad")
 
 
 class _Call:
     """What every call of one signature (shapes, dtypes, devices, geometry) needs, made once."""
-    __slots__ = ("out_shape", "fields", "has_bias", "device", "index", "plan", "run", "kind")
+    __slots__ = ("out_shape", "out_strides", "fields", "has_bias", "device", "index", "plan",
+                 "run", "kind")
 
     def __init__(self, x_shape, w_shape, has_bias, device, stride, pad, dilation, groups):
         unbatched = len(x_shape) == 3
@@ -43,6 +51,7 @@ class _Call:
         self.fields, (oh, ow) = _native.problem(x4, tuple(w_shape), stride, pad, dilation, groups)
         b, c, o = self.fields[:3]
         self.out_shape = (o, oh, ow) if unbatched else (b, o, oh, ow)
+        self.out_strides = (oh * ow, ow, 1) if unbatched else (o * oh * ow, oh * ow, ow, 1)
         self.has_bias = has_bias
         self.device, self.index = device, device.index
         self.plan = None
@@ -139,10 +148,30 @@ def _call_for(x, w, bias, stride, padding, dilation, groups, per_side):
         return _calls.setdefault(key, call)
 
 
+def _enqueue(handle, x_ptr, w_ptr, bias_ptr, y_ptr, nbytes, x, index):
+    """The library's call on the current stream of device `index` (the current device), with a
+    workspace of nbytes from PyTorch's caching allocator on that stream: a call on another stream
+    or thread gets its own, and it is not reused before this call's kernels are done. Freed only
+    once the call is enqueued: freed earlier, its block could go to another allocation on this
+    stream whose work is enqueued before ours. Under CUDA graph capture the allocator serves it
+    from the graph's private pool, as it does tensors."""
+    stream = _current_stream(index)
+    if not nbytes:
+        return _run_ex(handle, x_ptr, w_ptr, bias_ptr, y_ptr, None, 0, stream)
+    if _raw_alloc is None:
+        ws = x.new_empty(nbytes, dtype=_U8)
+        return _run_ex(handle, x_ptr, w_ptr, bias_ptr, y_ptr, ws.data_ptr(), nbytes, stream)
+    ws = _raw_alloc(nbytes, stream)
+    try:
+        return _run_ex(handle, x_ptr, w_ptr, bias_ptr, y_ptr, ws, nbytes, stream)
+    finally:
+        _raw_delete(ws)
+
+
 def _direct(x, w, bias, stride, padding, dilation, groups, per_side, out=None):
     """The call itself: y (or out) = conv2d(x, w, bias) on the current stream. The hot path of
     every call outside the dispatcher: kept to attribute reads, two allocations and one ctypes
-    call (docs/PERF.md, round 90, measures each)."""
+    call (docs/PERF.md, rounds 90-93, measure each)."""
     call = _call_for(x, w, bias, stride, padding, dilation, groups, per_side)
     if out is not None:
         if out.requires_grad and torch.is_grad_enabled():
@@ -156,7 +185,7 @@ def _direct(x, w, bias, stride, padding, dilation, groups, per_side, out=None):
             return out
         y = out
     else:
-        y = x.new_empty(call.out_shape)  # x is float32 on call.device (the key says so)
+        y = _empty_strided(call.out_shape, call.out_strides, dtype=_F32, device=call.device)
     run = call.run
     if run is None:
         if call.kind != "run":
@@ -177,19 +206,13 @@ def _direct(x, w, bias, stride, padding, dilation, groups, per_side, out=None):
             bias = bias.resolve_neg().contiguous()
         bias_ptr = bias.data_ptr()
     handle, nbytes = run
-    # From PyTorch's caching allocator on the current stream: a call on another stream or
-    # thread gets its own, and it is not reused before this call's kernels are done.
-    # Held (ws) until the call is enqueued: freed earlier, its block could go to another
-    # allocation on this stream whose work is enqueued before ours.
-    ws = x.new_empty(nbytes, dtype=_U8) if nbytes else None
     index = call.index
-    args = (handle, x.data_ptr(), w.data_ptr(), bias_ptr, y.data_ptr(),
-            None if ws is None else ws.data_ptr(), nbytes, _current_stream(index))
     if _current_device() == index:
-        rc = _run_ex(*args)
+        rc = _enqueue(handle, x.data_ptr(), w.data_ptr(), bias_ptr, y.data_ptr(), nbytes, x, index)
     else:
         with torch.cuda.device(index):
-            rc = _run_ex(*args)
+            rc = _enqueue(handle, x.data_ptr(), w.data_ptr(), bias_ptr, y.data_ptr(), nbytes, x,
+                          index)
     if rc != 0:
         raise _native.Error("conv2d_plan_run_ex", rc, _native.last_error())
     if y is out:  # written behind autograd's back: what saved it for a backward must know
@@ -214,8 +237,9 @@ def _(x, weight, bias, stride, padding, dilation, groups):
     torch._check(x.dtype == _F32 and weight.dtype == _F32,
                  lambda: "conv2d::conv2d takes float32 tensors")
     _native.per_side_geometry(stride, padding, dilation, groups)
-    oh = _native.out_size(x.shape[2], padding[0], padding[1], dilation[0], weight.shape[2], stride[0])
-    ow = _native.out_size(x.shape[3], padding[2], padding[3], dilation[1], weight.shape[3], stride[1])
+    kh, kw = weight.shape[2], weight.shape[3]
+    oh = _native.out_size(x.shape[2], padding[0], padding[1], dilation[0], kh, stride[0])
+    ow = _native.out_size(x.shape[3], padding[2], padding[3], dilation[1], kw, stride[1])
     return x.new_empty((x.shape[0], weight.shape[0], oh, ow))
 
 

@@ -18,8 +18,8 @@ __all__ = ["Conv2d", "ConversionReport", "convert"]
 
 class Conv2d(torch.nn.Conv2d):
     """torch.nn.Conv2d (same arguments, parameters and state dict) computed by conv2d.conv2d
-    for float32 CUDA inputs (and meta ones, for shape propagation). padding_mode other than "zeros" pads first, as torch.nn.Conv2d
-    does, and convolves the padded input."""
+    for float32 CUDA inputs (and meta ones, for shape propagation). padding_mode other than
+    "zeros" pads first, as torch.nn.Conv2d does, and convolves the padded input."""
 
     @classmethod
     def from_torch(cls, conv):

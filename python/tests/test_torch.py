@@ -177,6 +177,35 @@ def test_cuda_graph_capture_and_replay():
         assert _within_bar(y, F.conv2d(x.double(), w.double(), b.double(), **kw))
 
 
+def test_cuda_graph_capture_of_a_call_with_a_workspace():
+    # The workspace is a raw block of PyTorch's caching allocator on the capturing stream: the
+    # graph's private pool must serve it, and the library must launch its kernels plainly into
+    # the capture (its own graphs are for streams that are not being captured).
+    x = _rand(1, 64, 128, 128, seed=21)
+    w = _rand(64, 64, 8, 8, seed=22)
+    from conv2d import functional
+    conv2d.conv2d(x, w)  # the warm-up that makes the plan
+    assert functional._call_for(x, w, None, 1, 0, 1, 1, False).run[1] > 0, "no workspace"
+    s = torch.cuda.Stream()
+    s.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(s):
+        conv2d.conv2d(x, w)
+    torch.cuda.current_stream().wait_stream(s)
+    g = torch.cuda.CUDAGraph()
+    with torch.cuda.graph(g):
+        y = conv2d.conv2d(x, w)
+    for seed in (23, 24):
+        x.copy_(_rand(1, 64, 128, 128, seed=seed))
+        y.fill_(float("nan"))
+        junk = torch.full((1 << 22,), 7.0, device="cuda")  # other work between replays
+        g.replay()
+        torch.cuda.synchronize()
+        del junk
+        assert _within_bar(y, F.conv2d(x.double(), w.double()))
+    # Eager calls after the capture (the library's own graph for this stream) still agree.
+    assert torch.equal(conv2d.conv2d(x, w), y)
+
+
 def test_nn_conv2d_falls_back_where_the_library_does_not_serve():
     conv = conv2d.nn.Conv2d(4, 6, 3, padding=1, padding_mode="circular").cuda()
     x = _rand(2, 4, 9, 9, seed=16)

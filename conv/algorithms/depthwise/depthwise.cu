@@ -54,6 +54,7 @@
 #include "conv/arch/cp_async.cuh"
 #include "conv/arch/fast_div.h"
 #include "conv/arch/int_math.h"
+#include "conv/arch/pdl.cuh"
 #include "conv/core/cuda_status.h"
 #include "conv/core/status_macros.h"
 
@@ -559,11 +560,13 @@ class DepthwiseRunner : public Runner {
   bool adds_bias() const override { return true; }
   absl::Status Run(const RunArgs& a) const override {
     KernelFn kernel = KernelFor(t_, p_, grouped_);
-    kernel<<<static_cast<unsigned>(ctas_), static_cast<unsigned>(t_.threads),
-             static_cast<size_t>(t_.smem_bytes), a.stream>>>(
-        a.x, a.w, s_.has_bias ? a.bias : nullptr, a.y, p_);
-    return LaunchStatus(grouped_ ? "grouped_direct kernel launch" : "depthwise kernel launch");
+    return CudaStatus(
+        LaunchPdl(/*pdl=*/false, kernel, static_cast<unsigned>(ctas_),
+                  static_cast<unsigned>(t_.threads), static_cast<size_t>(t_.smem_bytes), a.stream,
+                  a.x, a.w, s_.has_bias ? a.bias : nullptr, a.y, p_),
+        grouped_ ? "grouped_direct kernel launch" : "depthwise kernel launch");
   }
+  bool records_launches() const override { return true; }
 
  private:
   Shape s_;

@@ -11,6 +11,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "conv/arch/fast_div.h"
+#include "conv/arch/pdl.cuh"
 #include "conv/core/cuda_status.h"
 #include "conv/core/status_macros.h"
 
@@ -89,9 +90,11 @@ class DotRunner : public Runner {
                       reinterpret_cast<uintptr_t>(a.x) % 16 == 0 &&
                       reinterpret_cast<uintptr_t>(a.w) % 16 == 0;
     auto* kernel = vec4 ? &DotKernel<true> : &DotKernel<false>;
-    kernel<<<blocks, kThreads, 0, a.stream>>>(a.x, a.w, has_bias_ ? a.bias : nullptr, a.y, p_);
-    return LaunchStatus("dot kernel launch");
+    return CudaStatus(LaunchPdl(/*pdl=*/false, kernel, blocks, kThreads, 0, a.stream, a.x, a.w,
+                                has_bias_ ? a.bias : nullptr, a.y, p_),
+                      "dot kernel launch");
   }
+  bool records_launches() const override { return true; }
 
  private:
   Params p_;

@@ -36,6 +36,7 @@
 #include "conv/algorithms/fft/fft_fused_internal.h"
 #include "conv/arch/fast_div.h"
 #include "conv/arch/int_math.h"
+#include "conv/arch/pdl.cuh"
 #include "conv/core/cuda_status.h"
 #include "conv/core/status_macros.h"
 
@@ -455,15 +456,18 @@ class FftDepthwiseRunner : public Runner {
     auto* spectra = reinterpret_cast<Cf*>(base);
     auto* energies = reinterpret_cast<float*>(base + c_.spectra_bytes);
     const Tiling& t = c_.tiling;
-    FilterKernel<<<static_cast<unsigned>(s_.out_channels), kThreads,
-                   static_cast<size_t>(SmemBytes(t.log2_th, t.log2_tw, 1)), a.stream>>>(
-        a.w, spectra, energies, c_.params);
-    RETURN_IF_ERROR(LaunchStatus("fft_depthwise filter kernel launch"));
-    KernelFor(t)<<<static_cast<unsigned>(t.ctas), kThreads, static_cast<size_t>(t.smem_bytes),
-                   a.stream>>>(a.x, a.w, spectra, energies, s_.has_bias ? a.bias : nullptr, a.y,
-                               c_.params);
-    return LaunchStatus("fft_depthwise kernel launch");
+    RETURN_IF_ERROR(CudaStatus(
+        LaunchPdl(/*pdl=*/false, FilterKernel, static_cast<unsigned>(s_.out_channels), kThreads,
+                  static_cast<size_t>(SmemBytes(t.log2_th, t.log2_tw, 1)), a.stream, a.w,
+                  spectra, energies, c_.params),
+        "fft_depthwise filter kernel launch"));
+    return CudaStatus(
+        LaunchPdl(/*pdl=*/false, KernelFor(t), static_cast<unsigned>(t.ctas), kThreads,
+                  static_cast<size_t>(t.smem_bytes), a.stream, a.x, a.w, spectra, energies,
+                  s_.has_bias ? a.bias : nullptr, a.y, c_.params),
+        "fft_depthwise kernel launch");
   }
+  bool records_launches() const override { return true; }
 
  private:
   Shape s_;

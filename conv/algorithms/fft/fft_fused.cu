@@ -224,6 +224,8 @@ class FftFusedRunner : public StagedRunner {
   }
 
   size_t workspace_bytes() const override { return config_.workspace.total_bytes; }
+  // The channel mix on cuBLAS is a library call, not a recorded launch.
+  bool records_launches() const override { return options_.gemm_3xtf32; }
 
   absl::Status Run(const RunArgs& a) const override {
     const unsigned long long epoch = NextEpoch();
@@ -262,9 +264,10 @@ class FftFusedRunner : public StagedRunner {
 
     switch (stage) {
       case kFilterStage:
-        filter_kernel_<<<FilterCtas(fwd_), kThreads, config_.smem.bytes_fwd, stream>>>(
-            fwd_, a.w, filter_spectrum, lists);
-        return LaunchStatus("fft_fused filter kernel");
+        return CudaStatus(LaunchPdl(/*pdl=*/false, filter_kernel_, FilterCtas(fwd_), kThreads,
+                                    config_.smem.bytes_fwd, stream, fwd_, a.w, filter_spectrum,
+                                    lists),
+                          "fft_fused filter kernel");
       case kInputStage:
         return CudaStatus(LaunchPdl(in_run, input_kernel_, InputCtas(fwd_), kThreads,
                                     config_.smem.bytes_fwd, stream, fwd_, a.x, input_spectrum,

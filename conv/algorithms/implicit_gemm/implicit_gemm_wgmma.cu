@@ -520,6 +520,7 @@ class ImplicitGemmWgmmaRunner : public Runner {
   // The bias in the epilogue (StoreQuarter) and in the tail's initial values: the separate
   // pass over y would be a third launch.
   bool adds_bias() const override { return true; }
+  bool records_launches() const override { return true; }
 
   absl::Status Run(const RunArgs& a) const override {
     Params p = p_;
@@ -543,12 +544,11 @@ class ImplicitGemmWgmmaRunner : public Runner {
     const uintptr_t base = reinterpret_cast<uintptr_t>(a.workspace);
     float* ws = reinterpret_cast<float*>((base + kWorkspaceAlign - 1) & ~(kWorkspaceAlign - 1));
     const unsigned split_blocks = static_cast<unsigned>(p.n_tiles * p.k_tiles + TailZeroBlocks(p));
-    if (p.groups > 1) {
-      SplitFilterKernel<BN, true><<<split_blocks, kSplitThreads, 0, a.stream>>>(a.w, ws, p, a.y);
-    } else {
-      SplitFilterKernel<BN, false><<<split_blocks, kSplitThreads, 0, a.stream>>>(a.w, ws, p, a.y);
-    }
-    RETURN_IF_ERROR(LaunchStatus("implicit_gemm_wgmma filter split"));
+    RETURN_IF_ERROR(CudaStatus(
+        LaunchPdl(/*pdl=*/false,
+                  p.groups > 1 ? &SplitFilterKernel<BN, true> : &SplitFilterKernel<BN, false>,
+                  split_blocks, kSplitThreads, 0, a.stream, a.w, ws, p, a.y),
+        "implicit_gemm_wgmma filter split"));
     return Gemm<BN>(p, vec_a, grid, a, ws);
   }
 
