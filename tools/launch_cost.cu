@@ -1,7 +1,8 @@
 // Host microseconds per enqueue of an empty kernel by each launch path: <<<>>>,
 // cudaLaunchKernelEx with and without PDL, the driver's cuLaunchKernel(Ex), four launches in a
 // row (the FFT's), and a four-node graph: cudaGraphLaunch alone and after setting each node's
-// arguments (runtime and driver). Each measured as 200 calls behind a 0.4 s kernel, median of 7.
+// arguments (runtime and driver). Each measured as 200 calls behind a kernel that spins 4e8
+// cycles (~0.2 s), median of 7.
 // What chose conv/arch/launch_graph.h's design (docs/PERF.md, round 93). Needs a GPU.
 //   launch_cost
 #include <cuda.h>
@@ -22,14 +23,18 @@ __global__ void EmptyPdl(Params p, const float* x, float* y, unsigned long long 
 #endif
   if (threadIdx.x == 0 && p.bytes[0] == 123 && e == 7) y[0] = x[0];
 }
-__global__ void Sleep(long long ns) { long long t0 = clock64(); while (clock64() - t0 < ns) {} }
+__global__ void Spin(long long cycles) {
+  const long long t0 = clock64();
+  while (clock64() - t0 < cycles) {
+  }
+}
 
 template <typename F> double Us(F f, int calls = 200, int reps = 7) {
   for (int i = 0; i < 50; ++i) f();
   cudaDeviceSynchronize();
   std::vector<double> t;
   for (int r = 0; r < reps; ++r) {
-    Sleep<<<1, 1>>>(400000000LL);
+    Spin<<<1, 1>>>(400000000LL);  // ~0.2 s at the SM clock
     auto t0 = std::chrono::steady_clock::now();
     for (int i = 0; i < calls; ++i) f();
     auto t1 = std::chrono::steady_clock::now();
@@ -78,8 +83,6 @@ int main() {
     Empty<<<132, 256, 0, s0>>>(p, x, y, e);
     for (int i = 0; i < 3; ++i) { cudaLaunchConfig_t c; cudaLaunchAttribute a; pdl_config(c, a, 1, s0);
       cudaLaunchKernelEx(&c, EmptyPdl, p, (const float*)x, y, e); } }));
-  // Same on a non-blocking stream.
-  printf("<<<>>> on non-blocking stream %.2f us\n", Us([&] { Empty<<<132, 256, 0, s>>>(p, x, y, e); }));
   // Graph of 4 kernels captured with PDL.
   cudaGraph_t g; cudaGraphExec_t ge;
   cudaStreamBeginCapture(s, cudaStreamCaptureModeThreadLocal);
@@ -99,7 +102,7 @@ int main() {
     cudaDeviceSynchronize();
     std::vector<double> t;
     for (int r = 0; r < 7; ++r) {
-      Sleep<<<1, 1, 0, s>>>(400000000LL);
+      Spin<<<1, 1, 0, s>>>(400000000LL);
       auto t0 = std::chrono::steady_clock::now();
       for (int i = 0; i < 200; ++i) f();
       auto t1 = std::chrono::steady_clock::now();

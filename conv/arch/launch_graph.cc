@@ -1,5 +1,6 @@
 #include "conv/arch/launch_graph.h"
 
+#include <atomic>
 #include <cstdlib>
 #include <cstring>
 #include <vector>
@@ -8,6 +9,7 @@ namespace conv2d {
 namespace {
 
 thread_local LaunchRecording* current_recording = nullptr;
+std::atomic<unsigned long long> graph_launches{0};
 
 // Whether two launches are the same node of a graph: all but their arguments.
 bool SameNode(const KernelLaunch& a, const KernelLaunch& b) {
@@ -79,7 +81,9 @@ cudaError_t LaunchEach(const LaunchRecording& r) {
 }
 
 struct LaunchGraphs::Slot {
-  cudaStream_t stream = nullptr;
+  // The stream's ID, not its handle: cudaStreamPerThread is one handle for a stream of each
+  // thread, and a handle may be reused by a stream made after another was destroyed.
+  unsigned long long stream_id = 0;
   KernelLaunch shape[LaunchRecording::kMaxLaunches];  // the nodes' launches, arguments aside
   cudaGraphNode_t nodes[LaunchRecording::kMaxLaunches] = {};
   // The argument bytes each node holds now: a node whose next arguments are the same is not
@@ -90,8 +94,8 @@ struct LaunchGraphs::Slot {
   cudaGraphExec_t exec = nullptr;
   bool broken = false;  // CUDA refused to make or update it: these calls launch plainly
 
-  bool Serves(const LaunchRecording& r) const {
-    if (stream != r.stream() || size != r.size()) return false;
+  bool Serves(const LaunchRecording& r, unsigned long long id) const {
+    if (stream_id != id || size != r.size()) return false;
     for (int i = 0; i < size; ++i) {
       if (!SameNode(shape[i], r[i])) return false;
     }
@@ -122,9 +126,13 @@ int LaunchGraphs::graphs() const {
   return n;
 }
 
-LaunchGraphs::Slot* LaunchGraphs::Find(const LaunchRecording& r) {
+unsigned long long LaunchGraphs::Launches() {
+  return graph_launches.load(std::memory_order_relaxed);
+}
+
+LaunchGraphs::Slot* LaunchGraphs::Find(const LaunchRecording& r, unsigned long long stream_id) {
   for (int i = 0; i < used_; ++i) {
-    if (slots_[i]->Serves(r)) return slots_[i];
+    if (slots_[i]->Serves(r, stream_id)) return slots_[i];
   }
   return nullptr;
 }
@@ -132,17 +140,19 @@ LaunchGraphs::Slot* LaunchGraphs::Find(const LaunchRecording& r) {
 // A graph of r's kernels in a chain (a programmatic edge into each PDL launch), instantiated.
 // Null when no slot is left; a broken slot when CUDA refused (kept, so that it is not retried on
 // every call).
-LaunchGraphs::Slot* LaunchGraphs::Make(const LaunchRecording& r) {
+LaunchGraphs::Slot* LaunchGraphs::Make(const LaunchRecording& r, unsigned long long stream_id) {
   if (used_ == kSlots) return nullptr;
   Slot* s = new Slot;
   slots_[used_++] = s;
-  s->stream = r.stream();
+  s->stream_id = stream_id;
   s->size = r.size();
+  for (int i = 0; i < r.size(); ++i) {  // first, so that a slot broken below still matches
+    s->shape[i] = r[i];
+    s->args[i].assign(r.arg_bytes(i), r.arg_bytes(i) + r.arg_size(i));
+  }
   RelaxedCaptureMode relaxed;
   bool ok = cudaGraphCreate(&s->graph, 0) == cudaSuccess;
   for (int i = 0; ok && i < r.size(); ++i) {
-    s->shape[i] = r[i];
-    s->args[i].assign(r.arg_bytes(i), r.arg_bytes(i) + r.arg_size(i));
     const cudaKernelNodeParams p = NodeParams(r[i]);
     ok = cudaGraphAddKernelNode(&s->nodes[i], s->graph, nullptr, 0, &p) == cudaSuccess;
     if (ok && i > 0) {
@@ -172,8 +182,13 @@ cudaError_t LaunchGraphs::Launch(const LaunchRecording& r) {
     return LaunchEach(r);
   }
   if (capture != cudaStreamCaptureStatusNone) return LaunchEach(r);
-  Slot* s = Find(r);
-  if (s == nullptr) s = Make(r);
+  unsigned long long stream_id = 0;
+  if (cudaStreamGetId(r.stream(), &stream_id) != cudaSuccess) {
+    cudaGetLastError();
+    return LaunchEach(r);
+  }
+  Slot* s = Find(r, stream_id);
+  if (s == nullptr) s = Make(r, stream_id);
   if (s == nullptr || s->broken) return LaunchEach(r);
   for (int i = 0; i < r.size(); ++i) {
     std::vector<unsigned char>& held = s->args[i];
@@ -189,7 +204,9 @@ cudaError_t LaunchGraphs::Launch(const LaunchRecording& r) {
     }
     held.assign(bytes, bytes + r.arg_size(i));
   }
-  return cudaGraphLaunch(s->exec, r.stream());
+  const cudaError_t err = cudaGraphLaunch(s->exec, r.stream());
+  if (err == cudaSuccess) graph_launches.fetch_add(1, std::memory_order_relaxed);
+  return err;
 }
 
 }  // namespace conv2d

@@ -41,8 +41,9 @@ struct KernelLaunch {
   bool pdl = false;  // may overlap the kernel before it (pdl.cuh), on a device that supports it
   int num_args = 0;
   void* args[kMaxArgs] = {};
-  // Where the argument values lie in the recording's storage: [args_begin, args_end), alignment
-  // gaps zeroed, so that equal arguments are equal bytes.
+  // Where the argument values lie in the recording's storage: [args_begin, args_end), the gaps
+  // between them zeroed (padding inside a struct argument is copied as it is, so equal
+  // arguments may still differ in bytes: that costs an update, never a wrong launch).
   size_t args_begin = 0;
   size_t args_end = 0;
 };
@@ -130,9 +131,10 @@ class LaunchRecording {
 // Enqueues the recording's launches on its stream, plainly: each with cudaLaunchKernelExC.
 cudaError_t LaunchEach(const LaunchRecording& r);
 
-// One plan's executable graphs, at most kSlots (stream, kernels) pairs. Not thread-safe: the
-// caller serializes Launch (Plan::Run's lock). Made on the device current at the first Launch,
-// which must stay the device of every call (a plan is bound to its device).
+// One plan's executable graphs, at most kSlots (stream, kernels) pairs, kept for the plan's life
+// (a stream past the slots, e.g. one of many in a pool, gets plain launches). Not thread-safe:
+// the caller serializes Launch (Plan::Run's lock). Made on the device current at the first
+// Launch, which must stay the device of every call (a plan is bound to its device).
 class LaunchGraphs {
  public:
   static constexpr int kSlots = 4;
@@ -151,11 +153,13 @@ class LaunchGraphs {
 
   // How many executable graphs serve calls (slots CUDA refused aside).
   int graphs() const;
+  // Graph launches made by every LaunchGraphs of the process so far (for tests).
+  static unsigned long long Launches();
 
  private:
   struct Slot;
-  Slot* Find(const LaunchRecording& r);
-  Slot* Make(const LaunchRecording& r);
+  Slot* Find(const LaunchRecording& r, unsigned long long stream_id);
+  Slot* Make(const LaunchRecording& r, unsigned long long stream_id);
   Slot* slots_[kSlots] = {};
   int used_ = 0;
 };

@@ -86,6 +86,23 @@ absl::StatusOr<std::string> ChooseAlgorithm(const Shape& shape) {
   return ranked.front().algorithm->name();
 }
 
+namespace {
+
+// The runner's kernels (and the bias pass, if the runner leaves it) on args.stream: recorded and
+// enqueued through `graphs` where the runner records its launches, else launched as it goes.
+absl::Status Enqueue(const Runner& runner, const Shape& shape, LaunchGraphs& graphs,
+                     const RunArgs& args) {
+  if (runner.records_launches()) {
+    LaunchRecording recording(args.stream);
+    const absl::Status st = RunWithBias(runner, shape, args);
+    if (st.ok()) return CudaStatus(graphs.Launch(recording), "conv2d: enqueue");
+    if (!recording.overflowed()) return st;
+  }  // a call with more launches than a recording holds: nothing was enqueued, so plainly
+  return RunWithBias(runner, shape, args);
+}
+
+}  // namespace
+
 struct Plan::RunState {
   std::mutex mutex;
   LaunchGraphs graphs;  // for runners that record their launches
@@ -289,13 +306,11 @@ absl::Status Plan::Run(const float* x, const float* w, const float* bias, float*
   // that on one plan (or its copies) could run one call's work with the other's. Enqueueing is
   // host-side and short, so serialize it.
   std::lock_guard<std::mutex> lock(run_state_->mutex);
-  if (runner_->records_launches()) {
-    LaunchRecording recording(stream);
-    const absl::Status st = RunWithBias(*runner_, shape_, args);
-    if (st.ok()) return CudaStatus(run_state_->graphs.Launch(recording), "conv2d: enqueue");
-    if (!recording.overflowed()) return st;
-  }  // a call with more launches than a recording holds: nothing was enqueued, so plainly
-  return RunWithBias(*runner_, shape_, args);
+  const absl::Status st = Enqueue(*runner_, shape_, run_state_->graphs, args);
+  // A failed launch leaves its error as the thread's last CUDA error, where a later check of
+  // an unrelated launch would find it.
+  if (!st.ok()) cudaGetLastError();
+  return st;
 }
 
 }  // namespace conv2d

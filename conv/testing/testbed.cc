@@ -229,6 +229,27 @@ absl::Status CheckInputsChangeBetweenCalls(const std::string& algorithm, const S
   return status;
 }
 
+absl::Status CheckEarlierPlanStillRuns(const std::string& algorithm, const Shape& first,
+                                       const Shape& second) {
+  constexpr int64_t kPositions = 1 << 16;
+  ASSIGN_OR_RETURN(Plan plan, Plan::Create(first, algorithm));
+  ASSIGN_OR_RETURN(Plan later, Plan::Create(second, algorithm));
+  ASSIGN_OR_RETURN(DeviceProblem p, DeviceProblem::Create(first, 303));
+  const Expected e = ReferenceFor(p, kPositions, 303);
+  ASSIGN_OR_RETURN(DeviceBuffer ws, DeviceBuffer::Allocate(plan.workspace_bytes()));
+  RETURN_IF_ERROR(p.PoisonOutput());
+  RETURN_IF_ERROR(
+      plan.Run(p.x(), p.w(), p.bias(), p.y(), ws.p, plan.workspace_bytes(), nullptr));
+  RETURN_IF_ERROR(CudaStatus(cudaDeviceSynchronize(), "sync"));
+  ASSIGN_OR_RETURN(std::vector<float> y, p.ReadOutput(e.positions));
+  const Comparison c = Compare(y, e.y64, e.positions, kAbsTol, kRelTol);
+  if (!c.ok()) {
+    return absl::InternalError(absl::StrCat(algorithm, " on ", first.ToString(), " after a plan for ",
+                                            second.ToString(), ": ", c.ToString()));
+  }
+  return absl::OkStatus();
+}
+
 absl::StatusOr<std::vector<float>> RunOnce(const DeviceProblem& problem,
                                            const std::string& algorithm,
                                            const std::vector<int64_t>& positions) {

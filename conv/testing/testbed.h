@@ -115,6 +115,12 @@ absl::StatusOr<Comparison> RunAndCompare(const Runner& runner, const DeviceProbl
 absl::Status CheckInputsChangeBetweenCalls(const std::string& algorithm,
                                            const Shape& shape = Shape{2, 5, 7, 37, 29, 6, 5});
 
+// A plan of `algorithm` for `first`, then one for `second`, then the first run: it must still
+// match its reference. What a plan sets per kernel when it is made (a shared-memory limit) must
+// not break the plans made before it; `second` is a shape that sets less (a smaller tile).
+absl::Status CheckEarlierPlanStillRuns(const std::string& algorithm, const Shape& first,
+                                       const Shape& second);
+
 // Runs `algorithm` once on `problem` (output poisoned first, workspace allocated and freed here)
 // and returns the output at `positions` (every element if empty).
 absl::StatusOr<std::vector<float>> RunOnce(const DeviceProblem& problem,

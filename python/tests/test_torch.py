@@ -179,8 +179,10 @@ def test_cuda_graph_capture_and_replay():
 
 def test_cuda_graph_capture_of_a_call_with_a_workspace():
     # The workspace is a raw block of PyTorch's caching allocator on the capturing stream: the
-    # graph's private pool must serve it, and the library must launch its kernels plainly into
-    # the capture (its own graphs are for streams that are not being captured).
+    # graph's private pool must serve it (else, freed at the end of the capture, it could go to
+    # the tensor allocated below on the same stream, and each replay would write into that
+    # tensor), and the library must launch its kernels plainly into the capture (its own graphs
+    # are for streams that are not being captured).
     x = _rand(1, 64, 128, 128, seed=21)
     w = _rand(64, 64, 8, 8, seed=22)
     from conv2d import functional
@@ -192,18 +194,22 @@ def test_cuda_graph_capture_of_a_call_with_a_workspace():
         conv2d.conv2d(x, w)
     torch.cuda.current_stream().wait_stream(s)
     g = torch.cuda.CUDAGraph()
-    with torch.cuda.graph(g):
+    with torch.cuda.graph(g, stream=s):
         y = conv2d.conv2d(x, w)
+    with torch.cuda.stream(s):
+        bystander = torch.full((1 << 24,), 7.0, device="cuda")  # 64 MB, on the capture stream
     for seed in (23, 24):
         x.copy_(_rand(1, 64, 128, 128, seed=seed))
         y.fill_(float("nan"))
-        junk = torch.full((1 << 22,), 7.0, device="cuda")  # other work between replays
-        g.replay()
         torch.cuda.synchronize()
-        del junk
-        assert _within_bar(y, F.conv2d(x.double(), w.double()))
-    # Eager calls after the capture (the library's own graph for this stream) still agree.
-    assert torch.equal(conv2d.conv2d(x, w), y)
+        with torch.cuda.stream(s):
+            g.replay()
+        torch.cuda.synchronize()
+        ref = F.conv2d(x.double(), w.double())
+        assert _within_bar(y, ref)
+        assert bool((bystander == 7.0).all()), "a replay wrote into memory the graph does not own"
+    # Eager calls after the capture (the library's own graph for this stream) agree too.
+    assert _within_bar(conv2d.conv2d(x, w), ref)
 
 
 def test_nn_conv2d_falls_back_where_the_library_does_not_serve():

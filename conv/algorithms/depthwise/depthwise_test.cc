@@ -133,6 +133,15 @@ TEST(DepthwiseGpuTest, InputsChangeBetweenCalls) {
 // through every variant: a stride-1 7x7 (staged by the rule), a padded 5x5 stride 2 with a
 // multiplier and a 3x3 on 7x7 planes (both streamed by it). The non-finite class's NaN tap reaches
 // the outputs where it falls in the padding too.
+// A staged plan of large planes made before one of small planes still runs: the later plan must
+// not lower the staged kernel's shared-memory limit under the earlier one's.
+TEST(DepthwiseGpuTest, AnEarlierPlanStillRunsAfterOneOfLessSharedMemory) {
+  const absl::Status st = CheckEarlierPlanStillRuns(
+      "depthwise_staged", DepthwiseShape(2, 8, 1, 112, 112, 13, 13, 6, 1, 1, false),
+      DepthwiseShape(1, 1, 1, 5, 5, 3, 3, 0, 1, 1, false));  // one 5x5 plane: a few hundred bytes
+  EXPECT_TRUE(st.ok()) << st;
+}
+
 TEST(DepthwiseGpuTest, InputClasses) {
   const std::vector<Shape> shapes = {DepthwiseShape(2, 6, 1, 30, 33, 7, 7, 3, 1, 1, false),
                                      DepthwiseShape(2, 6, 2, 29, 31, 5, 5, 2, 2, 1, true),

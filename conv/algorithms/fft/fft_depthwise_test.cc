@@ -52,6 +52,15 @@ TEST_P(FftDepthwiseTest, MatchesFp64Reference) {
 INSTANTIATE_TEST_SUITE_P(Shapes, FftDepthwiseTest, ::testing::ValuesIn(Shapes()),
                          [](const auto& info) { return GtestName(info.param); });
 
+// A plan of 128-high tiles made before one of 32x32 tiles still runs: the later plan must not
+// lower the filter kernel's shared-memory limit under the earlier one's 128 KB.
+TEST(FftDepthwiseGpuTest, AnEarlierPlanStillRunsAfterOneOfSmallerTiles) {
+  const absl::Status st = CheckEarlierPlanStillRuns(
+      kAlgorithm, DepthwiseShape(2, 2, 1, 140, 40, 27, 5, 2, 1, 1, true),
+      DepthwiseShape(3, 5, 1, 7, 7, 13, 13, 6, 1, 1, true));
+  EXPECT_TRUE(st.ok()) << st;
+}
+
 // auto takes RepLKNet's 31x31 here: direct summation is 961 multiply-adds per output.
 TEST(FftDepthwiseGpuTest, AutoTakesTheLargeKernel) {
   absl::StatusOr<std::string> pick = ChooseAlgorithm(DepthwiseShape(32, 128, 1, 56, 56, 31, 31, 15, 1, 1, false));
