@@ -93,7 +93,9 @@ class Plan {
   // the shape), FailedPrecondition (another device is current), Internal (a CUDA error, with its
   // text). On error nothing is written.
   // Safe to call from several threads on one plan and its copies: the calls are enqueued one at
-  // a time.
+  // a time. Most algorithms' kernels are enqueued as one CUDA graph launch, made on a stream's
+  // first call (at most four streams a plan; others, and a stream being captured into the
+  // caller's own graph, get the kernels launched one by one); $CONV2D_GRAPHS=0 turns that off.
   absl::Status Run(const float* x, const float* w, const float* bias, float* y, void* workspace,
                    size_t workspace_bytes, cudaStream_t stream) const;
   // The same without a bias.

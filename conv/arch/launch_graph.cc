@@ -104,6 +104,7 @@ struct LaunchGraphs::Slot {
 };
 
 LaunchGraphs::~LaunchGraphs() {
+  RelaxedCaptureMode relaxed;
   for (Slot* s : slots_) {
     if (s == nullptr) continue;
     if (s->exec != nullptr) cudaGraphExecDestroy(s->exec);

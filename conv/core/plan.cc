@@ -95,8 +95,9 @@ absl::Status Enqueue(const Runner& runner, const Shape& shape, LaunchGraphs& gra
   if (runner.records_launches()) {
     LaunchRecording recording(args.stream);
     const absl::Status st = RunWithBias(runner, shape, args);
-    if (st.ok()) return CudaStatus(graphs.Launch(recording), "conv2d: enqueue");
-    if (!recording.overflowed()) return st;
+    if (!recording.overflowed()) {
+      return st.ok() ? CudaStatus(graphs.Launch(recording), "conv2d: enqueue") : st;
+    }
   }  // a call with more launches than a recording holds: nothing was enqueued, so plainly
   return RunWithBias(runner, shape, args);
 }
