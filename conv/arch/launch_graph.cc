@@ -64,16 +64,9 @@ void* LaunchRecording::Store(const void* value, size_t bytes, size_t align) {
 cudaError_t LaunchEach(const LaunchRecording& r) {
   for (int i = 0; i < r.size(); ++i) {
     const KernelLaunch& l = r[i];
-    cudaLaunchAttribute attribute = {};
-    attribute.id = cudaLaunchAttributeProgrammaticStreamSerialization;
-    attribute.val.programmaticStreamSerializationAllowed = 1;
-    cudaLaunchConfig_t config = {};
-    config.gridDim = l.grid;
-    config.blockDim = l.block;
-    config.dynamicSmemBytes = l.smem;
-    config.stream = r.stream();
-    config.attrs = &attribute;
-    config.numAttrs = l.pdl ? 1 : 0;
+    cudaLaunchAttribute attribute;
+    const cudaLaunchConfig_t config =
+        LaunchConfig(l.grid, l.block, l.smem, r.stream(), l.pdl, &attribute);
     const cudaError_t err = cudaLaunchKernelExC(&config, l.kernel, const_cast<void**>(l.args));
     if (err != cudaSuccess) return err;
   }

@@ -31,6 +31,24 @@
 
 namespace conv2d {
 
+// The launch configuration of kernel<<<grid, block, smem, stream>>>, with programmatic stream
+// serialization (PDL, pdl.cuh) when `pdl` is set: `attribute` is the caller's storage for it.
+// LaunchPdl and LaunchEach both launch with it.
+inline cudaLaunchConfig_t LaunchConfig(dim3 grid, dim3 block, size_t smem, cudaStream_t stream,
+                                       bool pdl, cudaLaunchAttribute* attribute) {
+  *attribute = cudaLaunchAttribute{};
+  attribute->id = cudaLaunchAttributeProgrammaticStreamSerialization;
+  attribute->val.programmaticStreamSerializationAllowed = 1;
+  cudaLaunchConfig_t config = {};
+  config.gridDim = grid;
+  config.blockDim = block;
+  config.dynamicSmemBytes = smem;
+  config.stream = stream;
+  config.attrs = attribute;
+  config.numAttrs = pdl ? 1 : 0;
+  return config;
+}
+
 // One launch: the kernel's host stub, its geometry, and pointers to its argument values.
 struct KernelLaunch {
   static constexpr int kMaxArgs = 8;

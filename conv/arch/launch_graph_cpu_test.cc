@@ -94,6 +94,24 @@ TEST(LaunchRecordingTest, CopiesConvertedArgumentsAtTheirAlignment) {
   EXPECT_FALSE(r.overflowed());
 }
 
+TEST(LaunchConfigTest, CarriesTheGeometryAndThePdlAttributeOnlyWhenAsked) {
+  cudaLaunchAttribute attribute;
+  const cudaLaunchConfig_t pdl =
+      LaunchConfig(dim3(7, 2), dim3(128), 4096, StreamNumber(3), true, &attribute);
+  EXPECT_EQ(pdl.gridDim.x, 7u);
+  EXPECT_EQ(pdl.gridDim.y, 2u);
+  EXPECT_EQ(pdl.blockDim.x, 128u);
+  EXPECT_EQ(pdl.dynamicSmemBytes, 4096u);
+  EXPECT_EQ(pdl.stream, StreamNumber(3));
+  ASSERT_EQ(pdl.numAttrs, 1u);
+  EXPECT_EQ(pdl.attrs, &attribute);
+  EXPECT_EQ(attribute.id, cudaLaunchAttributeProgrammaticStreamSerialization);
+  EXPECT_EQ(attribute.val.programmaticStreamSerializationAllowed, 1);
+  const cudaLaunchConfig_t plain =
+      LaunchConfig(dim3(1), dim3(32), 0, StreamNumber(3), false, &attribute);
+  EXPECT_EQ(plain.numAttrs, 0u);
+}
+
 TEST(LaunchRecordingTest, RefusesAnotherStream) {
   LaunchRecording r(StreamNumber(1));
   EXPECT_EQ(r.Add(false, KernelNone, dim3(1), dim3(1), 0, StreamNumber(2)),

@@ -62,15 +62,8 @@ cudaError_t LaunchPdl(bool pdl, void (*kernel)(Params...), dim3 blocks, dim3 thr
                           std::forward<Args>(args)...);
   }
   cudaLaunchAttribute attribute;
-  attribute.id = cudaLaunchAttributeProgrammaticStreamSerialization;
-  attribute.val.programmaticStreamSerializationAllowed = 1;
-  cudaLaunchConfig_t config = {};
-  config.gridDim = blocks;
-  config.blockDim = threads;
-  config.dynamicSmemBytes = smem;
-  config.stream = stream;
-  config.attrs = &attribute;
-  config.numAttrs = pdl && RunsSm90aCode() ? 1 : 0;
+  const cudaLaunchConfig_t config =
+      LaunchConfig(blocks, threads, smem, stream, pdl && RunsSm90aCode(), &attribute);
   return cudaLaunchKernelEx(&config, kernel, std::forward<Args>(args)...);
 }
 
