@@ -6,7 +6,8 @@ installed wheel. Prints tables; --json_out writes every number.
 
 overhead: host time per call, measured while the GPU is held busy by a long kernel queued first
 (torch.cuda._sleep), so that the time to enqueue N calls is the host's alone; N calls, median of
-5 repeats, per entry point: conv2d.conv2d (the direct path), KernelBot's custom_kernel with its
+5 repeats, per entry point, every entry --overhead_rounds times over (interleaved; the best
+round reported beside each round's value): conv2d.conv2d (the direct path), KernelBot's custom_kernel with its
 output given, the registered op torch.ops.conv2d.conv2d (the dispatcher's path), and F.conv2d.
 pieces: the same measurement of each piece of conv2d.conv2d's direct path alone (the signature
 lookup, the allocation of y, the pointer and stream reads, a trivial ctypes call).
@@ -52,46 +53,65 @@ def host_us_per_call(fn, calls=200, repeats=5):
     return statistics.median(times)
 
 
-def step_overhead(results):
+def _overhead_entries(x, w, out):
+    """The entry points timed on one problem (x, w, and y's shape in out), each bound to its own
+    tensors."""
     from conv2d import functional
-    rows = []
+    conv2d.conv2d(x, w)
+    handle, nbytes = functional._call_for(x, w, None, 1, 0, 1, 1, False).run
+    ws = torch.empty(max(nbytes, 1), dtype=torch.uint8, device="cuda")
+    run_ex, stream = functional._native.run_function(), torch.cuda.current_stream().cuda_stream
+    args = (handle, x.data_ptr(), w.data_ptr(), None, out.data_ptr(), ws.data_ptr(), nbytes,
+            stream)
+
+    def python_only():
+        real = functional._run_ex
+        functional._run_ex = lambda *a: 0
+        try:
+            return host_us_per_call(lambda: conv2d.conv2d(x, w))
+        finally:
+            functional._run_ex = real
+
+    timed = lambda fn: (lambda: host_us_per_call(fn))
+    return {
+        "conv2d.conv2d": timed(lambda: conv2d.conv2d(x, w)),
+        "conv2d.conv2d(out=) (custom_kernel)": timed(lambda: conv2d.conv2d(x, w, out=out)),
+        "torch.ops.conv2d.conv2d (dispatcher)": timed(lambda: torch.ops.conv2d.conv2d(
+            x, w, None, [1, 1], [0, 0, 0, 0], [1, 1], 1)),
+        "F.conv2d (cuDNN)": timed(lambda: F.conv2d(x, w)),
+        "  of which: conv2d_plan_run_ex by ctypes": timed(lambda: run_ex(*args)),
+        "  of which: the Python layer (run_ex a no-op)": python_only,
+        "  torch.empty(y) alone": timed(lambda: torch.empty(out.shape, dtype=torch.float32,
+                                                            device="cuda")),
+    }
+
+
+def step_overhead(results, rounds):
+    """Every entry on both problems, `rounds` times over, the entries interleaved so that a host
+    whose speed drifts (the lent hosts' does, PERF.md round 93) slows them alike; the best round
+    of each entry is reported beside every round's value."""
+    problems = []
     for name, dims in (("tiny (1,8,8,16,16,3,3)", (1, 8, 8, 16, 3)),
                        ("KernelBot case 1", (4, 64, 64, 128, 8))):
         b, c, o, s, k = dims
         x = torch.randn(b, c, s, s, device="cuda")
         w = torch.randn(o, c, k, k, device="cuda")
         out = torch.empty(b, o, s - k + 1, s - k + 1, device="cuda")
-        conv2d.conv2d(x, w)
-        handle, nbytes = functional._call_for(x, w, None, 1, 0, 1, 1, False).run
-        ws = torch.empty(max(nbytes, 1), dtype=torch.uint8, device="cuda")
-        run_ex, stream = functional._native.run_function(), torch.cuda.current_stream().cuda_stream
-        args = (handle, x.data_ptr(), w.data_ptr(), None, out.data_ptr(), ws.data_ptr(), nbytes,
-                stream)
-        real = functional._run_ex
-        entries = {
-            "conv2d.conv2d": lambda: conv2d.conv2d(x, w),
-            "conv2d.conv2d(out=) (custom_kernel)": lambda: conv2d.conv2d(x, w, out=out),
-            "torch.ops.conv2d.conv2d (dispatcher)": lambda: torch.ops.conv2d.conv2d(
-                x, w, None, [1, 1], [0, 0, 0, 0], [1, 1], 1),
-            "F.conv2d (cuDNN)": lambda: F.conv2d(x, w),
-            "  of which: conv2d_plan_run_ex by ctypes": lambda: run_ex(*args),
-            "  of which: the Python layer (run_ex a no-op)": "python_only",
-            "  torch.empty(y) alone": lambda: torch.empty(out.shape, dtype=torch.float32,
-                                                          device="cuda"),
-        }
-        with torch.no_grad():
-            for entry, fn in entries.items():
-                if fn == "python_only":
-                    functional._run_ex = lambda *a: 0
-                    try:
-                        us = host_us_per_call(lambda: conv2d.conv2d(x, w))
-                    finally:
-                        functional._run_ex = real
-                else:
-                    us = host_us_per_call(fn)
-                rows.append((name, entry, us))
-                print(f"host time per call  {name:24s} {entry:46s} {us:7.2f} us", flush=True)
-    results["overhead_us"] = [dict(problem=p, entry=e, us=u) for p, e, u in rows]
+        problems.append((name, _overhead_entries(x, w, out)))
+    every = {}
+    with torch.no_grad():
+        for r in range(rounds):
+            for name, entries in problems:
+                for entry, measure in entries.items():
+                    us = measure()
+                    every.setdefault((name, entry), []).append(us)
+                    print(f"host time per call  round {r + 1}  {name:24s} {entry:46s} "
+                          f"{us:7.2f} us", flush=True)
+    for (name, entry), values in every.items():
+        print(f"host time per call  best of {rounds}  {name:24s} {entry:46s} "
+              f"{min(values):7.2f} us", flush=True)
+    results["overhead_us"] = [dict(problem=p, entry=e, us=min(v), rounds_us=v)
+                              for (p, e), v in every.items()]
 
 
 def step_pieces(results):
@@ -246,6 +266,8 @@ def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--steps", default="overhead,pieces,kernelbot,resnet50,compile")
     ap.add_argument("--calls", type=int, default=20)
+    ap.add_argument("--overhead_rounds", type=int, default=3,
+                    help="times the overhead step measures every entry (interleaved)")
     ap.add_argument("--json_out")
     args = ap.parse_args()
     steps = args.steps.split(",")
@@ -254,7 +276,7 @@ def main():
     results = dict(device=torch.cuda.get_device_name(), torch=torch.__version__)
     try:
         if "overhead" in steps:
-            step_overhead(results)
+            step_overhead(results, args.overhead_rounds)
         if "pieces" in steps:
             step_pieces(results)
         if "kernelbot" in steps:
