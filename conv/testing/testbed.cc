@@ -236,12 +236,7 @@ absl::Status CheckEarlierPlanStillRuns(const std::string& algorithm, const Shape
   ASSIGN_OR_RETURN(Plan later, Plan::Create(second, algorithm));
   ASSIGN_OR_RETURN(DeviceProblem p, DeviceProblem::Create(first, 303));
   const Expected e = ReferenceFor(p, kPositions, 303);
-  ASSIGN_OR_RETURN(DeviceBuffer ws, DeviceBuffer::Allocate(plan.workspace_bytes()));
-  RETURN_IF_ERROR(p.PoisonOutput());
-  RETURN_IF_ERROR(
-      plan.Run(p.x(), p.w(), p.bias(), p.y(), ws.p, plan.workspace_bytes(), nullptr));
-  RETURN_IF_ERROR(CudaStatus(cudaDeviceSynchronize(), "sync"));
-  ASSIGN_OR_RETURN(std::vector<float> y, p.ReadOutput(e.positions));
+  ASSIGN_OR_RETURN(std::vector<float> y, RunPlanOnce(plan, p, e.positions));
   const Comparison c = Compare(y, e.y64, e.positions, kAbsTol, kRelTol);
   if (!c.ok()) {
     return absl::InternalError(absl::StrCat(algorithm, " on ", first.ToString(), " after a plan for ",
@@ -254,13 +249,18 @@ absl::StatusOr<std::vector<float>> RunOnce(const DeviceProblem& problem,
                                            const std::string& algorithm,
                                            const std::vector<int64_t>& positions) {
   ASSIGN_OR_RETURN(Plan plan, Plan::Create(problem.shape(), algorithm));
+  return RunPlanOnce(plan, problem, positions);
+}
+
+absl::StatusOr<std::vector<float>> RunPlanOnce(const Plan& plan, const DeviceProblem& problem,
+                                               const std::vector<int64_t>& positions) {
   ASSIGN_OR_RETURN(DeviceBuffer ws,
                    DeviceBuffer::Allocate(plan.workspace_bytes(), "cudaMalloc workspace"));
   RETURN_IF_ERROR(problem.PoisonOutput());
   RETURN_IF_ERROR(
       plan.Run(problem.x(), problem.w(), problem.bias(), problem.y(), ws.p,
                plan.workspace_bytes(), nullptr));
-  RETURN_IF_ERROR(CudaStatus(cudaDeviceSynchronize(), algorithm.c_str()));
+  RETURN_IF_ERROR(CudaStatus(cudaDeviceSynchronize(), plan.algorithm().c_str()));
   return problem.ReadOutput(positions);
 }
 

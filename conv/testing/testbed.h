@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "absl/status/statusor.h"
+#include "conv/conv.h"
 #include "conv/core/algorithm.h"
 #include "conv/core/device_buffer.h"
 #include "conv/shape.h"
@@ -126,6 +127,9 @@ absl::Status CheckEarlierPlanStillRuns(const std::string& algorithm, const Shape
 absl::StatusOr<std::vector<float>> RunOnce(const DeviceProblem& problem,
                                            const std::string& algorithm,
                                            const std::vector<int64_t>& positions);
+// The same with a plan the caller made.
+absl::StatusOr<std::vector<float>> RunPlanOnce(const Plan& plan, const DeviceProblem& problem,
+                                               const std::vector<int64_t>& positions);
 
 // Everything at once: inputs from `seed`, the reference at up to `max_positions` sampled positions
 // (every element if the output is smaller), the variant's output compared against it.

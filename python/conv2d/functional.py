@@ -26,16 +26,17 @@ from . import _native
 
 _ALGORITHM = os.environ.get("CONV2D_ALGORITHM", "auto")
 _F32 = torch.float32
-_U8 = torch.uint8
 _current_stream = torch._C._cuda_getCurrentRawStream
 _current_device = torch._C._cuda_getDevice
 _increment_version = torch.autograd.graph.increment_version
 _empty_strided = torch.empty_strided
 # The workspace as a raw block of the caching allocator on the call's stream: 0.7 us where a
-# uint8 tensor took 1.9 (docs/PERF.md, round 93); as a tensor where these private entry points
-# are missing.
-_raw_alloc = getattr(torch._C, "_cuda_cudaCachingAllocator_raw_alloc", None)
-_raw_delete = getattr(torch._C, "_cuda_cudaCachingAllocator_raw_delete", None)
+# uint8 tensor took 1.9 (docs/PERF.md, round 93); through the public wrappers (the same
+# allocator, more Python) where these private entry points are missing.
+_raw_alloc = getattr(torch._C, "_cuda_cudaCachingAllocator_raw_alloc", None) or (
+    lambda nbytes, stream: torch.cuda.caching_allocator_alloc(nbytes, stream=stream))
+_raw_delete = (getattr(torch._C, "_cuda_cudaCachingAllocator_raw_delete", None) or
+               torch.cuda.caching_allocator_delete)
 _OUT_GRAD = ("conv2d(): functions with out=... arguments don't support automatic "
              "differentiation, but one of the arguments requires grad")
 
@@ -148,7 +149,7 @@ def _call_for(x, w, bias, stride, padding, dilation, groups, per_side):
         return _calls.setdefault(key, call)
 
 
-def _enqueue(handle, x_ptr, w_ptr, bias_ptr, y_ptr, nbytes, x, index):
+def _enqueue(handle, x_ptr, w_ptr, bias_ptr, y_ptr, nbytes, index):
     """The library's call on the current stream of device `index` (the current device), with a
     workspace of nbytes from PyTorch's caching allocator on that stream: a call on another stream
     or thread gets its own, and it is not reused before this call's kernels are done. Freed only
@@ -158,9 +159,6 @@ def _enqueue(handle, x_ptr, w_ptr, bias_ptr, y_ptr, nbytes, x, index):
     stream = _current_stream(index)
     if not nbytes:
         return _run_ex(handle, x_ptr, w_ptr, bias_ptr, y_ptr, None, 0, stream)
-    if _raw_alloc is None:
-        ws = x.new_empty(nbytes, dtype=_U8)
-        return _run_ex(handle, x_ptr, w_ptr, bias_ptr, y_ptr, ws.data_ptr(), nbytes, stream)
     ws = _raw_alloc(nbytes, stream)
     try:
         return _run_ex(handle, x_ptr, w_ptr, bias_ptr, y_ptr, ws, nbytes, stream)
@@ -208,11 +206,10 @@ def _direct(x, w, bias, stride, padding, dilation, groups, per_side, out=None):
     handle, nbytes = run
     index = call.index
     if _current_device() == index:
-        rc = _enqueue(handle, x.data_ptr(), w.data_ptr(), bias_ptr, y.data_ptr(), nbytes, x, index)
+        rc = _enqueue(handle, x.data_ptr(), w.data_ptr(), bias_ptr, y.data_ptr(), nbytes, index)
     else:
         with torch.cuda.device(index):
-            rc = _enqueue(handle, x.data_ptr(), w.data_ptr(), bias_ptr, y.data_ptr(), nbytes, x,
-                          index)
+            rc = _enqueue(handle, x.data_ptr(), w.data_ptr(), bias_ptr, y.data_ptr(), nbytes, index)
     if rc != 0:
         raise _native.Error("conv2d_plan_run_ex", rc, _native.last_error())
     if y is out:  # written behind autograd's back: what saved it for a backward must know
