@@ -2,12 +2,16 @@
 """Packs the conv2d Python package into a wheel (PEP 427), for //python:wheel.
 
     build_wheel.py --out conv2d-V-py3-none-linux_x86_64.whl --version V --lib libconv2d.so \
-        --sources conv2d/*.py --shared_libraries <Abseil's .so files>
+        --sources conv2d/*.py --shared_libraries <Abseil's .so files> \
+        --fast_path _fast_torchM_N.cpython-3X-x86_64-linux-gnu.so --torch_libraries <its .so>
 
 The wheel holds conv2d/*.py, conv2d/lib/libconv2d.so and, beside it, the Abseil libraries it
-names (NEEDED), each under its SONAME, which its RUNPATH ($ORIGIN) finds. The archive is
-reproducible: sorted entries, fixed timestamps. The tag is py3-none-linux_x86_64: the library is
-plain C (ctypes), not a CPython extension, and needs the CUDA driver and cuBLAS of CUDA 13, which
+names (NEEDED), each under its SONAME, which its RUNPATH ($ORIGIN) finds; and the fast path
+(python/fast_path.cc), a CPython extension for one PyTorch minor version and one Python, with no
+RUNPATH: it names only PyTorch's libraries (which `import torch` has loaded) and the system's.
+The archive is reproducible: sorted entries, fixed timestamps. The tag is py3-none-linux_x86_64:
+the package works through ctypes on any Python 3 (the fast path loads only where it was built
+for; elsewhere it is unused), and the library needs the CUDA driver and cuBLAS of CUDA 13, which
 no manylinux tag promises.
 """
 import argparse
@@ -15,8 +19,10 @@ import base64
 import hashlib
 import os
 import re
+import shutil
 import subprocess
 import sys
+import tempfile
 import zipfile
 
 TAG = "py3-none-linux_x86_64"
@@ -41,6 +47,8 @@ def main():
     ap.add_argument("--lib", required=True)
     ap.add_argument("--sources", nargs="+", required=True)
     ap.add_argument("--shared_libraries", nargs="+", required=True)
+    ap.add_argument("--fast_path", required=True)
+    ap.add_argument("--torch_libraries", nargs="+", required=True)
     args = ap.parse_args()
 
     init = [s for s in args.sources if os.path.basename(s) == "__init__.py"]
@@ -63,7 +71,23 @@ def main():
     if missing:
         sys.exit(f"build_wheel: libconv2d.so needs {missing}, not among --shared_libraries")
 
+    fast_path_needed = re.findall(r"\(NEEDED\)\s+Shared library: \[([^\]]+)\]",
+                                  readelf_dynamic(args.fast_path))
+    system = re.compile(r"^(libc|libm|libgcc_s|libstdc\+\+|libpthread|libdl)\.so\.\d+$")
+    torch_libs = {os.path.basename(p) for p in args.torch_libraries}
+    foreign = [n for n in fast_path_needed if n not in torch_libs and not system.match(n)]
+    if foreign:
+        sys.exit(f"build_wheel: the fast path needs {foreign}, neither PyTorch's nor the system's")
+    # Bazel's link leaves a RUNPATH into its build tree: dropped from the shipped copy.
+    tmp = tempfile.mkdtemp()
+    fast_path = os.path.join(tmp, os.path.basename(args.fast_path))
+    shutil.copyfile(args.fast_path, fast_path)
+    r = subprocess.run(["patchelf", "--remove-rpath", fast_path], capture_output=True, text=True)
+    if r.returncode != 0:
+        sys.exit(f"build_wheel: patchelf --remove-rpath failed: {r.stderr.strip()}")
+
     files = {f"conv2d/{os.path.basename(s)}": (s, 0o644) for s in args.sources}
+    files[f"conv2d/{os.path.basename(args.fast_path)}"] = (fast_path, 0o755)
     files["conv2d/lib/libconv2d.so"] = (args.lib, 0o755)
     for n in needed:
         files[f"conv2d/lib/{n}"] = (by_soname[n], 0o755)
@@ -97,6 +121,7 @@ def main():
             info.external_attr = (0o100000 | mode) << 16
             info.compress_type = zipfile.ZIP_DEFLATED
             z.writestr(info, data)
+    shutil.rmtree(tmp)
 
 
 if __name__ == "__main__":

@@ -20,6 +20,19 @@ for f in __init__.py _native.py functional.py nn.py lib/libconv2d.so; do
 done
 echo "installed $(echo "$files" | grep -c 'conv2d/') files into $site"
 
+# The fast path (python/fast_path.cc): no RUNPATH, and it names only PyTorch's libraries (loaded
+# by `import torch` before it) and the system's.
+fast=$(ls "$site"/conv2d/_fast_torch*.cpython-*-x86_64-linux-gnu.so)
+echo "$files" | grep -q "conv2d/$(basename "$fast")\$" || { echo "FAIL: no fast path installed"; exit 1; }
+if readelf -d "$fast" | grep -qE 'RPATH|RUNPATH'; then
+  echo "FAIL: $fast has a RUNPATH"; exit 1
+fi
+foreign=$(readelf -d "$fast" | sed -n 's/.*(NEEDED).*\[\(.*\)\]/\1/p' |
+  grep -vE '^(libc10|libc10_cuda|libtorch|libtorch_cpu|libtorch_python)\.so$' |
+  grep -vE '^(libc|libm|libgcc_s|libstdc\+\+)\.so\.[0-9]+$' || true)
+[ -z "$foreign" ] || { echo "FAIL: the fast path needs $foreign"; exit 1; }
+echo "fast path $(basename "$fast"): no RUNPATH; NEEDED only PyTorch's and the system's libraries"
+
 "$check" "$site/conv2d/lib/libconv2d.so"
 
 # Import with no environment at all (no LD_LIBRARY_PATH, no PYTHONPATH), from another folder.

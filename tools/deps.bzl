@@ -1,7 +1,9 @@
-"""Repositories conv2d needs, all offline: stand-ins for Bazel's built-ins, Debian's libraries, CUDA.
+"""Repositories conv2d needs: stand-ins for Bazel's built-ins, Debian's libraries, CUDA, and for
+the Python package's fast path PyTorch's headers and Python's.
 
 Call conv2d_dependencies() from the WORKSPACE of this repository or of any repository that
-depends on it (README.md shows the snippet). Nothing here downloads anything.
+depends on it (README.md shows the snippet). One repository downloads: @pytorch_wheel, PyTorch's
+wheel from PyPI (sha256-pinned), fetched only by what builds //python:fast_path (the wheel).
 """
 
 load("//tools/cuda/private:configure.bzl", "cuda_configure")
@@ -94,6 +96,90 @@ def _cc_library(name, hdrs = None, srcs = None, includes = "include", deps = Non
     attrs.append('visibility = ["//visibility:public"]')
     return "cc_library(\n%s,\n)\n" % ",\n".join(["    " + a for a in attrs])
 
+# The PyTorch the Python package's fast path (python/fast_path.cc) is compiled against, for the
+# CPython it runs in: the GPU host's (PyTorch 2.11.0+cu130, Python 3.12). The fast path loads only
+# under this PyTorch minor version (python/conv2d/functional.py); any other uses ctypes.
+TORCH_VERSION = "2.11.0"
+TORCH_PYTHON = "3.12"
+_TORCH_WHEEL = struct(
+    url = "https://files.pythonhosted.org/packages/1a/c9/82638ef24d7877510f83baf821f5619a61" +
+          "b45568ce21c0a87a91576510aa/torch-2.11.0-cp312-cp312-manylinux_2_28_x86_64.whl",
+    sha256 = "0f68f4ac6d95d12e896c3b7a912b5871619542ec54d3649cf48cc1edd4dd2756",
+)
+# What the fast path links against (by SONAME; `import torch` has loaded them when it loads).
+_TORCH_LIBS = ["libc10.so", "libc10_cuda.so", "libtorch.so", "libtorch_cpu.so",
+               "libtorch_python.so"]
+
+_EXTRACT = """
+import sys, zipfile
+whl, libs = sys.argv[1], sys.argv[2:]
+with zipfile.ZipFile(whl) as z:
+    for m in z.namelist():
+        if m.startswith("torch/include/") or m in ["torch/lib/" + l for l in libs]:
+            z.extract(m, ".")
+"""
+
+def _pytorch_wheel_impl(ctx):
+    # The whole wheel is 530 MB; only the headers and the libraries above are kept (~1 GB
+    # unpacked, libtorch_cpu.so most of it).
+    ctx.download(url = ctx.attr.url, sha256 = ctx.attr.sha256, output = "torch.whl")
+    r = ctx.execute(["python3", "-c", _EXTRACT, "torch.whl"] + _TORCH_LIBS, timeout = 600)
+    if r.return_code != 0:
+        fail("conv2d: unpacking PyTorch's wheel failed: " + r.stderr)
+    ctx.delete("torch.whl")
+    ctx.file("BUILD.bazel", """
+cc_library(
+    name = "torch",
+    hdrs = glob(["torch/include/**"]),
+    includes = ["torch/include", "torch/include/torch/csrc/api/include"],
+    srcs = [%s],
+    visibility = ["//visibility:public"],
+)
+filegroup(
+    name = "libraries",
+    srcs = [%s],
+    visibility = ["//visibility:public"],
+)
+""" % (", ".join(['"torch/lib/%s"' % l for l in _TORCH_LIBS]),
+       ", ".join(['"torch/lib/%s"' % l for l in _TORCH_LIBS])))
+
+_pytorch_wheel = repository_rule(
+    implementation = _pytorch_wheel_impl,
+    attrs = {"url": attr.string(mandatory = True), "sha256": attr.string(mandatory = True)},
+)
+
+def _python_headers_impl(ctx):
+    # CPython's headers of TORCH_PYTHON: $CONV2D_PYTHON_INCLUDE, else Debian's python3.X-dev,
+    # else a pyenv installation (this project's build machines carry pyenv's 3.12).
+    version = ctx.attr.version
+    candidates = [ctx.os.environ.get("CONV2D_PYTHON_INCLUDE", ""),
+                  "/usr/include/python" + version, "/usr/local/include/python" + version]
+    r = ctx.execute(["sh", "-c", "ls -d $HOME/.pyenv/versions/%s*/include/python%s " % (
+        version, version) + "/root/.pyenv/versions/%s*/include/python%s 2>/dev/null" % (
+        version, version)])
+    candidates += r.stdout.strip().split("\n")
+    found = [c for c in candidates if c and ctx.path(c + "/Python.h").exists]
+    if not found:
+        fail(("conv2d: no headers of Python %s (Python.h) for the Python package's fast path; " +
+              "install them (e.g. pyenv install %s) or set CONV2D_PYTHON_INCLUDE to their " +
+              "folder") % (version, version))
+    ctx.symlink(found[0], "include")
+    ctx.file("BUILD.bazel", """
+cc_library(
+    name = "headers",
+    hdrs = glob(["include/**/*.h"]),
+    includes = ["include"],
+    visibility = ["//visibility:public"],
+)
+""")
+
+_python_headers = repository_rule(
+    implementation = _python_headers_impl,
+    attrs = {"version": attr.string(mandatory = True)},
+    environ = ["CONV2D_PYTHON_INCLUDE", "HOME"],
+    local = True,
+)
+
 def conv2d_dependencies():
     """Declares every external repository conv2d needs. Idempotent."""
     _maybe(_tree_repository, "rules_cc", path = "third_party/rules_cc")
@@ -176,3 +262,5 @@ def conv2d_dependencies():
         ),
     )
     _maybe(cuda_configure, "local_cuda")
+    _maybe(_pytorch_wheel, "pytorch_wheel", url = _TORCH_WHEEL.url, sha256 = _TORCH_WHEEL.sha256)
+    _maybe(_python_headers, "python_headers", version = TORCH_PYTHON)

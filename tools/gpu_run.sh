@@ -101,6 +101,9 @@ assert conv2d.device_status() == "ok"'
         ./check_self_contained.sh "$lib"'
       step python_pytest 900 env -u LD_LIBRARY_PATH python3 -m pytest -q -p no:cacheprovider \
         python/tests
+      # Again with the fast path (python/fast_path.cc) off: every call through Python and ctypes.
+      step python_pytest_no_fast_path 900 env -u LD_LIBRARY_PATH CONV2D_FAST_PATH=0 python3 -m \
+        pytest -q -p no:cacheprovider python/tests
       step kernelbot 600 env -u LD_LIBRARY_PATH python3 kernelbot.py --seeds "${SEEDS:-5}"
       step kernelbot_pytest 300 env -u LD_LIBRARY_PATH python3 -m pytest -q -p no:cacheprovider \
         kernelbot_test.py ;;

@@ -64,23 +64,38 @@ def _overhead_entries(x, w, out):
     args = (handle, x.data_ptr(), w.data_ptr(), None, out.data_ptr(), ws.data_ptr(), nbytes,
             stream)
 
+    call = functional._call_for(x, w, None, 1, 0, 1, 1, False)
+
+    def python_path(fn):
+        """fn timed with the fast path (python/fast_path.cc) off for this problem."""
+        def measure():
+            fast, call.fast = call.fast, None
+            try:
+                return host_us_per_call(fn)
+            finally:
+                call.fast = fast
+        return measure
+
     def python_only():
-        real = functional._run_ex
-        functional._run_ex = lambda *a: 0
+        real, fast = functional._run_ex, call.fast
+        functional._run_ex, call.fast = (lambda *a: 0), None
         try:
             return host_us_per_call(lambda: conv2d.conv2d(x, w))
         finally:
-            functional._run_ex = real
+            functional._run_ex, call.fast = real, fast
 
     timed = lambda fn: (lambda: host_us_per_call(fn))
     return {
         "conv2d.conv2d": timed(lambda: conv2d.conv2d(x, w)),
         "conv2d.conv2d(out=) (custom_kernel)": timed(lambda: conv2d.conv2d(x, w, out=out)),
+        "conv2d.conv2d, Python path (ctypes)": python_path(lambda: conv2d.conv2d(x, w)),
+        "conv2d.conv2d(out=), Python path (ctypes)": python_path(
+            lambda: conv2d.conv2d(x, w, out=out)),
         "torch.ops.conv2d.conv2d (dispatcher)": timed(lambda: torch.ops.conv2d.conv2d(
             x, w, None, [1, 1], [0, 0, 0, 0], [1, 1], 1)),
         "F.conv2d (cuDNN)": timed(lambda: F.conv2d(x, w)),
         "  of which: conv2d_plan_run_ex by ctypes": timed(lambda: run_ex(*args)),
-        "  of which: the Python layer (run_ex a no-op)": python_only,
+        "  of which: the Python path's Python (run_ex a no-op)": python_only,
         "  torch.empty(y) alone": timed(lambda: torch.empty(out.shape, dtype=torch.float32,
                                                             device="cuda")),
     }
@@ -98,6 +113,9 @@ def step_overhead(results, rounds):
         w = torch.randn(o, c, k, k, device="cuda")
         out = torch.empty(b, o, s - k + 1, s - k + 1, device="cuda")
         problems.append((name, _overhead_entries(x, w, out)))
+    from conv2d import functional
+    print(f"fast path: {functional.fast_path()}", flush=True)
+    results["fast_path"] = functional.fast_path()
     every = {}
     with torch.no_grad():
         for r in range(rounds):

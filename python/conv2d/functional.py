@@ -7,14 +7,20 @@ Two ways in, one kernel call:
   taken whenever torch.compile traces, a tensor needs a gradient, or a tensor subclass or a
   dispatch mode (FakeTensor, functorch, make_fx) is in play;
 - otherwise the direct path: one dictionary lookup per call signature, y from PyTorch's caching
-  allocator, the workspace (if any) as a raw block of it on the current stream, one ctypes call,
-  in which the library enqueues the call's kernels as one CUDA graph launch where it can. The
-  op's Python dispatch alone would cost more than the whole call (docs/PERF.md, rounds 90-93).
+  allocator, the workspace (if any) as a raw block of it on the current stream, one call of the
+  library, which enqueues the call's kernels as one CUDA graph launch where it can. The op's
+  Python dispatch alone would cost more than the whole call (docs/PERF.md, rounds 90-93).
+  After the lookup, the package's fast path (python/fast_path.cc, the module
+  _fast_torch<major>_<minor>) does the rest in C++ where it was built for the running PyTorch
+  and Python, and for the plain case (contiguous tensors; an `out` of y's shape and kind);
+  otherwise, or with $CONV2D_FAST_PATH=0, Python does it and calls the library by ctypes.
 Both are safe under CUDA graph capture (no synchronisation, no allocation outside PyTorch's
 allocator) once the plan exists: a plan is made on the first call of a signature, which must be
 outside capture (a warm-up call, as CUDA graphs need anyway); a first call during capture
 raises and leaves the capture intact.
 """
+import ctypes
+import importlib
 import os
 import threading
 import warnings
@@ -44,7 +50,7 @@ _OUT_GRAD = ("conv2d(): functions with out=... arguments don't support automatic
 class _Call:
     """What every call of one signature (shapes, dtypes, devices, geometry) needs, made once."""
     __slots__ = ("out_shape", "out_strides", "fields", "has_bias", "device", "index", "plan",
-                 "run", "kind")
+                 "run", "kind", "fast")
 
     def __init__(self, x_shape, w_shape, has_bias, device, stride, pad, dilation, groups):
         unbatched = len(x_shape) == 3
@@ -57,6 +63,7 @@ class _Call:
         self.device, self.index = device, device.index
         self.plan = None
         self.run = None  # (plan handle, workspace bytes), published together once made
+        self.fast = None  # the fast path's Call for the plan, once made (where it loads)
         # "empty": nothing to compute; "bias": no input channels, y = bias (or 0); "run".
         self.kind = "empty" if b == 0 or o == 0 else "bias" if c == 0 else "run"
 
@@ -83,17 +90,46 @@ class _Call:
                 plan = _native.Plan(self.fields, self.has_bias, "direct")
                 warnings.warn(f"conv2d: no fast algorithm takes this problem ({e.reason}); "
                               f"running the 'direct' oracle", RuntimeWarning, stacklevel=4)
-        global _run_ex
+        global _run_ex, _fast
         if _run_ex is None:  # before any plan is published: a call that sees one can run it
             _run_ex = _native.run_function()
+            _fast = _load_fast_path()
         self.plan = plan
         self.run = (plan.handle, plan.workspace_bytes)
+        if _fast is not None:
+            self.fast = _fast.Call(plan.handle, plan.workspace_bytes, self.index,
+                                   list(self.out_shape))
 
 
 _calls = {}
 _calls_lock = threading.Lock()
 _plan_lock = threading.Lock()
 _run_ex = None
+_fast = None
+
+
+def _run_error(rc):
+    return _native.Error("conv2d_plan_run_ex", rc, _native.last_error())
+
+
+def _load_fast_path():
+    """The fast path's module, initialised with the library ctypes loaded, or None: where
+    $CONV2D_FAST_PATH is 0, or the wheel has none built for this PyTorch minor version and
+    Python (a module built against another PyTorch must not load: its C++ ABI differs)."""
+    if os.environ.get("CONV2D_FAST_PATH", "1") == "0":
+        return None
+    major, minor = torch.__version__.split(".")[:2]
+    try:
+        module = importlib.import_module(f"._fast_torch{major}_{minor}", __package__)
+    except ImportError:
+        return None
+    module.init(ctypes.cast(_run_ex, ctypes.c_void_p).value, _run_error)
+    return module
+
+
+def fast_path():
+    """The fast path's module name once calls take it (after a first plan), else None."""
+    return None if _fast is None else _fast.__name__
 
 
 def _check_tensors(x, w, bias):
@@ -171,6 +207,11 @@ def _direct(x, w, bias, stride, padding, dilation, groups, per_side, out=None):
     every call outside the dispatcher: kept to attribute reads, two allocations and one ctypes
     call (docs/PERF.md, rounds 90-93, measure each)."""
     call = _call_for(x, w, bias, stride, padding, dilation, groups, per_side)
+    fast = call.fast
+    if fast is not None:
+        y = fast(x, w, bias, out)
+        if y is not None:
+            return y
     if out is not None:
         if out.requires_grad and torch.is_grad_enabled():
             raise RuntimeError(_OUT_GRAD)
@@ -211,7 +252,7 @@ def _direct(x, w, bias, stride, padding, dilation, groups, per_side, out=None):
         with torch.cuda.device(index):
             rc = _enqueue(handle, x.data_ptr(), w.data_ptr(), bias_ptr, y.data_ptr(), nbytes, index)
     if rc != 0:
-        raise _native.Error("conv2d_plan_run_ex", rc, _native.last_error())
+        raise _run_error(rc)
     if y is out:  # written behind autograd's back: what saved it for a backward must know
         _increment_version(out)
     return y

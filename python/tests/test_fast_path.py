@@ -1,0 +1,135 @@
+"""The fast path (python/fast_path.cc) on the GPU host: that it loads where the wheel was built for
+the running PyTorch and Python, and not where $CONV2D_FAST_PATH=0; that it gives the Python
+path's results (the same kernels; some add atomically, in any order) and leaves every case it does not take (views, a bad or
+gradient-needing out=) to the Python path; that a failed library call raises conv2d.Error with
+the library's message and leaves out= untouched. The rest of python/tests runs through it too
+(and once more with $CONV2D_FAST_PATH=0: tools/gpu_run.sh's python step).
+"""
+import os
+import subprocess
+import sys
+
+import pytest
+import torch
+
+import conv2d
+from conv2d import _native, functional
+
+pytestmark = pytest.mark.skipif(not torch.cuda.is_available(), reason="needs a CUDA device")
+
+BUILT_FOR = ((3, 12), "2.11")  # tools/deps.bzl: TORCH_PYTHON, TORCH_VERSION
+ENABLED = os.environ.get("CONV2D_FAST_PATH", "1") != "0"
+
+
+def _inputs(seed, *dims):
+    b, c, o, h, w, k = dims
+    g = torch.Generator(device="cuda").manual_seed(seed)
+    return (torch.randn(b, c, h, w, device="cuda", generator=g),
+            torch.randn(o, c, k, k, device="cuda", generator=g),
+            torch.randn(o, device="cuda", generator=g))
+
+
+def _python_path(fn):
+    """fn() with every cached signature's fast path off (the Python path and ctypes)."""
+    saved = {key: call.fast for key, call in functional._calls.items()}
+    try:
+        for call in functional._calls.values():
+            call.fast = None
+        return fn()
+    finally:
+        for key, fast in saved.items():
+            functional._calls[key].fast = fast
+
+
+def test_loads_where_built_for():
+    x, w, _ = _inputs(1, 1, 3, 4, 9, 9, 3)
+    conv2d.conv2d(x, w)  # a first plan loads the library (and the fast path)
+    matches = (sys.version_info[:2] == BUILT_FOR[0] and
+               torch.__version__.startswith(BUILT_FOR[1] + "."))
+    if ENABLED and matches:
+        assert functional.fast_path() == "conv2d._fast_torch2_11"
+    elif not ENABLED:
+        assert functional.fast_path() is None
+    else:
+        pytest.skip(f"NOT TESTED: the wheel's fast path is for Python {BUILT_FOR[0]} and "
+                    f"PyTorch {BUILT_FOR[1]}, this is {sys.version_info[:2]} and "
+                    f"{torch.__version__} (the Python path runs every call)")
+
+
+def test_the_switch_turns_it_off():
+    code = ("import torch, conv2d\nfrom conv2d import functional\n"
+            "conv2d.conv2d(torch.randn(1, 2, 5, 5, device='cuda'), "
+            "torch.randn(2, 2, 3, 3, device='cuda'))\nprint(functional.fast_path())")
+    env = dict(os.environ, CONV2D_FAST_PATH="0")
+    out = subprocess.run([sys.executable, "-c", code], env=env, capture_output=True, text=True,
+                         check=True).stdout
+    assert out.strip() == "None"
+
+
+@pytest.mark.parametrize("dims,bias", [((2, 8, 16, 20, 18, 3), True), ((4, 64, 64, 48, 48, 8),
+                                                                         False),
+                                       ((1, 5, 7, 13, 11, 1), True)])
+def test_same_results_as_the_python_path(dims, bias):
+    x, w, b = _inputs(7, *dims)
+    b = b if bias else None
+    fast = conv2d.conv2d(x, w, b)
+    slow = _python_path(lambda: conv2d.conv2d(x, w, b))
+    close = lambda a, b: torch.testing.assert_close(a, b, rtol=1e-5, atol=1e-5)
+    close(fast, slow)
+    out = torch.full_like(fast, float("nan"))
+    assert conv2d.conv2d(x, w, b, out=out) is out
+    close(out, slow)
+    # Unbatched: y of the plan's 3-D shape.
+    y1 = conv2d.conv2d(x[0], w, b)
+    assert y1.shape == fast.shape[1:]
+    close(y1, _python_path(lambda: conv2d.conv2d(x[0], w, b)))
+
+
+def test_cases_it_leaves_to_the_python_path():
+    x, w, b = _inputs(3, 2, 6, 6, 15, 15, 3)
+    ref = conv2d.conv2d(x, w, b)
+    # Views (not contiguous; negative): the Python path makes them dense.
+    xt = x.transpose(2, 3).contiguous().transpose(2, 3)
+    assert not xt.is_contiguous() and torch.equal(xt, x)
+    close = lambda a, b: torch.testing.assert_close(a, b, rtol=1e-5, atol=1e-5)
+    close(conv2d.conv2d(xt, w, b), ref)
+    wneg = torch._neg_view(-w)  # w's values, as a negative view of -w
+    assert wneg.is_neg() and torch.equal(wneg, w)
+    close(conv2d.conv2d(x, wneg, b), ref)
+    # out= it does not take: the Python path's errors, out untouched.
+    bad = torch.full((2, 6, 13, 12), 7.0, device="cuda")
+    with pytest.raises(ValueError, match="out must be float32"):
+        conv2d.conv2d(x, w, b, out=bad)
+    assert bool((bad == 7.0).all())
+    needs_grad = torch.full_like(ref, 7.0).requires_grad_()
+    with pytest.raises(RuntimeError, match="don't support automatic differentiation"):
+        conv2d.conv2d(x, w, b, out=needs_grad)
+    assert bool((needs_grad == 7.0).all())
+    # An out= that is not contiguous gets the result by a copy.
+    strided = torch.full((2, 6, 13, 13), 7.0, device="cuda").transpose(2, 3)
+    conv2d.conv2d(x, w, b, out=strided)
+    close(strided, ref)
+
+
+def test_a_failed_call_raises_the_libraries_error():
+    if functional._fast is None:
+        pytest.skip("NOT TESTED: the fast path is not loaded here")
+    x, w, b = _inputs(5, 1, 4, 4, 10, 10, 3)
+    conv2d.conv2d(x, w, b)
+    call = functional._call_for(x, w, b, 1, 0, 1, 1, False)
+    # The plan takes a bias; a Call over it given none: the library refuses, writes nothing.
+    out = torch.full((1, 4, 8, 8), 7.0, device="cuda")
+    with pytest.raises(_native.Error, match="bias") as e:
+        call.fast(x, w, None, out)
+    assert e.value.code == 3  # CONV2D_INVALID_ARGUMENT
+    torch.cuda.synchronize()
+    assert bool((out == 7.0).all())
+
+
+def test_out_version_is_bumped():
+    x, w, _ = _inputs(9, 1, 3, 3, 8, 8, 3)
+    out = torch.empty(1, 3, 6, 6, device="cuda")
+    conv2d.conv2d(x, w, out=out)
+    v = out._version
+    conv2d.conv2d(x, w, out=out)
+    assert out._version == v + 1
