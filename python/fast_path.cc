@@ -69,6 +69,12 @@ class Call {
                        : at::empty(out_shape_, at::TensorOptions()
                                                    .dtype(at::kFloat)
                                                    .device(at::kCUDA, device_));
+    // Every call that may throw comes before the workspace exists (PyTorch's errors reach
+    // Python as its own exception types: its translators are registered with pybind11).
+    const float* x_ptr = x.const_data_ptr<float>();
+    const float* w_ptr = w.const_data_ptr<float>();
+    const float* bias_ptr = bias ? bias->const_data_ptr<float>() : nullptr;
+    float* y_ptr = y.mutable_data_ptr<float>();
     // The workspace as functional.py's path takes it: a block of the caching allocator on the
     // call's stream (the graph's private pool under capture), freed once the call is enqueued.
     void* workspace = workspace_bytes_ == 0 ? nullptr
@@ -77,9 +83,7 @@ class Call {
     int rc;
     {
       py::gil_scoped_release no_gil;  // as ctypes does: a first call builds graphs (ms)
-      rc = g_run_ex(plan_, x.const_data_ptr<float>(), w.const_data_ptr<float>(),
-                    bias ? bias->const_data_ptr<float>() : nullptr, y.mutable_data_ptr<float>(),
-                    workspace, workspace_bytes_, stream);
+      rc = g_run_ex(plan_, x_ptr, w_ptr, bias_ptr, y_ptr, workspace, workspace_bytes_, stream);
     }
     if (workspace != nullptr) c10::cuda::CUDACachingAllocator::raw_delete(workspace);
     if (rc != 0) {
@@ -103,6 +107,8 @@ class Call {
 
 PYBIND11_MODULE(CONV2D_FAST_PATH_MODULE, m) {
   m.doc() = "conv2d.conv2d's direct path in C++ (python/fast_path.cc)";
+  // The PyTorch release it was compiled against: functional.py uses it under that release only.
+  m.attr("TORCH_VERSION") = CONV2D_FAST_PATH_TORCH_VERSION;
   m.def(
       "init",
       [](uintptr_t run_ex, py::object error) {

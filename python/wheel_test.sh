@@ -21,7 +21,7 @@ done
 echo "installed $(echo "$files" | grep -c 'conv2d/') files into $site"
 
 # The fast path (python/fast_path.cc): no RUNPATH, and it names only PyTorch's libraries (loaded
-# by `import torch` before it) and the system's.
+# by `import torch` before it) and the system's (the lists build_wheel.py checks at packing).
 fast=$(ls "$site"/conv2d/_fast_torch*.cpython-*-x86_64-linux-gnu.so)
 echo "$files" | grep -q "conv2d/$(basename "$fast")\$" || { echo "FAIL: no fast path installed"; exit 1; }
 if readelf -d "$fast" | grep -qE 'RPATH|RUNPATH'; then
@@ -29,7 +29,7 @@ if readelf -d "$fast" | grep -qE 'RPATH|RUNPATH'; then
 fi
 foreign=$(readelf -d "$fast" | sed -n 's/.*(NEEDED).*\[\(.*\)\]/\1/p' |
   grep -vE '^(libc10|libc10_cuda|libtorch|libtorch_cpu|libtorch_python)\.so$' |
-  grep -vE '^(libc|libm|libgcc_s|libstdc\+\+)\.so\.[0-9]+$' || true)
+  grep -vE '^(libc|libm|libgcc_s|libstdc\+\+|libpthread|libdl)\.so\.[0-9]+$' || true)
 [ -z "$foreign" ] || { echo "FAIL: the fast path needs $foreign"; exit 1; }
 echo "fast path $(basename "$fast"): no RUNPATH; NEEDED only PyTorch's and the system's libraries"
 

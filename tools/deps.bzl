@@ -3,7 +3,9 @@ the Python package's fast path PyTorch's headers and Python's.
 
 Call conv2d_dependencies() from the WORKSPACE of this repository or of any repository that
 depends on it (README.md shows the snippet). One repository downloads: @pytorch_wheel, PyTorch's
-wheel from PyPI (sha256-pinned), fetched only by what builds //python:fast_path (the wheel).
+wheel from PyPI (sha256-pinned), fetched by what builds //python:fast_path: the wheel, so
+`bazel test //...` here (its wheel_test) needs PyPI once; a repository that depends on conv2d's
+libraries does not fetch it.
 """
 
 load("//tools/cuda/private:configure.bzl", "cuda_configure")
@@ -148,9 +150,19 @@ _pytorch_wheel = repository_rule(
     attrs = {"url": attr.string(mandatory = True), "sha256": attr.string(mandatory = True)},
 )
 
+def _python_minor(ctx, include):
+    # PY_MINOR_VERSION of the headers in `include` (a module built from 3.11's headers must not
+    # be named and loaded as 3.12's).
+    for line in ctx.read(include + "/patchlevel.h").split("\n"):
+        words = [w for w in line.replace("\t", " ").split(" ") if w]
+        if len(words) == 3 and words[0] == "#define" and words[1] == "PY_MINOR_VERSION":
+            return words[2]
+    return ""
+
 def _python_headers_impl(ctx):
-    # CPython's headers of TORCH_PYTHON: $CONV2D_PYTHON_INCLUDE, else Debian's python3.X-dev,
-    # else a pyenv installation (this project's build machines carry pyenv's 3.12).
+    # CPython's headers of TORCH_PYTHON (checked by their patchlevel.h): $CONV2D_PYTHON_INCLUDE,
+    # else Debian's python3.X-dev, else a pyenv installation (this project's build machines
+    # carry pyenv's 3.12).
     version = ctx.attr.version
     candidates = [ctx.os.environ.get("CONV2D_PYTHON_INCLUDE", ""),
                   "/usr/include/python" + version, "/usr/local/include/python" + version]
@@ -158,7 +170,8 @@ def _python_headers_impl(ctx):
         version, version) + "/root/.pyenv/versions/%s*/include/python%s 2>/dev/null" % (
         version, version)])
     candidates += r.stdout.strip().split("\n")
-    found = [c for c in candidates if c and ctx.path(c + "/Python.h").exists]
+    found = [c for c in candidates if c and ctx.path(c + "/Python.h").exists and
+             _python_minor(ctx, c) == version.split(".")[1]]
     if not found:
         fail(("conv2d: no headers of Python %s (Python.h) for the Python package's fast path; " +
               "install them (e.g. pyenv install %s) or set CONV2D_PYTHON_INCLUDE to their " +

@@ -114,14 +114,23 @@ def _run_error(rc):
 
 def _load_fast_path():
     """The fast path's module, initialised with the library ctypes loaded, or None: where
-    $CONV2D_FAST_PATH is 0, or the wheel has none built for this PyTorch minor version and
-    Python (a module built against another PyTorch must not load: its C++ ABI differs)."""
+    $CONV2D_FAST_PATH is 0, where the wheel has none for this Python and PyTorch minor version,
+    and under any PyTorch but the release it was compiled against (a C++ extension shares
+    PyTorch's inline code and structure layouts, which another release, a pre-release or a
+    source build of the same version may change; its module is loaded, but not used)."""
     if os.environ.get("CONV2D_FAST_PATH", "1") == "0":
         return None
-    major, minor = torch.__version__.split(".")[:2]
+    release = torch.__version__.split("+")[0]  # "2.11.0+cu130" -> "2.11.0"
+    major, minor = release.split(".")[:2]
     try:
         module = importlib.import_module(f"._fast_torch{major}_{minor}", __package__)
     except ImportError:
+        return None  # none built for this Python and PyTorch
+    except Exception as e:  # noqa: BLE001  (a broken module: ctypes serves every call)
+        warnings.warn(f"conv2d: the fast path did not load ({e!r}); calls go through ctypes",
+                      RuntimeWarning, stacklevel=2)
+        return None
+    if module.TORCH_VERSION != release:
         return None
     module.init(ctypes.cast(_run_ex, ctypes.c_void_p).value, _run_error)
     return module
@@ -204,8 +213,9 @@ def _enqueue(handle, x_ptr, w_ptr, bias_ptr, y_ptr, nbytes, index):
 
 def _direct(x, w, bias, stride, padding, dilation, groups, per_side, out=None):
     """The call itself: y (or out) = conv2d(x, w, bias) on the current stream. The hot path of
-    every call outside the dispatcher: kept to attribute reads, two allocations and one ctypes
-    call (docs/PERF.md, rounds 90-93, measure each)."""
+    every call outside the dispatcher: the signature lookup, then the fast path's one C++ call
+    where it loaded and takes the case; else attribute reads, two allocations and one ctypes
+    call (docs/PERF.md, rounds 90-94, measure each)."""
     call = _call_for(x, w, bias, stride, padding, dilation, groups, per_side)
     fast = call.fast
     if fast is not None:
@@ -316,12 +326,13 @@ _forward_ad = torch.autograd.forward_ad
 _PLAIN = (torch.Tensor, torch.nn.Parameter)
 
 
-def _needs_op(x, w, bias):
+def _needs_op(x, w, bias, out=None):
     """Whether this call must go through the dispatcher (autograd, forward-mode AD, functorch
     transforms, subclasses, modes, meta tensors) or be refused there (non-tensors, tensors on
     the CPU)."""
     if type(x) not in _PLAIN or type(w) not in _PLAIN or (
-            bias is not None and type(bias) not in _PLAIN) or not x.is_cuda:
+            bias is not None and type(bias) not in _PLAIN) or not x.is_cuda or (
+            out is not None and type(out) not in _PLAIN):
         return True
     if torch.is_grad_enabled() and (x.requires_grad or w.requires_grad or (
             bias is not None and bias.requires_grad)):
@@ -342,9 +353,11 @@ def conv2d(input, weight, bias=None, stride=1, padding=0, dilation=1, groups=1, 
     and for tensors that are not float32 on a CUDA device (conv2d.nn.Conv2d falls back to
     PyTorch for those); nothing is written then.
     """
-    if not torch.compiler.is_compiling() and not _needs_op(input, weight, bias):
+    if not torch.compiler.is_compiling() and not _needs_op(input, weight, bias, out):
         return _direct(input, weight, bias, stride, padding, dilation, groups, False, out)
     _check_tensors(input, weight, bias)
+    if out is not None and not isinstance(out, torch.Tensor):
+        raise TypeError(f"conv2d: out must be a tensor, got {type(out).__name__}")
     if out is not None and torch.is_grad_enabled() and (
             input.requires_grad or weight.requires_grad or out.requires_grad or
             (bias is not None and bias.requires_grad)):

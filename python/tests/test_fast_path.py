@@ -1,9 +1,11 @@
 """The fast path (python/fast_path.cc) on the GPU host: that it loads where the wheel was built for
-the running PyTorch and Python, and not where $CONV2D_FAST_PATH=0; that it gives the Python
-path's results (the same kernels; some add atomically, in any order) and leaves every case it does not take (views, a bad or
-gradient-needing out=) to the Python path; that a failed library call raises conv2d.Error with
-the library's message and leaves out= untouched. The rest of python/tests runs through it too
-(and once more with $CONV2D_FAST_PATH=0: tools/gpu_run.sh's python step).
+the running PyTorch and Python, and not where $CONV2D_FAST_PATH=0; that its own calls (made
+directly, so that none falls back unseen) give the Python path's results (the same kernels; some
+add atomically, in any order), unbatched and with out= too, on the current stream; that it leaves
+every case it does not take (views, a bad or gradient-needing out=) to the Python path; that a
+failed library call raises conv2d.Error with the library's message and leaves out= untouched.
+The rest of python/tests runs through it too (and once more with $CONV2D_FAST_PATH=0:
+tools/gpu_run.sh's python step).
 """
 import os
 import subprocess
@@ -73,23 +75,61 @@ def test_the_switch_turns_it_off():
     assert out.strip() == "None"
 
 
+def _require_fast():
+    conv2d.conv2d(*_inputs(2, 1, 2, 2, 6, 6, 3)[:2])  # a first plan loads the fast path
+    if functional._fast is None:
+        pytest.skip("NOT TESTED here: the fast path is not loaded (CONV2D_FAST_PATH=0, or not "
+                    "built for this Python and PyTorch); the Python path ran these calls")
+
+
+def _fast_call(x, w, b, out=None):
+    """The fast path's own result for conv2d(x, w, b, out=out), its signature's plan made first
+    (a first call goes through the Python path); fails if the fast path declines the call."""
+    conv2d.conv2d(x, w, b)
+    call = functional._call_for(x, w, b, 1, 0, 1, 1, False)
+    assert call.fast is not None
+    y = call.fast(x, w, b, out)
+    assert y is not None, "the fast path left a plain call to the Python path"
+    return y
+
+
 @pytest.mark.parametrize("dims,bias", [((2, 8, 16, 20, 18, 3), True), ((4, 64, 64, 48, 48, 8),
                                                                          False),
                                        ((1, 5, 7, 13, 11, 1), True)])
 def test_same_results_as_the_python_path(dims, bias):
+    _require_fast()
     x, w, b = _inputs(7, *dims)
     b = b if bias else None
-    fast = conv2d.conv2d(x, w, b)
+    fast = _fast_call(x, w, b)
     slow = _python_path(lambda: conv2d.conv2d(x, w, b))
-    close = _close
-    close(fast, slow)
+    _close(fast, slow)
     out = torch.full_like(fast, float("nan"))
-    assert conv2d.conv2d(x, w, b, out=out) is out
-    close(out, slow)
+    assert _fast_call(x, w, b, out) is out
+    _close(out, slow)
     # Unbatched: y of the plan's 3-D shape.
-    y1 = conv2d.conv2d(x[0], w, b)
+    y1 = _fast_call(x[0], w, b)
     assert y1.shape == fast.shape[1:]
-    close(y1, _python_path(lambda: conv2d.conv2d(x[0], w, b)))
+    _close(y1, _python_path(lambda: conv2d.conv2d(x[0], w, b)))
+    # And through conv2d.conv2d, whose later calls take the fast path.
+    _close(conv2d.conv2d(x, w, b), slow)
+
+
+def test_runs_on_the_current_stream():
+    """On a side stream held by a long kernel, the input is written there and then convolved:
+    a call enqueued on any other stream would read it before it is written."""
+    _require_fast()
+    x, w, b = _inputs(11, 2, 8, 8, 24, 24, 5)
+    ref = conv2d.conv2d(x, w, b)
+    xs = torch.full_like(x, float("nan"))
+    side = torch.cuda.Stream()
+    side.wait_stream(torch.cuda.current_stream())
+    with torch.cuda.stream(side):
+        torch.cuda._sleep(50_000_000)  # ~25 ms of GPU time
+        xs.copy_(x)
+        ys = [conv2d.conv2d(xs, w, b) for _ in range(3)]
+    torch.cuda.synchronize()
+    for y in ys:
+        _close(y, ref)
 
 
 def test_cases_it_leaves_to_the_python_path():
