@@ -5,6 +5,7 @@ set -euo pipefail
 wheel="$(cd "$(dirname "$1")" && pwd)/$(basename "$1")"
 meta_test="$(cd "$(dirname "$2")" && pwd)/$(basename "$2")"
 check="$(cd "$(dirname "$3")" && pwd)/$(basename "$3")"  # tools/check_self_contained.sh
+loading_test="$(cd "$(dirname "$4")" && pwd)/$(basename "$4")"
 tmp="${TEST_TMPDIR:-$(mktemp -d)}"
 venv="$tmp/venv"
 rm -rf "$venv"
@@ -65,13 +66,38 @@ if not gpu:
     assert status != "ok" and "device" in status.lower(), status
 PY
 
-# The op's registration and its fake (meta) implementation, where this machine's python3 has
-# PyTorch (then the package comes from the same installed wheel).
-if python3 -c 'import torch' 2>/dev/null; then
-  PYTHONPATH="$site" python3 "$meta_test"
+# With PyTorch: the op's registration and its fake (meta) implementation (test_meta.py) and the
+# fast path's loading rules (test_fast_path_loading.py), the package from the same wheel. The
+# PyTorch is $CONV2D_TORCH_PYTHON's (tools/torch_cpu_env.sh: the release and Python the fast
+# path is built for, which must then import for real), else this machine's python3's if it has
+# one.
+torch_py="${CONV2D_TORCH_PYTHON:-}"
+if [ -z "$torch_py" ] && python3 -c 'import torch' 2>/dev/null; then torch_py=python3; fi
+if [ -n "$torch_py" ]; then
+  export LD_LIBRARY_PATH="${CUDA_PATH:-/usr/local/cuda}/lib64"  # PyTorch's CUDA libraries
+  site_torch="$tmp/site_torch"
+  rm -rf "$site_torch"
+  "$torch_py" -m pip install -q --no-index --no-deps --disable-pip-version-check \
+    --target "$site_torch" "$wheel"
+  built_for=$(PYTHONPATH="$site_torch" "$torch_py" -c 'import sys, torch
+print(sys.version_info[:2] == (3, 12) and torch.__version__.split("+")[0] == "2.11.0")')
+  if [ "$built_for" = True ]; then
+    PYTHONPATH="$site_torch" "$torch_py" -c 'import torch, conv2d._fast_torch2_11 as m
+print("fast path imports against PyTorch", torch.__version__, "->", m.TORCH_VERSION)'
+  else
+    echo "NOTE: $torch_py is not Python 3.12 with PyTorch 2.11.0: the fast path's import NOT TESTED"
+  fi
+  if "$torch_py" -c 'import pytest' 2>/dev/null; then
+    PYTHONPATH="$site_torch" "$torch_py" -m pytest -q -p no:cacheprovider "$meta_test" \
+      "$loading_test"
+  else
+    PYTHONPATH="$site_torch" "$torch_py" "$meta_test"
+    echo "NOTE: no pytest for $torch_py: test_fast_path_loading.py NOT TESTED here"
+  fi
 else
-  echo "NOTE: NOT TESTED HERE: no PyTorch for $(command -v python3), so the op's registration"
-  echo "NOTE: and fake implementation (python/tests/test_meta.py) did not run; they run where"
-  echo "NOTE: PyTorch is installed (the GPU host's python step runs them in python/tests)"
+  echo "NOTE: NOT TESTED HERE: no PyTorch (set CONV2D_TORCH_PYTHON: tools/torch_cpu_env.sh), so"
+  echo "NOTE: the op's registration and fake implementation (python/tests/test_meta.py) and the"
+  echo "NOTE: fast path's loading (test_fast_path_loading.py) did not run; they run where PyTorch"
+  echo "NOTE: is installed (the GPU host's python step runs them in python/tests)"
 fi
 echo PASS
