@@ -47,9 +47,11 @@ def main():
     ap.add_argument("--lib", required=True)
     ap.add_argument("--sources", nargs="+", required=True)
     ap.add_argument("--shared_libraries", nargs="+", required=True)
-    ap.add_argument("--fast_path", required=True)
-    ap.add_argument("--torch_libraries", nargs="+", required=True)
+    ap.add_argument("--fast_path", help="absent under --define=conv2d_fast_path=off")
+    ap.add_argument("--torch_libraries", nargs="+", default=[])
     args = ap.parse_args()
+    if args.fast_path and not args.torch_libraries:
+        sys.exit("build_wheel: --fast_path needs --torch_libraries (what it may name)")
 
     init = [s for s in args.sources if os.path.basename(s) == "__init__.py"]
     if not init:
@@ -71,23 +73,25 @@ def main():
     if missing:
         sys.exit(f"build_wheel: libconv2d.so needs {missing}, not among --shared_libraries")
 
-    fast_path_needed = re.findall(r"\(NEEDED\)\s+Shared library: \[([^\]]+)\]",
-                                  readelf_dynamic(args.fast_path))
-    system = re.compile(r"^(libc|libm|libgcc_s|libstdc\+\+|libpthread|libdl)\.so\.\d+$")
-    torch_libs = {os.path.basename(p) for p in args.torch_libraries}
-    foreign = [n for n in fast_path_needed if n not in torch_libs and not system.match(n)]
-    if foreign:
-        sys.exit(f"build_wheel: the fast path needs {foreign}, neither PyTorch's nor the system's")
-    # Bazel's link leaves a RUNPATH into its build tree: dropped from the shipped copy.
-    tmp = tempfile.mkdtemp()
-    fast_path = os.path.join(tmp, os.path.basename(args.fast_path))
-    shutil.copyfile(args.fast_path, fast_path)
-    r = subprocess.run(["patchelf", "--remove-rpath", fast_path], capture_output=True, text=True)
-    if r.returncode != 0:
-        sys.exit(f"build_wheel: patchelf --remove-rpath failed: {r.stderr.strip()}")
-
     files = {f"conv2d/{os.path.basename(s)}": (s, 0o644) for s in args.sources}
-    files[f"conv2d/{os.path.basename(args.fast_path)}"] = (fast_path, 0o755)
+    tmp = tempfile.mkdtemp()
+    if args.fast_path:
+        fast_path_needed = re.findall(r"\(NEEDED\)\s+Shared library: \[([^\]]+)\]",
+                                      readelf_dynamic(args.fast_path))
+        system = re.compile(r"^(libc|libm|libgcc_s|libstdc\+\+|libpthread|libdl)\.so\.\d+$")
+        torch_libs = {os.path.basename(p) for p in args.torch_libraries}
+        foreign = [n for n in fast_path_needed if n not in torch_libs and not system.match(n)]
+        if foreign:
+            sys.exit(f"build_wheel: the fast path needs {foreign}, neither PyTorch's nor the "
+                     f"system's")
+        # Bazel's link leaves a RUNPATH into its build tree: dropped from the shipped copy.
+        fast_path = os.path.join(tmp, os.path.basename(args.fast_path))
+        shutil.copyfile(args.fast_path, fast_path)
+        r = subprocess.run(["patchelf", "--remove-rpath", fast_path], capture_output=True,
+                           text=True)
+        if r.returncode != 0:
+            sys.exit(f"build_wheel: patchelf --remove-rpath failed: {r.stderr.strip()}")
+        files[f"conv2d/{os.path.basename(args.fast_path)}"] = (fast_path, 0o755)
     files["conv2d/lib/libconv2d.so"] = (args.lib, 0o755)
     for n in needed:
         files[f"conv2d/lib/{n}"] = (by_soname[n], 0o755)

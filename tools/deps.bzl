@@ -4,8 +4,8 @@ the Python package's fast path PyTorch's headers and Python's.
 Call conv2d_dependencies() from the WORKSPACE of this repository or of any repository that
 depends on it (README.md shows the snippet). One repository downloads: @pytorch_wheel, PyTorch's
 wheel from PyPI (sha256-pinned), fetched by what builds //python:fast_path: the wheel, so
-`bazel test //...` here (its wheel_test) needs PyPI once; a repository that depends on conv2d's
-libraries does not fetch it.
+`bazel test //...` here (its wheel_test) needs PyPI once, unless --define=conv2d_fast_path=off
+leaves the fast path out; a repository that depends on conv2d's libraries does not fetch it.
 """
 
 load("//tools/cuda/private:configure.bzl", "cuda_configure")
