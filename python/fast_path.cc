@@ -1,7 +1,7 @@
 // conv2d.conv2d's direct path in C++, for the PyTorch and CPython it is compiled against
 // (tools/deps.bzl: TORCH_VERSION, TORCH_PYTHON): the Python module
-// conv2d._fast_torch<major>_<minor>, which python/conv2d/functional.py loads only under that
-// PyTorch minor version.
+// conv2d._fast_torch<major>_<minor>, which python/conv2d/functional.py uses only under that very
+// PyTorch release (the module's TORCH_VERSION).
 //
 // Why: of a call's ~8 us of Python (docs/PERF.md, round 93), y's allocation took 2.7, the
 // workspace's 1.2 and the ctypes call 0.9, most of it PyTorch's Python argument parsing and
