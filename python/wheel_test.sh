@@ -7,6 +7,7 @@ meta_test="$(cd "$(dirname "$2")" && pwd)/$(basename "$2")"
 check="$(cd "$(dirname "$3")" && pwd)/$(basename "$3")"  # tools/check_self_contained.sh
 loading_test="$(cd "$(dirname "$4")" && pwd)/$(basename "$4")"
 expect="$5"  # with_fast_path, or without_fast_path (--define=conv2d_fast_path=off)
+torch_version="$6" torch_python="$7" module="$8"  # tools/deps.bzl's, python/BUILD's
 tmp="${TEST_TMPDIR:-$(mktemp -d)}"
 venv="$tmp/venv"
 rm -rf "$venv"
@@ -87,14 +88,17 @@ if [ -n "$torch_py" ]; then
   "$torch_py" -m pip install -q --no-index --no-deps --disable-pip-version-check \
     --target "$site_torch" "$wheel"
   built_for=$(PYTHONPATH="$site_torch" "$torch_py" -c 'import sys, torch
-print(sys.version_info[:2] == (3, 12) and torch.__version__.split("+")[0] == "2.11.0")')
+print("%d.%d" % sys.version_info[:2] == sys.argv[1] and
+      torch.__version__.split("+")[0] == sys.argv[2])' "$torch_python" "$torch_version")
   if [ "$expect" = without_fast_path ]; then
     echo "NOTE: no fast path in this wheel: its import NOT TESTED"
   elif [ "$built_for" = True ]; then
-    PYTHONPATH="$site_torch" "$torch_py" -c 'import torch, conv2d._fast_torch2_11 as m
-print("fast path imports against PyTorch", torch.__version__, "->", m.TORCH_VERSION)'
+    PYTHONPATH="$site_torch" "$torch_py" -c 'import importlib, sys, torch
+m = importlib.import_module("conv2d." + sys.argv[1])
+print("fast path imports against PyTorch", torch.__version__, "->", m.TORCH_VERSION)' "$module"
   else
-    echo "NOTE: $torch_py is not Python 3.12 with PyTorch 2.11.0: the fast path's import NOT TESTED"
+    echo "NOTE: $torch_py is not Python $torch_python with PyTorch $torch_version: the fast path's"
+    echo "NOTE: import NOT TESTED"
   fi
   if "$torch_py" -c 'import pytest' 2>/dev/null; then
     PYTHONPATH="$site_torch" "$torch_py" -m pytest -q -p no:cacheprovider "$meta_test" \
