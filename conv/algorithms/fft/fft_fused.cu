@@ -67,6 +67,9 @@ struct DeviceCtx {
     reinterpret_cast<float*>(data + i)[imag ? 1 : 0] = v;
   }
   __device__ void Flag() { any_ = true; }
+  // Returns once the kernel this one was launched after has finished, its writes visible
+  // (pdl.cuh; at once where it was launched plainly).
+  __device__ void WaitForPriorKernel() const { PdlWait(); }
   // A barrier that returns whether any thread called Flag() since the last one.
   __device__ bool SyncAny(const char*) {
     const bool any = __syncthreads_or(any_) != 0;
@@ -145,11 +148,12 @@ __global__ void __launch_bounds__(kThreads, (MinCtasPerSm<kPin, kInputKind>())) 
   const KernelParams k = Pinned<kPin, false>(params);
   DeviceCtx ctx = MakeCtx(k);
   // Its counts and the call's flag are its own or written with the same value by both kernels.
-  InputCta(ctx, k, x, spectrum, lists, static_cast<int>(blockIdx.x));
   // Launched right after the filter kernel, whose buffers (w, the filter spectrum) this one does
-  // not touch: it overlaps that kernel whole and waits for it only here, so that the mix, which
-  // waits for this kernel, also finds the filter spectrum complete.
-  PdlWait();
+  // not touch: it overlaps that kernel but for its last step, where it waits for it (for the
+  // call's epoch, SparseLists) before publishing its counts; so the mix, which waits for this
+  // kernel, also finds the filter spectrum complete.
+  InputCta(ctx, k, x, spectrum, lists, static_cast<int>(blockIdx.x));
+  PdlWait();  // (InputCta waited already; kept so that no path leaves without it)
 }
 
 template <int kPin>
@@ -260,13 +264,17 @@ class FftFusedRunner : public StagedRunner {
     auto* input_spectrum = static_cast<Cf*>(at(kInputSpectrum));
     auto* output_spectrum = static_cast<Cf*>(at(kOutputSpectrum));
     const cudaStream_t stream = a.stream;
-    const SparseLists lists = MakeSparseLists(at(kSparse), shape_, config_.geometry, epoch);
+    // The epoch goes to the filter kernel only; the others read it from the workspace, so their
+    // arguments are the same on every call (SparseLists).
+    const SparseLists filter_lists =
+        MakeSparseLists(at(kSparse), shape_, config_.geometry, epoch);
+    const SparseLists lists = MakeSparseLists(at(kSparse), shape_, config_.geometry, 0);
 
     switch (stage) {
       case kFilterStage:
         return CudaStatus(LaunchPdl(/*pdl=*/false, filter_kernel_, FilterCtas(fwd_), kThreads,
                                     config_.smem.bytes_fwd, stream, fwd_, a.w, filter_spectrum,
-                                    lists),
+                                    filter_lists),
                           "fft_fused filter kernel");
       case kInputStage:
         return CudaStatus(LaunchPdl(in_run, input_kernel_, InputCtas(fwd_), kThreads,

@@ -95,6 +95,8 @@ class HostCtx {
     (imag ? data_[i].y : data_[i].x) = v;
   }
   void Flag() { any_ = true; }
+  // The kernels' order is the harness's: each runs whole before the next.
+  void WaitForPriorKernel() {}
   bool SyncAny(const char* phase) {
     EndPhase(phase);
     const bool any = any_;
@@ -239,6 +241,7 @@ class FastCtx {
   void AddData(int i, bool imag, float v) { (imag ? data_[i].y : data_[i].x) += v; }
   void SetPart(int i, bool imag, float v) { (imag ? data_[i].y : data_[i].x) = v; }
   void Flag() { any_ = true; }
+  void WaitForPriorKernel() {}
   bool SyncAny(const char*) {
     const bool any = any_;
     any_ = false;
@@ -258,13 +261,15 @@ class FastCtx {
   bool any_ = false;
 };
 
-// The sparse lists in host memory, for one call (epoch 1; the flag starts clear).
+// The sparse lists in host memory, for one call (epoch 1; the flag starts clear), with the call's
+// epoch stored as the filter kernel stores it (for tests that run the later kernels alone).
 struct HostSparse {
   std::vector<unsigned long long> storage;
   SparseLists lists;
   HostSparse(const Shape& s, const Geometry& g)
       : storage(SparseBytes(s, g) / sizeof(unsigned long long) + 1, 0) {
     lists = MakeSparseLists(storage.data(), s, g, 1);
+    *lists.call_epoch = lists.epoch;
   }
 };
 
@@ -545,8 +550,12 @@ void Mix(const fft_tiled::GemmLayout& l, const std::vector<Cf>& a, const std::ve
   }
 }
 
+// The four kernels as Run launches them: the epoch in the filter kernel's lists only (the others
+// get 0 and read the call's epoch where the filter kernel stored it). `reuse`: the sparse lists
+// of an earlier call (the same workspace), else fresh ones.
 Emulated Emulate(const Shape& s, const Config& c, const std::vector<float>& x,
-                 const std::vector<float>& w) {
+                 const std::vector<float>& w, HostSparse* reuse = nullptr,
+                 unsigned long long epoch = 1) {
   Emulated e;
   const KernelParams fwd = MakeKernelParams(s, c, false), inv = MakeKernelParams(s, c, true);
   const int64_t f = c.geometry.freqs;
@@ -554,22 +563,28 @@ Emulated Emulate(const Shape& s, const Config& c, const std::vector<float>& x,
   e.input.assign(f * fwd.n_input, Cf{kNaN, kNaN});
   e.output.assign(f * fwd.n_output, Cf{kNaN, kNaN});
   e.y.assign(s.output_elements(), kNaN);
-  HostSparse sp(s, c.geometry);
+  HostSparse fresh(s, c.geometry);
+  HostSparse& sp = reuse != nullptr ? *reuse : fresh;
+  *sp.lists.call_epoch = 0;  // the filter kernel stores it
+  SparseLists filter_lists = sp.lists, lists = sp.lists;
+  filter_lists.epoch = epoch;
+  lists.epoch = 0;
   RunCtas(
       FilterCtas(fwd), fwd,
       [&](HostCtx& ctx, int cta) {
-        FilterCta(ctx, fwd, w.data(), e.filter.data(), sp.lists, cta);
+        FilterCta(ctx, fwd, w.data(), e.filter.data(), filter_lists, cta);
       },
       &e.filter_stats, "filter");
+  EXPECT_EQ(*sp.lists.call_epoch, epoch);
   RunCtas(
       InputCtas(fwd), fwd,
-      [&](HostCtx& ctx, int cta) { InputCta(ctx, fwd, x.data(), e.input.data(), sp.lists, cta); },
+      [&](HostCtx& ctx, int cta) { InputCta(ctx, fwd, x.data(), e.input.data(), lists, cta); },
       &e.input_stats, "input");
   Mix(fft_tiled::ChannelMixLayout(s, c.geometry), e.input, e.filter, &e.output);
-  e.removed_any = *sp.lists.flag == sp.lists.epoch;
+  e.removed_any = *sp.lists.flag == epoch;
   e.x_count.assign(sp.lists.x_count, sp.lists.x_count + fwd.n_input);
   e.w_count.assign(sp.lists.w_count, sp.lists.w_count + fwd.n_filter);
-  const SparseInputs inputs{sp.lists, x.data(), w.data()};
+  const SparseInputs inputs{lists, x.data(), w.data()};
   RunCtas(
       InverseCtas(inv), inv,
       [&](HostCtx& ctx, int cta) {
@@ -860,6 +875,43 @@ TEST(FftFusedEmulationTest, RobustToOutliersMeansAndNonFinite) {
     EXPECT_EQ(failures, 0);
     EXPECT_EQ(nonfinite > 0, kind == kNonFiniteX || kind == kNonFiniteW);
   }
+  }
+}
+
+// A later call on the same workspace (lists) with a new epoch: what an earlier call with outliers
+// or a large mean left (the flag, the padded tiles' marks, both at that call's epoch) is stale,
+// so a clean call after it removes nothing and its outputs are within the bar; the epoch reaches
+// the input and inverse kernels only through the workspace (their lists carry 0).
+TEST(FftFusedEmulationTest, ALaterCallIgnoresWhatAnEarlierOneLeft) {
+  for (const Shape& s : {Shape{2, 6, 5, 40, 37, 5, 4},
+                         WithGeometry({2, 6, 5, 40, 37, 5, 4}, 3, 1, 0, 2, 1, 1)}) {
+    SCOPED_TRACE(s.ToString());
+    const Config c = MustConfig(s, Options{});
+    std::vector<float> x = RandomTensor(9, kInputTensor, s.input_elements(), Distribution::kNormal);
+    const std::vector<float> w =
+        RandomTensor(9, kFilterTensor, s.filter_elements(), Distribution::kNormal);
+    std::vector<float> hostile = x;
+    for (float& v : hostile) v = std::fabs(v) + 1000.0f;  // a large mean (padded: marked tiles)
+    hostile[17] = 1e6f;                                    // and an outlier
+    HostSparse sp(s, c.geometry);
+    const Emulated first = Emulate(s, c, hostile, w, &sp, /*epoch=*/41);
+    EXPECT_TRUE(first.removed_any);
+    const Emulated second = Emulate(s, c, x, w, &sp, /*epoch=*/42);
+    EXPECT_FALSE(second.removed_any);
+    EXPECT_EQ(*sp.lists.call_epoch, 42u);
+    const std::vector<double> y64 = ReferenceConv(s, x.data(), w.data());
+    int64_t failures = 0;
+    for (size_t i = 0; i < y64.size(); ++i) {
+      const double ratio = std::abs(second.y[i] - y64[i]) / (kAbsTol + kRelTol * std::abs(y64[i]));
+      if (!(ratio <= 1.0) && failures++ < 5) {
+        ADD_FAILURE() << "output " << i << ": " << second.y[i] << " want " << y64[i];
+      }
+    }
+    EXPECT_EQ(failures, 0);
+    // And the same epoch again (a CUDA graph replayed): the stale flag only costs the scan.
+    const Emulated replay = Emulate(s, c, x, w, &sp, /*epoch=*/42);
+    EXPECT_FALSE(replay.removed_any);
+    for (size_t i = 0; i < y64.size(); ++i) EXPECT_EQ(replay.y[i], second.y[i]) << i;
   }
 }
 

@@ -664,9 +664,14 @@ constexpr float kOutlierRatio = 8.0f;
 constexpr float kSpikesRatio = 6.0f;  // Judge: several spikes (max against the rms of all)
 
 // In the workspace. Counts are written by their transform's CTA on every call (0 when nothing
-// was removed), so nothing needs zeroing. `flag` is set to `epoch`, a value unique to the call,
-// when any count of the call is nonzero (or, padded, any x_mean); the inverse scans the counts
-// only then (a stale equal value, as in CUDA graph replays, only costs that scan).
+// was removed), so nothing needs zeroing. `flag` is set to the call's epoch, a value unique to
+// the call, when any count of the call is nonzero (or, padded, any x_mean); the inverse scans
+// the counts only then (a stale equal value, as in CUDA graph replays, only costs that scan).
+// The host gives the epoch to the filter kernel only (`epoch`), whose CTA 0 stores it at
+// `call_epoch`; the input kernel, once it has waited for the filter kernel, and the inverse read
+// it there (their `epoch` is 0). So of the call's kernels only the filter kernel's arguments
+// change from one call to the next: where Plan::Run replays a graph, one node is updated a call,
+// not three (PERF.md, open hypothesis 8).
 struct SparseLists {
   int* x_count = nullptr;      // [M][Cin]: x transform c*M + m at m*Cin + c
   // Padded shapes only (else nullptr): [M][Cin] like x_count, the mean CleanTransforms
@@ -682,7 +687,8 @@ struct SparseLists {
   int* w_count = nullptr;      // [Cout][Cin]: filter (o, c) at o*Cin + c
   Removed* w_list = nullptr;   // [Cout][Cin][kMaxRemovedW]
   unsigned long long* flag = nullptr;
-  unsigned long long epoch = 0;
+  unsigned long long* call_epoch = nullptr;  // the call's epoch, stored by the filter kernel
+  unsigned long long epoch = 0;               // the filter kernel's only (see above)
 };
 size_t SparseBytes(const Shape& shape, const Geometry& g);
 // The lists laid out from `base` (aligned to 16 bytes).
@@ -1536,6 +1542,8 @@ CONV2D_UNROLL
 template <class Ctx>
 CONV2D_HOST_DEVICE void FilterCta(Ctx& ctx, const KernelParams& k, const float* w, Cf* spectrum,
                                   const SparseLists& lists, int cta) {
+  // The call's epoch for the kernels after this one (SparseLists): one writer.
+  if (cta == 0) ctx.ForEach(1, [&](int) { *lists.call_epoch = lists.epoch; });
   const int n0 = cta * 2 * k.pairs;
   const Dims& d = k.d;
   Setup(ctx, k, [&](int g) {
@@ -1661,9 +1669,18 @@ CONV2D_HOST_DEVICE void InputCta(Ctx& ctx, const KernelParams& k, const float* x
       const int64_t s = slot(g);
       return s < 0 || lists.x_mean == nullptr ? nullptr : lists.x_mean + s;
     };
+    // Published last, with the call's epoch, which the filter kernel stores: after waiting for
+    // that kernel (on the device it runs alongside this one until here; the transforms leave
+    // the statistics PublishCounts reads as they were).
+    auto publish = [&](bool any) {
+      ctx.WaitForPriorKernel();
+      SparseLists with_epoch = lists;
+      with_epoch.epoch = *lists.call_epoch;
+      PublishCounts(ctx, k, any, kMaxRemovedX, with_epoch, counts, means);
+    };
     if (!NeedsCleaning(ctx, k, th, k.log2_tw, /*subtract_mean=*/true)) {
-      PublishCounts(ctx, k, /*any=*/false, kMaxRemovedX, lists, counts, means);
       transform();
+      publish(false);
       return;
     }
     const bool any = CleanTransforms(ctx, k, th, k.log2_tw, /*subtract_mean=*/true,
@@ -1671,20 +1688,23 @@ CONV2D_HOST_DEVICE void InputCta(Ctx& ctx, const KernelParams& k, const float* x
                                        const int64_t s = slot(g);
                                        return s < 0 ? nullptr : lists.x_list + s * kMaxRemovedX;
                                      });
-    PublishCounts(ctx, k, any, kMaxRemovedX, lists, counts, means);
     transform();
+    publish(any);
   }
 }
 
 // The inverse kernel's CTA `cta`: transforms n = o*M + m in [n0, n0 + G).
 template <class Ctx>
 CONV2D_HOST_DEVICE void InverseCta(Ctx& ctx, const KernelParams& k, const Cf* spectrum, float* y,
-                                   const SparseInputs& sparse, int cta) {
+                                   const SparseInputs& sparse_in, int cta) {
   const int n0 = cta * 2 * k.pairs;
   const Dims& d = k.d;
   const int th = 1 << k.log2_th, tw = 1 << k.log2_tw;
   const int half = tw / 2 + 1;
   const int n_total = k.n_output;
+  // The call's epoch, which the filter kernel stored (the kernels before this one are done).
+  SparseInputs sparse = sparse_in;
+  sparse.lists.epoch = *sparse_in.lists.call_epoch;
   // Read first, used after the transforms: whether anything was left out of them this call.
   const bool removed_any = *sparse.lists.flag == sparse.lists.epoch;
   Setup(ctx, k, [&](int g) {

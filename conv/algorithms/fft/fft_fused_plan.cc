@@ -39,7 +39,7 @@ SparseLayout MakeSparseLayout(const Shape& s, const Geometry& g) {
   SparseLayout l;
   const int64_t x_transforms = s.in_channels * g.tiles, filters = s.in_channels * s.out_channels;
   constexpr int64_t kEntry = sizeof(Removed);
-  l.x_count = 16;  // after the flag
+  l.x_count = 16;  // after the flag and the call's epoch (8 bytes each)
   l.x_list = align(SaturatingAdd(l.x_count, SaturatingMul({x_transforms, 4})));
   l.w_count = align(SaturatingAdd(
       l.x_list, SaturatingMul({x_transforms, kMaxRemovedX, kEntry})));
@@ -108,6 +108,7 @@ SparseLists MakeSparseLists(void* base, const Shape& shape, const Geometry& g,
   char* b = static_cast<char*>(base);
   SparseLists s;
   s.flag = reinterpret_cast<unsigned long long*>(b);
+  s.call_epoch = reinterpret_cast<unsigned long long*>(b + 8);  // x_count starts at 16
   s.x_count = reinterpret_cast<int*>(b + l.x_count);
   s.x_list = reinterpret_cast<Removed*>(b + l.x_list);
   s.w_count = reinterpret_cast<int*>(b + l.w_count);
