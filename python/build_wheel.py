@@ -78,7 +78,9 @@ def main():
     if args.fast_path:
         fast_path_needed = re.findall(r"\(NEEDED\)\s+Shared library: \[([^\]]+)\]",
                                       readelf_dynamic(args.fast_path))
-        system = re.compile(r"^(libc|libm|libgcc_s|libstdc\+\+|libpthread|libdl)\.so\.\d+$")
+        # glibc's and GCC's; the dynamic loader for __tls_get_addr (PyTorch's thread-locals).
+        system = re.compile(
+            r"^(libc|libm|libgcc_s|libstdc\+\+|libpthread|libdl|ld-linux-x86-64)\.so\.\d+$")
         torch_libs = {os.path.basename(p) for p in args.torch_libraries}
         foreign = [n for n in fast_path_needed if n not in torch_libs and not system.match(n)]
         if foreign:

@@ -9,20 +9,35 @@
 // stream that Python's path uses, and the library is called through the very function ctypes
 // loaded (its address handed over by init), so plans made through ctypes run here.
 //
-// It takes only the plain case and returns None for anything else (an `out` that is not a
-// contiguous float32 tensor of y's shape on the plan's device, or needs a gradient; inputs that
-// are not contiguous or are negative views); functional.py's Python path then does that call,
-// with its own checks and messages, so that both paths behave alike.
+// Two entries. `conv2d(input, weight, bias, stride, padding, dilation, groups, out)`, the first
+// thing conv2d.conv2d calls, does the whole call for a signature it has seen: the dispatcher
+// test (functional.py's _needs_op), the signature lookup (in its own table, filled by
+// `remember` after the Python path's first fast call of a signature) and the call. A Call object
+// does the call alone, after functional.py's own lookup.
+// Both take only the plain case and return None for anything else (a signature not in the
+// table; a call that needs the dispatcher; an `out` that is not a contiguous float32 tensor of
+// y's shape on the plan's device, or needs a gradient; inputs that are not contiguous or are
+// negative views); functional.py's Python path then does that call, with its own checks and
+// messages, so that every path behaves alike.
+#include <array>
 #include <cstdint>
 #include <optional>
+#include <unordered_map>
 #include <utility>
 #include <vector>
 
 #include <ATen/ATen.h>
+#include <ATen/EmptyTensor.h>
+#include <ATen/PythonTorchFunctionTLS.h>
 #include <c10/core/GradMode.h>
+#include <c10/core/impl/LocalDispatchKeySet.h>
+#include <c10/core/impl/TorchDispatchModeTLS.h>
 #include <c10/cuda/CUDACachingAllocator.h>
 #include <c10/cuda/CUDAGuard.h>
 #include <c10/cuda/CUDAStream.h>
+#include <torch/csrc/Exceptions.h>
+#include <torch/csrc/autograd/forward_grad.h>
+#include <torch/csrc/autograd/python_variable.h>
 #include <torch/csrc/autograd/variable.h>
 #include <torch/csrc/utils/pybind.h>
 
@@ -50,12 +65,11 @@ class Call {
         device_(static_cast<c10::DeviceIndex>(device)),
         out_shape_(std::move(out_shape)) {}
 
-  // x, w, bias: of the plan's problem (shapes, float32, the plan's device): functional.py's
+  // x, w, bias (or null): of the plan's problem (shapes, float32, the plan's device): a
   // signature lookup chose this Call by them. Returns y (out, if given), or None for the Python
   // path to take the call.
-  py::object operator()(const at::Tensor& x, const at::Tensor& w,
-                        const std::optional<at::Tensor>& bias,
-                        const std::optional<at::Tensor>& out) const {
+  py::object Run(const at::Tensor& x, const at::Tensor& w, const at::Tensor* bias,
+                 const at::Tensor* out) const {
     if (!Plain(x) || !Plain(w) || (bias && !Plain(*bias))) return py::none();
     if (out && !(out->sizes().equals(out_shape_) &&
                  out->scalar_type() == at::kFloat && out->is_cuda() &&
@@ -65,12 +79,15 @@ class Call {
     }
     const c10::cuda::CUDAGuard guard(device_);
     const cudaStream_t stream = c10::cuda::getCurrentCUDAStream(device_).stream();
+    // y as at::empty makes it, without the dispatcher's round trip (~0.4 us): the caching
+    // allocator on the current device and stream.
     at::Tensor y = out ? *out
-                       : at::empty(out_shape_, at::TensorOptions()
-                                                   .dtype(at::kFloat)
-                                                   .device(at::kCUDA, device_));
+                       : at::Tensor(at::detail::empty_generic(
+                             out_shape_, c10::cuda::CUDACachingAllocator::get(),
+                             c10::DispatchKeySet(c10::DispatchKey::CUDA), at::kFloat,
+                             std::nullopt));
     // Every call that may throw comes before the workspace exists (PyTorch's errors reach
-    // Python as its own exception types: its translators are registered with pybind11).
+    // Python as its own exception types).
     const float* x_ptr = x.const_data_ptr<float>();
     const float* w_ptr = w.const_data_ptr<float>();
     const float* bias_ptr = bias ? bias->const_data_ptr<float>() : nullptr;
@@ -103,6 +120,135 @@ class Call {
   std::vector<int64_t> out_shape_;
 };
 
+// The signature table of the `conv2d` entry. A key holds what makes a problem and its plan:
+// x's rank and sizes, w's sizes, bias's size (or -1), the device, and stride, padding, dilation
+// and groups in one form whichever way F.conv2d's arguments spelled them (an int n as (n, n);
+// padding "valid" as (-1, -1), "same" as (-2, -2)). Only float32 CUDA tensors have keys. An
+// entry exists only for a signature a call of the Python path has run (remember), which has
+// checked those arguments as F.conv2d does; a spelling with no key (another type: a bool, a
+// NumPy integer, a one-element tuple) keeps to the Python path, which decides.
+using Key = std::array<int64_t, 18>;
+
+struct KeyHash {
+  size_t operator()(const Key& key) const {
+    uint64_t h = 1469598103934665603ull;  // FNV-1a over the fields
+    for (int64_t v : key) h = (h ^ static_cast<uint64_t>(v)) * 1099511628211ull;
+    return static_cast<size_t>(h);
+  }
+};
+
+struct Entry {
+  py::object owner;  // keeps the Call alive
+  const Call* call;
+};
+
+// Read and written only under the GIL; never freed (outlives interpreter teardown).
+auto* g_table = new std::unordered_map<Key, Entry, KeyHash>();
+
+// An exact Python int (not a bool, not a subclass) that fits int64.
+bool ExactInt(PyObject* o, int64_t* v) {
+  if (!PyLong_CheckExact(o)) return false;
+  int overflow = 0;
+  *v = PyLong_AsLongLongAndOverflow(o, &overflow);
+  return overflow == 0 && !(*v == -1 && PyErr_Occurred());
+}
+
+// F.conv2d's int-or-pair: n as (n, n), or a tuple or list of two exact ints.
+bool IntPair(PyObject* o, int64_t* a, int64_t* b) {
+  if (ExactInt(o, a)) {
+    *b = *a;
+    return true;
+  }
+  if ((PyTuple_CheckExact(o) || PyList_CheckExact(o)) && PySequence_Fast_GET_SIZE(o) == 2) {
+    return ExactInt(PySequence_Fast_GET_ITEM(o, 0), a) &&
+           ExactInt(PySequence_Fast_GET_ITEM(o, 1), b);
+  }
+  return false;
+}
+
+bool Padding(PyObject* o, int64_t* a, int64_t* b) {
+  if (PyUnicode_CheckExact(o)) {
+    if (PyUnicode_CompareWithASCIIString(o, "valid") == 0) *a = *b = -1;
+    else if (PyUnicode_CompareWithASCIIString(o, "same") == 0) *a = *b = -2;
+    else return false;
+    return true;
+  }
+  return IntPair(o, a, b);
+}
+
+// A torch.Tensor or nn.Parameter, not a subclass (functional.py's _PLAIN): else null.
+const at::Tensor* PlainType(PyObject* o) {
+  return THPVariable_CheckExact(o) ? &THPVariable_Unpack(o) : nullptr;
+}
+
+bool Float32On(const at::Tensor& t, const at::Device& device) {
+  return t.scalar_type() == at::kFloat && t.device() == device;
+}
+
+// The tensors and key of conv2d's first seven arguments, or false where they have none.
+bool KeyOf(PyObject* const* args, Key* key, const at::Tensor** x, const at::Tensor** w,
+           const at::Tensor** bias) {
+  *x = PlainType(args[0]);
+  *w = PlainType(args[1]);
+  *bias = args[2] == Py_None ? nullptr : PlainType(args[2]);
+  if (*x == nullptr || *w == nullptr || (args[2] != Py_None && *bias == nullptr)) return false;
+  const at::Tensor& xt = **x;
+  const at::Tensor& wt = **w;
+  if (!xt.is_cuda() || !Float32On(xt, xt.device()) || !Float32On(wt, xt.device())) return false;
+  if ((xt.dim() != 3 && xt.dim() != 4) || wt.dim() != 4) return false;
+  if (*bias && (!Float32On(**bias, xt.device()) || (*bias)->dim() != 1)) return false;
+  Key& k = *key;
+  k.fill(-1);
+  k[0] = xt.dim();
+  for (int64_t i = 0; i < xt.dim(); ++i) k[1 + i] = xt.size(i);
+  for (int64_t i = 0; i < 4; ++i) k[5 + i] = wt.size(i);
+  if (*bias) k[9] = (*bias)->size(0);
+  k[10] = xt.get_device();
+  return IntPair(args[3], &k[11], &k[12]) && Padding(args[4], &k[13], &k[14]) &&
+         IntPair(args[5], &k[15], &k[16]) && ExactInt(args[6], &k[17]);
+}
+
+// Whether conv2d may skip the dispatcher, as functional.py's _needs_op decides beyond the
+// tensors' types: no gradient to record, no dispatch or function mode, no functorch transform,
+// no forward-mode AD level.
+bool DirectAllowed(const at::Tensor& x, const at::Tensor& w, const at::Tensor* bias) {
+  if (c10::GradMode::is_enabled() &&
+      (x.requires_grad() || w.requires_grad() || (bias && bias->requires_grad()))) {
+    return false;
+  }
+  const c10::DispatchKeySet included = c10::impl::tls_local_dispatch_key_set().included_;
+  return c10::impl::TorchDispatchModeTLS::stack_len() == 0 &&
+         !at::impl::torch_function_mode_enabled() &&
+         !included.has(c10::DispatchKey::FuncTorchDynamicLayerFrontMode) &&
+         !included.has(c10::DispatchKey::FuncTorchDynamicLayerBackMode) &&
+         torch::autograd::ForwardADLevel::try_get_by_idx(0) == nullptr;
+}
+
+// conv2d(input, weight, bias, stride, padding, dilation, groups, out): y, or None for the Python
+// path. A METH_FASTCALL function: pybind11's argument handling would cost more than the lookup.
+PyObject* Conv2d(PyObject* /*self*/, PyObject* const* args, Py_ssize_t nargs) {
+  HANDLE_TH_ERRORS
+  if (nargs != 8) {
+    PyErr_SetString(PyExc_TypeError,
+                    "conv2d(input, weight, bias, stride, padding, dilation, groups, out)");
+    return nullptr;
+  }
+  Key key;
+  const at::Tensor *x, *w, *bias;
+  if (!KeyOf(args, &key, &x, &w, &bias)) Py_RETURN_NONE;
+  const at::Tensor* out = args[7] == Py_None ? nullptr : PlainType(args[7]);
+  if ((args[7] != Py_None && out == nullptr) || !DirectAllowed(*x, *w, bias)) Py_RETURN_NONE;
+  const auto entry = g_table->find(key);
+  if (entry == g_table->end()) Py_RETURN_NONE;
+  return entry->second.call->Run(*x, *w, bias, out).release().ptr();
+  END_HANDLE_TH_ERRORS
+}
+
+PyMethodDef g_conv2d_def = {
+    "conv2d", reinterpret_cast<PyCFunction>(reinterpret_cast<void*>(&Conv2d)), METH_FASTCALL,
+    "conv2d(input, weight, bias, stride, padding, dilation, groups, out): conv2d.conv2d's call "
+    "for a signature remembered before, else None"};
+
 }  // namespace
 
 PYBIND11_MODULE(CONV2D_FAST_PATH_MODULE, m) {
@@ -122,6 +268,37 @@ PYBIND11_MODULE(CONV2D_FAST_PATH_MODULE, m) {
   py::class_<Call>(m, "Call")
       .def(py::init<uintptr_t, size_t, int, std::vector<int64_t>>(), py::arg("plan"),
            py::arg("workspace_bytes"), py::arg("device"), py::arg("out_shape"))
-      .def("__call__", &Call::operator(), py::arg("x"), py::arg("w"), py::arg("bias"),
-           py::arg("out"));
+      .def(
+          "__call__",
+          [](const Call& call, const at::Tensor& x, const at::Tensor& w,
+             const std::optional<at::Tensor>& bias, const std::optional<at::Tensor>& out) {
+            return call.Run(x, w, bias ? &*bias : nullptr, out ? &*out : nullptr);
+          },
+          py::arg("x"), py::arg("w"), py::arg("bias"), py::arg("out"));
+  m.def(
+      "remember",
+      [](py::object call, py::args args) {
+        // args: conv2d's input, weight, bias, stride, padding, dilation, groups.
+        if (args.size() != 7) throw py::type_error("remember(call, x, w, bias, stride, ...)");
+        PyObject* const* items = &PyTuple_GET_ITEM(args.ptr(), 0);
+        Key key;
+        const at::Tensor *x, *w, *bias;
+        if (!KeyOf(items, &key, &x, &w, &bias)) return false;
+        const Call* c = call.cast<const Call*>();
+        g_table->insert_or_assign(key, Entry{std::move(call), c});
+        return true;
+      },
+      py::arg("call"),
+      "Makes conv2d(...) with these arguments (a call the Python path ran through `call`) run "
+      "`call`; returns whether they have a key (else conv2d leaves them to the Python path)");
+  m.def("forget", [] { g_table->clear(); }, "Empties the signature table (tests)");
+  m.def(
+      "direct_allowed",
+      [](const at::Tensor& x, const at::Tensor& w, const std::optional<at::Tensor>& bias) {
+        return DirectAllowed(x, w, bias ? &*bias : nullptr);
+      },
+      py::arg("x"), py::arg("w"), py::arg("bias") = py::none(),
+      "Whether the conv2d entry would skip the dispatcher here, tensors' types aside (tests)");
+  m.add_object("conv2d", py::reinterpret_steal<py::object>(PyCFunction_NewEx(
+                             &g_conv2d_def, nullptr, m.attr("__name__").ptr())));
 }

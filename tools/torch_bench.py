@@ -7,8 +7,10 @@ installed wheel. Prints tables; --json_out writes every number.
 overhead: host time per call, measured while the GPU is held busy by a long kernel queued first
 (torch.cuda._sleep), so that the time to enqueue N calls is the host's alone; N calls, median of
 5 repeats, per entry point, every entry --overhead_rounds times over (interleaved; the best
-round reported beside each round's value): conv2d.conv2d (the direct path), KernelBot's custom_kernel with its
-output given, the registered op torch.ops.conv2d.conv2d (the dispatcher's path), and F.conv2d.
+round reported beside each round's value): conv2d.conv2d (the fast path's conv2d entry), KernelBot's
+custom_kernel with its output given, both again with the entry off (Python's lookup, then the
+fast path's Call) and with the fast path off (the Python path, ctypes), the registered op
+torch.ops.conv2d.conv2d (the dispatcher's path), and F.conv2d.
 pieces: the same measurement of each piece of conv2d.conv2d's direct path alone (the signature
 lookup, the allocation of y, the pointer and stream reads, a trivial ctypes call).
 kernelbot: KernelBot's five cases under its eval.py's benchmark protocol (inputs drawn once; per
@@ -57,7 +59,9 @@ def _overhead_entries(x, w, out):
     """The entry points timed on one problem (x, w, and y's shape in out), each bound to its own
     tensors."""
     from conv2d import functional
-    conv2d.conv2d(x, w)
+    for _ in range(3):  # the plan, the fast path's first call, the entry's
+        conv2d.conv2d(x, w)
+        conv2d.conv2d(x, w, out=out)
     handle, nbytes = functional._call_for(x, w, None, 1, 0, 1, 1, False).run
     ws = torch.empty(max(nbytes, 1), dtype=torch.uint8, device="cuda")
     run_ex, stream = functional._native.run_function(), torch.cuda.current_stream().cuda_stream
@@ -66,31 +70,39 @@ def _overhead_entries(x, w, out):
 
     call = functional._call_for(x, w, None, 1, 0, 1, 1, False)
 
-    def python_path(fn):
-        """fn timed with the fast path (python/fast_path.cc) off for this problem."""
+    def without(fn, fast_path):
+        """fn timed with the fast path's conv2d entry off (Python's signature lookup, then the
+        fast path's Call), and with the fast path off as well if not fast_path (the Python
+        path and ctypes), for this problem."""
         def measure():
-            fast, call.fast = call.fast, None
+            fast, entry = call.fast, functional._fast_conv2d
+            functional._fast_conv2d = None
+            if not fast_path:
+                call.fast = None
             try:
                 return host_us_per_call(fn)
             finally:
-                call.fast = fast
+                call.fast, functional._fast_conv2d = fast, entry
         return measure
 
     def python_only():
-        real, fast = functional._run_ex, call.fast
-        functional._run_ex, call.fast = (lambda *a: 0), None
+        real, fast, entry = functional._run_ex, call.fast, functional._fast_conv2d
+        functional._run_ex, call.fast, functional._fast_conv2d = (lambda *a: 0), None, None
         try:
             return host_us_per_call(lambda: conv2d.conv2d(x, w))
         finally:
-            functional._run_ex, call.fast = real, fast
+            functional._run_ex, call.fast, functional._fast_conv2d = real, fast, entry
 
     timed = lambda fn: (lambda: host_us_per_call(fn))
     return {
         "conv2d.conv2d": timed(lambda: conv2d.conv2d(x, w)),
         "conv2d.conv2d(out=) (custom_kernel)": timed(lambda: conv2d.conv2d(x, w, out=out)),
-        "conv2d.conv2d, Python path (ctypes)": python_path(lambda: conv2d.conv2d(x, w)),
-        "conv2d.conv2d(out=), Python path (ctypes)": python_path(
-            lambda: conv2d.conv2d(x, w, out=out)),
+        "conv2d.conv2d, Python's lookup, then C++": without(lambda: conv2d.conv2d(x, w), True),
+        "conv2d.conv2d(out=), Python's lookup, then C++": without(
+            lambda: conv2d.conv2d(x, w, out=out), True),
+        "conv2d.conv2d, Python path (ctypes)": without(lambda: conv2d.conv2d(x, w), False),
+        "conv2d.conv2d(out=), Python path (ctypes)": without(
+            lambda: conv2d.conv2d(x, w, out=out), False),
         "torch.ops.conv2d.conv2d (dispatcher)": timed(lambda: torch.ops.conv2d.conv2d(
             x, w, None, [1, 1], [0, 0, 0, 0], [1, 1], 1)),
         "F.conv2d (cuDNN)": timed(lambda: F.conv2d(x, w)),
@@ -142,6 +154,8 @@ def step_pieces(results):
     dims = (1, 8, 14, 14)
     pieces = {
         "torch.compiler.is_compiling()": torch.compiler.is_compiling,
+        "the fast path's conv2d entry, declining (no key)": lambda: functional._fast_conv2d(
+            x, w, None, True, 0, 1, 1, None),
         "_needs_op (dispatcher needed?)": lambda: functional._needs_op(x, w, None),
         "_call_for (signature lookup)": lambda: functional._call_for(x, w, None, 1, 0, 1, 1,
                                                                       False),

@@ -10,10 +10,12 @@ Two ways in, one kernel call:
   allocator, the workspace (if any) as a raw block of it on the current stream, one call of the
   library, which enqueues the call's kernels as one CUDA graph launch where it can. The op's
   Python dispatch alone would cost more than the whole call (docs/PERF.md, rounds 90-93).
-  After the lookup, the package's fast path (python/fast_path.cc, the module
-  _fast_torch<major>_<minor>) does the rest in C++ where it was built for the running PyTorch
-  and Python, and for the plain case (contiguous tensors; an `out` of y's shape and kind);
-  otherwise, or with $CONV2D_FAST_PATH=0, Python does it and calls the library by ctypes.
+  Where the package's fast path (python/fast_path.cc, the module _fast_torch<major>_<minor>)
+  was built for the running PyTorch and Python, it does the rest in C++ after the lookup, for
+  the plain case (contiguous tensors; an `out` of y's shape and kind), and once a signature has
+  run so, its entry conv2d does the whole call (the dispatcher test and the lookup too) before
+  any Python here; otherwise, or with $CONV2D_FAST_PATH=0, Python does it and calls the library
+  by ctypes.
 Both are safe under CUDA graph capture (no synchronisation, no allocation outside PyTorch's
 allocator) once the plan exists: a plan is made on the first call of a signature, which must be
 outside capture (a warm-up call, as CUDA graphs need anyway); a first call during capture
@@ -90,10 +92,11 @@ class _Call:
                 plan = _native.Plan(self.fields, self.has_bias, "direct")
                 warnings.warn(f"conv2d: no fast algorithm takes this problem ({e.reason}); "
                               f"running the 'direct' oracle", RuntimeWarning, stacklevel=4)
-        global _run_ex, _fast
+        global _run_ex, _fast, _fast_conv2d
         if _run_ex is None:  # before any plan is published: a call that sees one can run it
             _run_ex = _native.run_function()
             _fast = _load_fast_path()
+            _fast_conv2d = None if _fast is None else _fast.conv2d
         self.plan = plan
         self.run = (plan.handle, plan.workspace_bytes)
         if _fast is not None:
@@ -106,6 +109,9 @@ _calls_lock = threading.Lock()
 _plan_lock = threading.Lock()
 _run_ex = None
 _fast = None
+# The fast path's own entry (conv2d.conv2d's whole call, for the signatures it remembers), once
+# the fast path is loaded.
+_fast_conv2d = None
 
 
 def _run_error(rc):
@@ -221,6 +227,8 @@ def _direct(x, w, bias, stride, padding, dilation, groups, per_side, out=None):
     if fast is not None:
         y = fast(x, w, bias, out)
         if y is not None:
+            if not per_side:  # conv2d's next call with these arguments: the C++ entry's alone
+                _fast.remember(fast, x, w, bias, stride, padding, dilation, groups)
             return y
     if out is not None:
         if out.requires_grad and torch.is_grad_enabled():
@@ -353,8 +361,13 @@ def conv2d(input, weight, bias=None, stride=1, padding=0, dilation=1, groups=1, 
     and for tensors that are not float32 on a CUDA device (conv2d.nn.Conv2d falls back to
     PyTorch for those); nothing is written then.
     """
-    if not torch.compiler.is_compiling() and not _needs_op(input, weight, bias, out):
-        return _direct(input, weight, bias, stride, padding, dilation, groups, False, out)
+    if not torch.compiler.is_compiling():
+        if _fast_conv2d is not None:  # the whole call in C++ for a signature run before
+            y = _fast_conv2d(input, weight, bias, stride, padding, dilation, groups, out)
+            if y is not None:
+                return y
+        if not _needs_op(input, weight, bias, out):
+            return _direct(input, weight, bias, stride, padding, dilation, groups, False, out)
     _check_tensors(input, weight, bias)
     if out is not None and not isinstance(out, torch.Tensor):
         raise TypeError(f"conv2d: out must be a tensor, got {type(out).__name__}")

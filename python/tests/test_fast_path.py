@@ -3,7 +3,9 @@ the running PyTorch and Python, and not where $CONV2D_FAST_PATH=0; that its own 
 directly, so that none falls back unseen) give the Python path's results (the same kernels; some
 add atomically, in any order), unbatched and with out= too, on the current stream; that it leaves
 every case it does not take (views, a bad or gradient-needing out=) to the Python path; that a
-failed library call raises conv2d.Error with the library's message and leaves out= untouched.
+failed library call raises conv2d.Error with the library's message and leaves out= untouched;
+that its conv2d entry takes the whole call of a signature run before, however F.conv2d's
+arguments spell it, and leaves to Python every call that needs the dispatcher or has no key.
 The rest of python/tests runs through it too (and once more with $CONV2D_FAST_PATH=0:
 tools/gpu_run.sh's python step).
 """
@@ -41,11 +43,13 @@ def _close(a, b):
 def _python_path(fn):
     """fn() with every cached signature's fast path off (the Python path and ctypes)."""
     saved = {key: call.fast for key, call in functional._calls.items()}
+    entry, functional._fast_conv2d = functional._fast_conv2d, None
     try:
         for call in functional._calls.values():
             call.fast = None
         return fn()
     finally:
+        functional._fast_conv2d = entry
         for key, fast in saved.items():
             functional._calls[key].fast = fast
 
@@ -180,3 +184,104 @@ def test_out_version_is_bumped():
     v = out._version
     conv2d.conv2d(x, w, out=out)
     assert out._version == v + 1
+
+
+def _no_python_path(monkeypatch):
+    """Makes any call that reaches functional.py's direct or op path fail."""
+    def fail(*args, **kwargs):
+        raise AssertionError("the call reached the Python path")
+    monkeypatch.setattr(functional, "_direct", fail)
+    monkeypatch.setattr(functional, "_needs_op", fail)
+
+
+@pytest.mark.parametrize("spellings,dims", [
+    ([dict(), dict(stride=1, padding=0), dict(stride=(1, 1), padding=(0, 0), dilation=[1, 1]),
+      dict(padding="valid", groups=1)], (2, 6, 10, 17, 15, 3)),
+    ([dict(stride=2, padding=1), dict(stride=[2, 2], padding=(1, 1))],
+     (1, 4, 8, 12, 12, 3)),
+    ([dict(padding="same"), dict(padding="same", dilation=1)], (1, 4, 4, 11, 9, 3)),
+    ([dict(groups=2, dilation=2), dict(groups=2, dilation=(2, 2), stride=(1, 1))],
+     (2, 4, 6, 14, 14, 3)),
+])
+def test_the_entry_takes_a_signature_run_before(monkeypatch, spellings, dims):
+    """After a signature's first calls (the plan, then the fast path's first call, which
+    remembers it), conv2d.conv2d's calls with it never reach Python, in every spelling of the
+    same arguments, with and without bias and out=, batched or not."""
+    _require_fast()
+    x, w, b = _inputs(13, *dims)
+    g = spellings[0].get("groups", 1)
+    w = w[:, :w.shape[1] // g].contiguous()
+    for kw in spellings:
+        for args in ((x, w, None), (x, w, b), (x[0], w, b)):
+            ref = _python_path(lambda: conv2d.conv2d(*args, **kw))
+            conv2d.conv2d(*args, **kw)  # the plan, or the fast path's first call
+            conv2d.conv2d(*args, **kw)  # remembered by now
+            with monkeypatch.context() as m:
+                _no_python_path(m)
+                _close(conv2d.conv2d(*args, **kw), ref)
+                out = torch.full_like(ref, float("nan"))
+                assert conv2d.conv2d(*args, **kw, out=out) is out
+                _close(out, ref)
+
+
+def test_the_entry_leaves_what_it_has_no_key_for():
+    _require_fast()
+    x, w, b = _inputs(17, 2, 5, 6, 12, 12, 3)
+    for _ in range(3):
+        conv2d.conv2d(x, w, b)
+    entry = functional._fast_conv2d
+    assert entry(x, w, b, 1, 0, 1, 1, None) is not None  # remembered
+    out = torch.empty(2, 6, 10, 10, device="cuda")
+    assert entry(x, w, b, 1, 0, 1, 1, out) is out
+    # Spellings with no key (the Python path decides what they mean or refuses them).
+    for stride, padding, dilation, groups in [(True, 0, 1, 1), (1, False, 1, 1), ((1,), 0, 1, 1),
+                                              (1, 0, 1.0, 1), (1, "full", 1, 1),
+                                              (1, (0, 0, 0, 0), 1, 1), (1, 0, 1, True),
+                                              (torch.tensor(1), 0, 1, 1)]:
+        assert entry(x, w, b, stride, padding, dilation, groups, None) is None
+    # Other signatures: another shape, no bias, another geometry, another dtype or device.
+    assert entry(x[:1], w, b, 1, 0, 1, 1, None) is None
+    assert entry(x, w, None, 1, 0, 1, 1, None) is None
+    assert entry(x, w, b, 1, 1, 1, 1, None) is None
+    assert entry(x.double(), w.double(), b.double(), 1, 0, 1, 1, None) is None
+    assert entry(x.cpu(), w.cpu(), b.cpu(), 1, 0, 1, 1, None) is None
+    # Calls the fast path leaves: views, an out= of another shape or needing a gradient.
+    assert entry(x.transpose(2, 3).contiguous().transpose(2, 3), w, b, 1, 0, 1, 1, None) is None
+    assert entry(x, w, b, 1, 0, 1, 1, torch.empty(2, 6, 10, 11, device="cuda")) is None
+    assert entry(x, w, b, 1, 0, 1, 1, [0.0]) is None
+    # Calls that need the dispatcher.
+    xg = x.clone().requires_grad_()
+    assert entry(xg, w, b, 1, 0, 1, 1, None) is None
+    with torch.no_grad():
+        assert entry(xg, w, b, 1, 0, 1, 1, None) is not None
+    with torch.inference_mode():
+        assert entry(x, w, b, 1, 0, 1, 1, None) is not None
+    from torch.utils._python_dispatch import TorchDispatchMode
+    from torch.overrides import TorchFunctionMode
+
+    class Dispatch(TorchDispatchMode):
+        def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+            return func(*args, **(kwargs or {}))
+
+    class Function(TorchFunctionMode):
+        def __torch_function__(self, func, types, args=(), kwargs=None):
+            return func(*args, **(kwargs or {}))
+
+    with Dispatch():
+        assert entry(x, w, b, 1, 0, 1, 1, None) is None
+    with Function():
+        assert entry(x, w, b, 1, 0, 1, 1, None) is None
+    seen = []
+    torch.func.vmap(lambda xi: seen.append(entry(x, w, b, 1, 0, 1, 1, None)) or xi)(x)
+    assert seen == [None]
+    import torch.autograd.forward_ad as fwAD
+    with fwAD.dual_level():
+        assert entry(x, w, b, 1, 0, 1, 1, None) is None
+    assert entry(x, w, b, 1, 0, 1, 1, None) is not None
+    class Subclass(torch.Tensor):
+        pass
+
+    assert entry(x.as_subclass(Subclass), w, b, 1, 0, 1, 1, None) is None
+    assert entry(torch.nn.Parameter(x, requires_grad=False), w, b, 1, 0, 1, 1, None) is not None
+    with pytest.raises(TypeError):
+        entry(x, w, b)

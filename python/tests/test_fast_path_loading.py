@@ -25,6 +25,7 @@ def test_only_under_the_release_it_was_built_for(monkeypatch):
         module = importlib.import_module("conv2d._fast_torch2_11")
     except ImportError as e:
         pytest.skip(f"NOT TESTED here: no fast path for this Python and PyTorch ({e})")
+    monkeypatch.delenv("CONV2D_FAST_PATH", raising=False)  # the suite also runs with it at 0
     assert module.TORCH_VERSION == "2.11.0"  # tools/deps.bzl's TORCH_VERSION
     assert _load_under(monkeypatch, "2.11.0+cu130") is module
     assert _load_under(monkeypatch, "2.11.0") is module
@@ -43,3 +44,62 @@ def test_out_must_be_a_tensor():
         x, w = torch.randn(1, 2, 5, 5, device="cuda"), torch.randn(3, 2, 3, 3, device="cuda")
         with pytest.raises(TypeError, match="out must be a tensor"):
             conv2d.conv2d(x, w, out=[0.0])
+
+
+def test_the_entry_skips_the_dispatcher_only_where_python_would():
+    """The fast path's conv2d entry decides in C++ what functional._needs_op decides in Python
+    beyond the tensors' types and devices: here against the running PyTorch's own state, in
+    every context that needs the dispatcher (CPU tensors: the verdict does not depend on the
+    device)."""
+    try:
+        module = importlib.import_module("conv2d._fast_torch2_11")
+    except ImportError as e:
+        pytest.skip(f"NOT TESTED here: no fast path for this Python and PyTorch ({e})")
+    from torch.overrides import TorchFunctionMode
+    from torch.utils._python_dispatch import TorchDispatchMode
+    import torch.autograd.forward_ad as fwAD
+
+    x, w, b = torch.randn(1, 2, 5, 5), torch.randn(3, 2, 3, 3), torch.randn(3)
+
+    def python_verdict(x, w, b):
+        return not ((torch.is_grad_enabled() and (x.requires_grad or w.requires_grad or
+                                                  b.requires_grad)) or
+                    bool(functional._dispatch_stack()) or functional._function_mode() or
+                    functional._functorch_active() or functional._forward_ad._current_level >= 0)
+
+    def both(x, w, b):
+        verdict = module.direct_allowed(x, w, b)
+        assert verdict == python_verdict(x, w, b)
+        return verdict
+
+    class Dispatch(TorchDispatchMode):
+        def __torch_dispatch__(self, func, types, args=(), kwargs=None):
+            return func(*args, **(kwargs or {}))
+
+    class Function(TorchFunctionMode):
+        def __torch_function__(self, func, types, args=(), kwargs=None):
+            return func(*args, **(kwargs or {}))
+
+    assert both(x, w, b)
+    bg = b.clone().requires_grad_()
+    assert not both(x, w, bg)
+    with torch.no_grad():
+        assert both(x, w, bg)
+    with torch.inference_mode():
+        assert both(x, w, b)
+    with Dispatch():
+        assert not both(x, w, b)
+    with Function():
+        assert not both(x, w, b)
+    with fwAD.dual_level():
+        assert not both(x, w, b)
+    assert both(x, w, b)
+    seen = []
+    torch.func.vmap(lambda xi: seen.append(both(xi, w, b)) or xi)(x)
+    torch.func.grad(lambda xi: seen.append(both(xi, w, b)) or xi.sum())(x)
+    assert seen == [False, False]
+    # The entry itself: CPU tensors have no key, the call is left to Python.
+    assert module.conv2d(x, w, b, 1, 0, 1, 1, None) is None
+    assert not module.remember(None, x, w, b, 1, 0, 1, 1)
+    with pytest.raises(TypeError):
+        module.conv2d(x, w, b)
