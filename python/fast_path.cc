@@ -99,8 +99,12 @@ class Call {
                                                   workspace_bytes_, stream);
     int rc;
     {
-      py::gil_scoped_release no_gil;  // as ctypes does: a first call builds graphs (ms)
-      rc = g_run_ex(plan_, x_ptr, w_ptr, bias_ptr, y_ptr, workspace, workspace_bytes_, stream);
+      // As ctypes does: a first call builds graphs (ms). Nothing of this object is read without
+      // the GIL.
+      const conv2d_plan* plan = plan_;
+      const size_t workspace_bytes = workspace_bytes_;
+      py::gil_scoped_release no_gil;
+      rc = g_run_ex(plan, x_ptr, w_ptr, bias_ptr, y_ptr, workspace, workspace_bytes, stream);
     }
     if (workspace != nullptr) c10::cuda::CUDACachingAllocator::raw_delete(workspace);
     if (rc != 0) {
@@ -109,7 +113,8 @@ class Call {
       throw py::error_already_set();
     }
     // Written behind autograd's back: whatever saved `out` for a backward must know.
-    if (out) torch::autograd::impl::bump_version(*out);  // torch.autograd.graph.increment_version
+    // As torch.autograd.graph.increment_version: an inference tensor has no version counter.
+    if (out && !out->is_inference()) torch::autograd::impl::bump_version(*out);
     return py::cast(std::move(y));
   }
 
@@ -166,6 +171,8 @@ bool IntPair(PyObject* o, int64_t* a, int64_t* b) {
   return false;
 }
 
+// Padding's key: its strings as negative pairs, which no padding F.conv2d takes can equal, so
+// a negative padding has no key (the Python path refuses it as F.conv2d does).
 bool Padding(PyObject* o, int64_t* a, int64_t* b) {
   if (PyUnicode_CheckExact(o)) {
     if (PyUnicode_CompareWithASCIIString(o, "valid") == 0) *a = *b = -1;
@@ -173,7 +180,7 @@ bool Padding(PyObject* o, int64_t* a, int64_t* b) {
     else return false;
     return true;
   }
-  return IntPair(o, a, b);
+  return IntPair(o, a, b) && *a >= 0 && *b >= 0;
 }
 
 // A torch.Tensor or nn.Parameter, not a subclass (functional.py's _PLAIN): else null.
@@ -240,7 +247,10 @@ PyObject* Conv2d(PyObject* /*self*/, PyObject* const* args, Py_ssize_t nargs) {
   if ((args[7] != Py_None && out == nullptr) || !DirectAllowed(*x, *w, bias)) Py_RETURN_NONE;
   const auto entry = g_table->find(key);
   if (entry == g_table->end()) Py_RETURN_NONE;
-  return entry->second.call->Run(*x, *w, bias, out).release().ptr();
+  // Held through the call: another thread may replace the entry while Run releases the GIL.
+  const py::object keep = entry->second.owner;
+  const Call* call = entry->second.call;
+  return call->Run(*x, *w, bias, out).release().ptr();
   END_HANDLE_TH_ERRORS
 }
 

@@ -342,6 +342,13 @@ def _needs_op(x, w, bias, out=None):
             bias is not None and type(bias) not in _PLAIN) or not x.is_cuda or (
             out is not None and type(out) not in _PLAIN):
         return True
+    return _context_needs_op(x, w, bias)
+
+
+def _context_needs_op(x, w, bias):
+    """_needs_op's verdict beyond the tensors' types and devices: a gradient to record, a mode,
+    a functorch transform, forward-mode AD (the fast path's conv2d entry decides the same in
+    C++: python/tests/test_fast_path_loading.py holds the two together)."""
     if torch.is_grad_enabled() and (x.requires_grad or w.requires_grad or (
             bias is not None and bias.requires_grad)):
         return True

@@ -204,24 +204,42 @@ def _no_python_path(monkeypatch):
      (2, 4, 6, 14, 14, 3)),
 ])
 def test_the_entry_takes_a_signature_run_before(monkeypatch, spellings, dims):
-    """After a signature's first calls (the plan, then the fast path's first call, which
-    remembers it), conv2d.conv2d's calls with it never reach Python, in every spelling of the
-    same arguments, with and without bias and out=, batched or not."""
+    """After a signature's first calls in one spelling (the plan, then the fast path's first
+    call, which remembers it), conv2d.conv2d's calls with it never reach Python, in every
+    spelling of the same arguments, with and without bias and out=, batched or not."""
     _require_fast()
     x, w, b = _inputs(13, *dims)
     g = spellings[0].get("groups", 1)
     w = w[:, :w.shape[1] // g].contiguous()
-    for kw in spellings:
-        for args in ((x, w, None), (x, w, b), (x[0], w, b)):
+    for args in ((x, w, None), (x, w, b), (x[0], w, b)):
+        conv2d.conv2d(*args, **spellings[0])  # the plan
+        conv2d.conv2d(*args, **spellings[0])  # the fast path's first call: remembered
+        for kw in spellings:
             ref = _python_path(lambda: conv2d.conv2d(*args, **kw))
-            conv2d.conv2d(*args, **kw)  # the plan, or the fast path's first call
-            conv2d.conv2d(*args, **kw)  # remembered by now
             with monkeypatch.context() as m:
                 _no_python_path(m)
                 _close(conv2d.conv2d(*args, **kw), ref)
                 out = torch.full_like(ref, float("nan"))
                 assert conv2d.conv2d(*args, **kw, out=out) is out
                 _close(out, ref)
+
+
+def test_a_negative_padding_is_refused_after_valid_and_same():
+    """Padding "valid" and "same" have keys no padding F.conv2d takes can equal: a negative one
+    still reaches the Python path and its ValueError, out untouched."""
+    _require_fast()
+    x, w, b = _inputs(19, 1, 3, 3, 9, 9, 3)
+    for padding in ("valid", "same"):
+        for _ in range(3):
+            conv2d.conv2d(x, w, b, padding=padding)
+        assert functional._fast_conv2d(x, w, b, 1, padding, 1, 1, None) is not None
+        out = torch.full((1, 3, 9, 9), 7.0, device="cuda")
+        for bad in (-1, -2, (-1, -1), [-2, -2]):
+            assert functional._fast_conv2d(x, w, b, 1, bad, 1, 1, None) is None
+            with pytest.raises(ValueError):
+                conv2d.conv2d(x, w, b, padding=bad, out=out)
+        torch.cuda.synchronize()
+        assert bool((out == 7.0).all())
 
 
 def test_the_entry_leaves_what_it_has_no_key_for():
@@ -285,3 +303,15 @@ def test_the_entry_leaves_what_it_has_no_key_for():
     assert entry(torch.nn.Parameter(x, requires_grad=False), w, b, 1, 0, 1, 1, None) is not None
     with pytest.raises(TypeError):
         entry(x, w, b)
+
+
+def test_an_inference_out_outside_inference_mode():
+    """An out= made under inference mode has no version counter: both paths write it and bump
+    nothing (torch.autograd.graph.increment_version skips it; the fast path did not)."""
+    x, w, _ = _inputs(21, 1, 3, 3, 8, 8, 3)
+    ref = conv2d.conv2d(x, w)
+    with torch.inference_mode():
+        out = torch.empty(1, 3, 6, 6, device="cuda")
+    for _ in range(3):  # the Python path, the fast path's Call, the entry
+        assert conv2d.conv2d(x, w, out=out) is out
+        _close(out, ref)

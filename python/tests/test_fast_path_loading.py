@@ -61,15 +61,9 @@ def test_the_entry_skips_the_dispatcher_only_where_python_would():
 
     x, w, b = torch.randn(1, 2, 5, 5), torch.randn(3, 2, 3, 3), torch.randn(3)
 
-    def python_verdict(x, w, b):
-        return not ((torch.is_grad_enabled() and (x.requires_grad or w.requires_grad or
-                                                  b.requires_grad)) or
-                    bool(functional._dispatch_stack()) or functional._function_mode() or
-                    functional._functorch_active() or functional._forward_ad._current_level >= 0)
-
     def both(x, w, b):
         verdict = module.direct_allowed(x, w, b)
-        assert verdict == python_verdict(x, w, b)
+        assert verdict == (not functional._context_needs_op(x, w, b))
         return verdict
 
     class Dispatch(TorchDispatchMode):
@@ -93,11 +87,15 @@ def test_the_entry_skips_the_dispatcher_only_where_python_would():
         assert not both(x, w, b)
     with fwAD.dual_level():
         assert not both(x, w, b)
+    from torch._subclasses.fake_tensor import FakeTensorMode
+    with FakeTensorMode():  # an infra mode of the dispatch stack
+        assert not both(x, w, b)
     assert both(x, w, b)
     seen = []
     torch.func.vmap(lambda xi: seen.append(both(xi, w, b)) or xi)(x)
     torch.func.grad(lambda xi: seen.append(both(xi, w, b)) or xi.sum())(x)
-    assert seen == [False, False]
+    torch.func.jvp(lambda xi: seen.append(both(xi, w, b)) or xi, (x,), (x,))
+    assert seen == [False, False, False]
     # The entry itself: CPU tensors have no key, the call is left to Python.
     assert module.conv2d(x, w, b, 1, 0, 1, 1, None) is None
     assert not module.remember(None, x, w, b, 1, 0, 1, 1)
