@@ -16,9 +16,9 @@
 // does the call alone, after functional.py's own lookup.
 // Both take only the plain case and return None for anything else (a signature not in the
 // table; a call that needs the dispatcher; an `out` that is not a contiguous float32 tensor of
-// y's shape on the plan's device, or needs a gradient; inputs that are not contiguous or are
-// negative views); functional.py's Python path then does that call, with its own checks and
-// messages, so that every path behaves alike.
+// y's shape on the plan's device, needs a gradient or shares an input's memory; inputs that
+// are not contiguous or are negative views); functional.py's Python path then does that call,
+// with its own checks and messages, so that every path behaves alike.
 #include <array>
 #include <cstdint>
 #include <optional>
@@ -56,6 +56,13 @@ py::object* g_error = nullptr;
 
 bool Plain(const at::Tensor& t) { return t.is_contiguous() && !t.is_neg(); }
 
+// Whether two dense float32 tensors' memory overlaps.
+bool Overlap(const at::Tensor& a, const at::Tensor& b) {
+  const auto a0 = reinterpret_cast<uintptr_t>(a.const_data_ptr());
+  const auto b0 = reinterpret_cast<uintptr_t>(b.const_data_ptr());
+  return b0 < a0 + 4 * a.numel() && a0 < b0 + 4 * b.numel();
+}
+
 // One problem's plan on one device: what functional.py's _Call holds, in C++.
 class Call {
  public:
@@ -74,7 +81,8 @@ class Call {
     if (out && !(out->sizes().equals(out_shape_) &&
                  out->scalar_type() == at::kFloat && out->is_cuda() &&
                  out->get_device() == device_ && Plain(*out) &&
-                 !(out->requires_grad() && c10::GradMode::is_enabled()))) {
+                 !(out->requires_grad() && c10::GradMode::is_enabled()) &&
+                 !Overlap(*out, x) && !Overlap(*out, w) && !(bias && Overlap(*out, *bias)))) {
       return py::none();
     }
     const c10::cuda::CUDAGuard guard(device_);

@@ -45,6 +45,10 @@ _raw_alloc = getattr(torch._C, "_cuda_cudaCachingAllocator_raw_alloc", None) or 
     lambda nbytes, stream: torch.cuda.caching_allocator_alloc(nbytes, stream=stream))
 _raw_delete = (getattr(torch._C, "_cuda_cudaCachingAllocator_raw_delete", None) or
                torch.cuda.caching_allocator_delete)
+# The kernels read x, w and bias while they write y: out= may not share their memory (a view of
+# the input as out would be read after it was partly written: a wrong result, not an error).
+_OUT_OVERLAP = ("conv2d: out shares memory with the input, weight or bias; an in-place "
+                "convolution is not supported (give out= memory of its own)")
 _OUT_GRAD = ("conv2d(): functions with out=... arguments don't support automatic "
              "differentiation, but one of the arguments requires grad")
 
@@ -200,6 +204,18 @@ def _call_for(x, w, bias, stride, padding, dilation, groups, per_side):
         return _calls.setdefault(key, call)
 
 
+def _overlap(out, *inputs):
+    """Whether out's memory overlaps that of any input (dense float32 tensors, or None)."""
+    o0 = out.data_ptr()
+    o1 = o0 + 4 * out.numel()
+    for t in inputs:
+        if t is not None:
+            t0 = t.data_ptr()
+            if t0 < o1 and o0 < t0 + 4 * t.numel():
+                return True
+    return False
+
+
 def _enqueue(handle, x_ptr, w_ptr, bias_ptr, y_ptr, nbytes, index):
     """The library's call on the current stream of device `index` (the current device), with a
     workspace of nbytes from PyTorch's caching allocator on that stream: a call on another stream
@@ -262,6 +278,8 @@ def _direct(x, w, bias, stride, padding, dilation, groups, per_side, out=None):
         if not bias.is_contiguous() or bias.is_neg():
             bias = bias.resolve_neg().contiguous()
         bias_ptr = bias.data_ptr()
+    if y is out and _overlap(out, x, w, bias):
+        raise ValueError(_OUT_OVERLAP)
     handle, nbytes = run
     index = call.index
     if _current_device() == index:

@@ -190,6 +190,38 @@ def test_out_gets_the_result_and_bad_calls_leave_it_untouched():
     assert conv2d.conv2d(x, wt, bi, padding=1, groups=2, out=view) is view and _ok(view, ref)
 
 
+def test_out_sharing_an_inputs_memory_is_refused():
+    """An in-place call (out= a view of x, w or bias) would read what it has partly written: it
+    raises, out untouched, on every path (the first calls go through Python, later ones through
+    the fast path's Call and entry, which leave it to Python)."""
+    x, wt, bi = _geometry_inputs(17, 2, 6, 6, 10, 10, 3, 3, 1, True)
+    ref = _ref_geometry(x, wt, bi, padding=1)
+    for _ in range(3):
+        y = conv2d.conv2d(x, wt, bi, padding=1)
+    assert _ok(y, ref)
+    buf = torch.zeros(x.numel() + 128, device="cuda")
+    for shift in (0, 17, -17):  # out exactly x, or overlapping its start or its end
+        xs = buf[64:64 + x.numel()].view_as(x)
+        xs.copy_(x)
+        out = buf[64 + shift:64 + shift + x.numel()].view_as(x)
+        snapshot = buf.clone()
+        for _ in range(3):
+            with pytest.raises(ValueError, match="shares memory"):
+                conv2d.conv2d(xs, wt, bi, padding=1, out=out)
+        torch.cuda.synchronize()
+        assert torch.equal(buf, snapshot)
+    packed = torch.cat([wt.flatten(), bi, torch.zeros(x.numel(), device="cuda")])
+    w2 = packed[:wt.numel()].view_as(wt)
+    b2 = packed[wt.numel():wt.numel() + bi.numel()]
+    for start in (wt.numel() - 8, wt.numel()):  # over w's end and the bias; the bias alone
+        out = packed[start:start + x.numel()].view_as(x)
+        snapshot = packed.clone()
+        with pytest.raises(ValueError, match="shares memory"):
+            conv2d.conv2d(x, w2, b2, padding=1, out=out)
+        torch.cuda.synchronize()
+        assert torch.equal(packed, snapshot)
+
+
 def test_concurrent_threads_and_streams():
     import threading
     errors, bad = [], []
