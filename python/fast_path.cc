@@ -136,7 +136,7 @@ class Call {
 // The signature table of the `conv2d` entry. A key holds what makes a problem and its plan:
 // x's rank and sizes, w's sizes, bias's size (or -1), the device, and stride, padding, dilation
 // and groups in one form whichever way F.conv2d's arguments spelled them (an int n as (n, n);
-// padding "valid" as (-1, -1), "same" as (-2, -2)). Only float32 CUDA tensors have keys. An
+// padding "valid" as (0, 0), "same" as (-2, -2)). Only float32 CUDA tensors have keys. An
 // entry exists only for a signature a call of the Python path has run (remember), which has
 // checked those arguments as F.conv2d does; a spelling with no key (another type: a bool, a
 // NumPy integer, a one-element tuple) keeps to the Python path, which decides.
@@ -179,11 +179,11 @@ bool IntPair(PyObject* o, int64_t* a, int64_t* b) {
   return false;
 }
 
-// Padding's key: its strings as negative pairs, which no padding F.conv2d takes can equal, so
-// a negative padding has no key (the Python path refuses it as F.conv2d does).
+// Padding's key: "valid" is no padding; "same" a negative pair, which no padding F.conv2d takes
+// can equal, so a negative padding has no key (the Python path refuses it as F.conv2d does).
 bool Padding(PyObject* o, int64_t* a, int64_t* b) {
   if (PyUnicode_CheckExact(o)) {
-    if (PyUnicode_CompareWithASCIIString(o, "valid") == 0) *a = *b = -1;
+    if (PyUnicode_CompareWithASCIIString(o, "valid") == 0) *a = *b = 0;
     else if (PyUnicode_CompareWithASCIIString(o, "same") == 0) *a = *b = -2;
     else return false;
     return true;
