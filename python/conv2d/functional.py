@@ -383,8 +383,9 @@ def conv2d(input, weight, bias=None, stride=1, padding=0, dilation=1, groups=1, 
     "same"; groups divides Cin and Cout. Returns a new contiguous tensor (B, Cout, out_h, out_w)
     (unbatched: (Cout, out_h, out_w)) computed on the current stream; out=, a float32 tensor of
     that shape, gets the result instead. Raises TypeError or ValueError where F.conv2d would,
-    and for tensors that are not float32 on a CUDA device (conv2d.nn.Conv2d falls back to
-    PyTorch for those); nothing is written then.
+    for tensors that are not float32 on a CUDA device (conv2d.nn.Conv2d falls back to PyTorch
+    for those), and for an out= sharing memory with input, weight or bias; nothing is written
+    then.
     """
     if not torch.compiler.is_compiling():
         if _fast_conv2d is not None:  # the whole call in C++ for a signature run before
