@@ -3,12 +3,12 @@
 
     build_wheel.py --out conv2d-V-py3-none-linux_x86_64.whl --version V --lib libconv2d.so \
         --sources conv2d/*.py --shared_libraries <Abseil's .so files> \
-        --fast_path _fast_torchM_N.cpython-3X-x86_64-linux-gnu.so --torch_libraries <its .so>
+        --fast_path _fast_torchM_N.cpython-3X-x86_64-linux-gnu.so
 
 The wheel holds conv2d/*.py, conv2d/lib/libconv2d.so and, beside it, the Abseil libraries it
 names (NEEDED), each under its SONAME, which its RUNPATH ($ORIGIN) finds; and the fast path
-(python/fast_path.cc), a CPython extension for one PyTorch minor version and one Python, with no
-RUNPATH: it names only PyTorch's libraries (which `import torch` has loaded) and the system's.
+(python/fast_path.cc), a CPython extension for one PyTorch minor version and one Python, as
+python/BUILD packed it (no RUNPATH; it names only PyTorch's libraries and the system's).
 The archive is reproducible: sorted entries, fixed timestamps. The tag is py3-none-linux_x86_64:
 the package works through ctypes on any Python 3 (the fast path loads only where it was built
 for; elsewhere it is unused), and the library needs the CUDA driver and cuBLAS of CUDA 13, which
@@ -19,10 +19,8 @@ import base64
 import hashlib
 import os
 import re
-import shutil
 import subprocess
 import sys
-import tempfile
 import zipfile
 
 TAG = "py3-none-linux_x86_64"
@@ -48,10 +46,7 @@ def main():
     ap.add_argument("--sources", nargs="+", required=True)
     ap.add_argument("--shared_libraries", nargs="+", required=True)
     ap.add_argument("--fast_path", help="absent under --define=conv2d_fast_path=off")
-    ap.add_argument("--torch_libraries", nargs="+", default=[])
     args = ap.parse_args()
-    if args.fast_path and not args.torch_libraries:
-        sys.exit("build_wheel: --fast_path needs --torch_libraries (what it may name)")
 
     init = [s for s in args.sources if os.path.basename(s) == "__init__.py"]
     if not init:
@@ -74,26 +69,8 @@ def main():
         sys.exit(f"build_wheel: libconv2d.so needs {missing}, not among --shared_libraries")
 
     files = {f"conv2d/{os.path.basename(s)}": (s, 0o644) for s in args.sources}
-    tmp = tempfile.mkdtemp()
     if args.fast_path:
-        fast_path_needed = re.findall(r"\(NEEDED\)\s+Shared library: \[([^\]]+)\]",
-                                      readelf_dynamic(args.fast_path))
-        # glibc's and GCC's; the dynamic loader for __tls_get_addr (PyTorch's thread-locals).
-        system = re.compile(
-            r"^(libc|libm|libgcc_s|libstdc\+\+|libpthread|libdl|ld-linux-x86-64)\.so\.\d+$")
-        torch_libs = {os.path.basename(p) for p in args.torch_libraries}
-        foreign = [n for n in fast_path_needed if n not in torch_libs and not system.match(n)]
-        if foreign:
-            sys.exit(f"build_wheel: the fast path needs {foreign}, neither PyTorch's nor the "
-                     f"system's")
-        # Bazel's link leaves a RUNPATH into its build tree: dropped from the shipped copy.
-        fast_path = os.path.join(tmp, os.path.basename(args.fast_path))
-        shutil.copyfile(args.fast_path, fast_path)
-        r = subprocess.run(["patchelf", "--remove-rpath", fast_path], capture_output=True,
-                           text=True)
-        if r.returncode != 0:
-            sys.exit(f"build_wheel: patchelf --remove-rpath failed: {r.stderr.strip()}")
-        files[f"conv2d/{os.path.basename(args.fast_path)}"] = (fast_path, 0o755)
+        files[f"conv2d/{os.path.basename(args.fast_path)}"] = (args.fast_path, 0o755)
     files["conv2d/lib/libconv2d.so"] = (args.lib, 0o755)
     for n in needed:
         files[f"conv2d/lib/{n}"] = (by_soname[n], 0o755)
@@ -127,7 +104,6 @@ def main():
             info.external_attr = (0o100000 | mode) << 16
             info.compress_type = zipfile.ZIP_DEFLATED
             z.writestr(info, data)
-    shutil.rmtree(tmp)
 
 
 if __name__ == "__main__":

@@ -6,8 +6,10 @@ wheel="$(cd "$(dirname "$1")" && pwd)/$(basename "$1")"
 meta_test="$(cd "$(dirname "$2")" && pwd)/$(basename "$2")"
 check="$(cd "$(dirname "$3")" && pwd)/$(basename "$3")"  # tools/check_self_contained.sh
 loading_test="$(cd "$(dirname "$4")" && pwd)/$(basename "$4")"
-expect="$5"  # with_fast_path, or without_fast_path (--define=conv2d_fast_path=off)
-torch_version="$6" torch_python="$7" module="$8"  # tools/deps.bzl's, python/BUILD's
+pack="$(cd "$(dirname "$5")" && pwd)/$(basename "$5")"  # tools/pack_shared_library.py
+expect="$6"  # with_fast_path, or without_fast_path (--define=conv2d_fast_path=off)
+# tools/deps.bzl's and python/BUILD's: TORCH_VERSION, TORCH_PYTHON, the module, TORCH_LIBRARIES
+torch_version="$7" torch_python="$8" module="$9" torch_libraries="${10}"
 tmp="${TEST_TMPDIR:-$(mktemp -d)}"
 venv="$tmp/venv"
 rm -rf "$venv"
@@ -24,7 +26,7 @@ done
 echo "installed $(echo "$files" | grep -c 'conv2d/') files into $site"
 
 # The fast path (python/fast_path.cc): no RUNPATH, and it names only PyTorch's libraries (loaded
-# by `import torch` before it) and the system's (the lists build_wheel.py checks at packing).
+# by `import torch` before it) and the system's (the check python/BUILD's packing made).
 fast=$(ls "$site"/conv2d/_fast_torch*.cpython-*-x86_64-linux-gnu.so 2>/dev/null || true)
 if [ "$expect" = without_fast_path ]; then
   [ -z "$fast" ] || { echo "FAIL: built without the fast path, yet the wheel has $fast"; exit 1; }
@@ -35,10 +37,9 @@ else
   if readelf -d "$fast" | grep -qE 'RPATH|RUNPATH'; then
     echo "FAIL: $fast has a RUNPATH"; exit 1
   fi
-  foreign=$(readelf -d "$fast" | sed -n 's/.*(NEEDED).*\[\(.*\)\]/\1/p' |
-    grep -vE '^(libc10|libc10_cuda|libtorch|libtorch_cpu|libtorch_python)\.so$' |
-    grep -vE '^(libc|libm|libgcc_s|libstdc\+\+|libpthread|libdl|ld-linux-x86-64)\.so\.[0-9]+$' || true)
-  [ -z "$foreign" ] || { echo "FAIL: the fast path needs $foreign"; exit 1; }
+  # shellcheck disable=SC2086  # the names (comma-separated), one argument each
+  python3 "$pack" --check_only "$fast" --allow_needed ${torch_libraries//,/ } ||
+    { echo "FAIL: the fast path needs more than PyTorch's and the system's libraries"; exit 1; }
   echo "fast path $(basename "$fast"): no RUNPATH; NEEDED only PyTorch's and the system's libraries"
 fi
 

@@ -108,8 +108,9 @@ _TORCH_WHEEL = struct(
           "b45568ce21c0a87a91576510aa/torch-2.11.0-cp312-cp312-manylinux_2_28_x86_64.whl",
     sha256 = "0f68f4ac6d95d12e896c3b7a912b5871619542ec54d3649cf48cc1edd4dd2756",
 )
-# What the fast path links against (by SONAME; `import torch` has loaded them when it loads).
-_TORCH_LIBS = ["libc10.so", "libc10_cuda.so", "libtorch.so", "libtorch_cpu.so",
+# What the fast path links against (by SONAME; `import torch` has loaded them when it loads),
+# and all it may name besides the system's (python/BUILD's packing and wheel_test check).
+TORCH_LIBRARIES = ["libc10.so", "libc10_cuda.so", "libtorch.so", "libtorch_cpu.so",
                "libtorch_python.so"]
 
 _EXTRACT = """
@@ -125,10 +126,11 @@ def _pytorch_wheel_impl(ctx):
     # The whole wheel is 530 MB; only the headers and the libraries above are kept (~1 GB
     # unpacked, libtorch_cpu.so most of it).
     ctx.download(url = ctx.attr.url, sha256 = ctx.attr.sha256, output = "torch.whl")
-    r = ctx.execute(["python3", "-c", _EXTRACT, "torch.whl"] + _TORCH_LIBS, timeout = 600)
+    r = ctx.execute(["python3", "-c", _EXTRACT, "torch.whl"] + TORCH_LIBRARIES, timeout = 600)
     if r.return_code != 0:
         fail("conv2d: unpacking PyTorch's wheel failed: " + r.stderr)
     ctx.delete("torch.whl")
+    libraries = ", ".join(['"torch/lib/%s"' % l for l in TORCH_LIBRARIES])
     ctx.file("BUILD.bazel", """
 cc_library(
     name = "torch",
@@ -142,8 +144,7 @@ filegroup(
     srcs = [%s],
     visibility = ["//visibility:public"],
 )
-""" % (", ".join(['"torch/lib/%s"' % l for l in _TORCH_LIBS]),
-       ", ".join(['"torch/lib/%s"' % l for l in _TORCH_LIBS])))
+""" % (libraries, libraries))
 
 _pytorch_wheel = repository_rule(
     implementation = _pytorch_wheel_impl,
@@ -177,6 +178,7 @@ def _python_headers_impl(ctx):
               "install them (e.g. pyenv install %s) or set CONV2D_PYTHON_INCLUDE to their " +
               "folder") % (version, version))
     ctx.symlink(found[0], "include")
+    libraries = ", ".join(['"torch/lib/%s"' % l for l in TORCH_LIBRARIES])
     ctx.file("BUILD.bazel", """
 cc_library(
     name = "headers",

@@ -23,6 +23,7 @@ of 20 timed forwards (CUDA events) after warm-up; logits against the model in fl
 compile: the same under torch.compile(fullgraph=True) (inductor).
 """
 import argparse
+import contextlib
 import copy
 import json
 import statistics
@@ -62,36 +63,38 @@ def _overhead_entries(x, w, out):
     for _ in range(3):  # the plan, the fast path's first call, the entry's
         conv2d.conv2d(x, w)
         conv2d.conv2d(x, w, out=out)
-    handle, nbytes = functional._call_for(x, w, None, 1, 0, 1, 1, False).run
+    call = functional._call_for(x, w, None, 1, 0, 1, 1, False)
+    handle, nbytes = call.run
     ws = torch.empty(max(nbytes, 1), dtype=torch.uint8, device="cuda")
     run_ex, stream = functional._native.run_function(), torch.cuda.current_stream().cuda_stream
     args = (handle, x.data_ptr(), w.data_ptr(), None, out.data_ptr(), ws.data_ptr(), nbytes,
             stream)
 
-    call = functional._call_for(x, w, None, 1, 0, 1, 1, False)
+    @contextlib.contextmanager
+    def paths_off(fast_path, run_ex=None):
+        """The fast path's conv2d entry off (Python's signature lookup, then the fast path's
+        Call); the fast path off as well if not fast_path (the Python path and ctypes); the
+        library's call replaced by run_ex if given; for this problem."""
+        saved = call.fast, functional._fast_conv2d, functional._run_ex
+        functional._fast_conv2d = None
+        if not fast_path:
+            call.fast = None
+        if run_ex is not None:
+            functional._run_ex = run_ex
+        try:
+            yield
+        finally:
+            call.fast, functional._fast_conv2d, functional._run_ex = saved
 
     def without(fn, fast_path):
-        """fn timed with the fast path's conv2d entry off (Python's signature lookup, then the
-        fast path's Call), and with the fast path off as well if not fast_path (the Python
-        path and ctypes), for this problem."""
         def measure():
-            fast, entry = call.fast, functional._fast_conv2d
-            functional._fast_conv2d = None
-            if not fast_path:
-                call.fast = None
-            try:
+            with paths_off(fast_path):
                 return host_us_per_call(fn)
-            finally:
-                call.fast, functional._fast_conv2d = fast, entry
         return measure
 
     def python_only():
-        real, fast, entry = functional._run_ex, call.fast, functional._fast_conv2d
-        functional._run_ex, call.fast, functional._fast_conv2d = (lambda *a: 0), None, None
-        try:
+        with paths_off(False, run_ex=lambda *a: 0):
             return host_us_per_call(lambda: conv2d.conv2d(x, w))
-        finally:
-            functional._run_ex, call.fast, functional._fast_conv2d = real, fast, entry
 
     timed = lambda fn: (lambda: host_us_per_call(fn))
     return {

@@ -242,7 +242,7 @@ def test_a_negative_padding_is_refused_after_valid_and_same():
         assert bool((out == 7.0).all())
 
 
-def test_the_entry_leaves_what_it_has_no_key_for():
+def test_the_entry_leaves_what_it_has_no_key_for(passthrough_modes):
     _require_fast()
     x, w, b = _inputs(17, 2, 5, 6, 12, 12, 3)
     for _ in range(3):
@@ -274,17 +274,7 @@ def test_the_entry_leaves_what_it_has_no_key_for():
         assert entry(xg, w, b, 1, 0, 1, 1, None) is not None
     with torch.inference_mode():
         assert entry(x, w, b, 1, 0, 1, 1, None) is not None
-    from torch.utils._python_dispatch import TorchDispatchMode
-    from torch.overrides import TorchFunctionMode
-
-    class Dispatch(TorchDispatchMode):
-        def __torch_dispatch__(self, func, types, args=(), kwargs=None):
-            return func(*args, **(kwargs or {}))
-
-    class Function(TorchFunctionMode):
-        def __torch_function__(self, func, types, args=(), kwargs=None):
-            return func(*args, **(kwargs or {}))
-
+    Dispatch, Function = passthrough_modes
     with Dispatch():
         assert entry(x, w, b, 1, 0, 1, 1, None) is None
     with Function():

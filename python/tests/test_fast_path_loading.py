@@ -3,8 +3,6 @@ needed): only under the PyTorch release it was compiled against (not another pat
 pre-release or a source build of the same version, nor another minor version) and not with
 $CONV2D_FAST_PATH=0; and an out= that is not a tensor is refused with a TypeError by both paths.
 """
-import importlib
-
 import pytest
 
 torch = pytest.importorskip("torch")
@@ -20,11 +18,8 @@ def _load_under(monkeypatch, version):
     return functional._load_fast_path()
 
 
-def test_only_under_the_release_it_was_built_for(monkeypatch):
-    try:
-        module = importlib.import_module("conv2d._fast_torch2_11")
-    except ImportError as e:
-        pytest.skip(f"NOT TESTED here: no fast path for this Python and PyTorch ({e})")
+def test_only_under_the_release_it_was_built_for(monkeypatch, fast_module):
+    module = fast_module
     monkeypatch.delenv("CONV2D_FAST_PATH", raising=False)  # the suite also runs with it at 0
     assert module.TORCH_VERSION == "2.11.0"  # tools/deps.bzl's TORCH_VERSION
     assert _load_under(monkeypatch, "2.11.0+cu130") is module
@@ -46,17 +41,13 @@ def test_out_must_be_a_tensor():
             conv2d.conv2d(x, w, out=[0.0])
 
 
-def test_the_entry_skips_the_dispatcher_only_where_python_would():
+def test_the_entry_skips_the_dispatcher_only_where_python_would(fast_module, passthrough_modes):
     """The fast path's conv2d entry decides in C++ what functional._needs_op decides in Python
     beyond the tensors' types and devices: here against the running PyTorch's own state, in
     every context that needs the dispatcher (CPU tensors: the verdict does not depend on the
     device)."""
-    try:
-        module = importlib.import_module("conv2d._fast_torch2_11")
-    except ImportError as e:
-        pytest.skip(f"NOT TESTED here: no fast path for this Python and PyTorch ({e})")
-    from torch.overrides import TorchFunctionMode
-    from torch.utils._python_dispatch import TorchDispatchMode
+    module = fast_module
+    Dispatch, Function = passthrough_modes
     import torch.autograd.forward_ad as fwAD
 
     x, w, b = torch.randn(1, 2, 5, 5), torch.randn(3, 2, 3, 3), torch.randn(3)
@@ -65,14 +56,6 @@ def test_the_entry_skips_the_dispatcher_only_where_python_would():
         verdict = module.direct_allowed(x, w, b)
         assert verdict == (not functional._context_needs_op(x, w, b))
         return verdict
-
-    class Dispatch(TorchDispatchMode):
-        def __torch_dispatch__(self, func, types, args=(), kwargs=None):
-            return func(*args, **(kwargs or {}))
-
-    class Function(TorchFunctionMode):
-        def __torch_function__(self, func, types, args=(), kwargs=None):
-            return func(*args, **(kwargs or {}))
 
     assert both(x, w, b)
     bg = b.clone().requires_grad_()
