@@ -89,10 +89,11 @@ absl::StatusOr<std::string> ChooseAlgorithm(const Shape& shape) {
 namespace {
 
 // The runner's kernels (and the bias pass, if the runner leaves it) on args.stream: recorded and
-// enqueued through `graphs` where the runner records its launches, else launched as it goes.
+// enqueued through `graphs` where the runner records its launches (and graphs are on), else
+// launched as it goes.
 absl::Status Enqueue(const Runner& runner, const Shape& shape, LaunchGraphs& graphs,
                      const RunArgs& args) {
-  if (runner.records_launches()) {
+  if (runner.records_launches() && LaunchGraphs::Enabled()) {
     LaunchRecording recording(args.stream);
     const absl::Status st = RunWithBias(runner, shape, args);
     if (!recording.overflowed()) {

@@ -714,15 +714,11 @@ class Depthwise : public AlgorithmWithConfig<Config> {
 
   absl::StatusOr<std::unique_ptr<Runner>> Build(const Shape& s, const Config& c,
                                                 const DeviceInfo& device) const override {
-    if (c.tiling.staged) {
-      // The device's whole opt-in limit, not this plan's need: a later plan of a smaller tile
-      // setting its own need would lower the limit under this one, whose launches would fail.
-      // (Choose kept the tile within that limit.)
+    if (c.tiling.staged) {  // (Choose kept the tile within the device's opt-in limit.)
       for (auto* kernel : {&DepthwiseKernel<true>, &DepthwiseKernel<false>}) {
-        RETURN_IF_ERROR(CudaStatus(
-            cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                 static_cast<int>(device.shared_memory_per_block_optin)),
-            "depthwise: cudaFuncSetAttribute (shared memory size)"));
+        RETURN_IF_ERROR(AllowOptinSmem(reinterpret_cast<const void*>(kernel),
+                                       static_cast<int>(device.shared_memory_per_block_optin),
+                                       "depthwise: cudaFuncSetAttribute (shared memory size)"));
       }
     }
     return std::unique_ptr<Runner>(

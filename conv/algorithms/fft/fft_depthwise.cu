@@ -536,8 +536,6 @@ class FftDepthwise : public AlgorithmWithConfig<Config> {
 
   absl::StatusOr<std::unique_ptr<Runner>> Build(const Shape& s, const Config& c,
                                                 const DeviceInfo& device) const override {
-    // The device's whole opt-in limit, not this plan's need: a later plan of a smaller tile
-    // setting its own need would lower the limit under this one, whose launches would fail.
     const int optin = static_cast<int>(device.shared_memory_per_block_optin);
     const int64_t filter_smem = SmemBytes(c.tiling.log2_th, c.tiling.log2_tw, 1);
     if (c.tiling.smem_bytes > optin || filter_smem > optin) {
@@ -545,13 +543,10 @@ class FftDepthwise : public AlgorithmWithConfig<Config> {
           "fft_depthwise: needs ", std::max<int64_t>(c.tiling.smem_bytes, filter_smem),
           " bytes of shared memory, the device allows ", optin));
     }
-    RETURN_IF_ERROR(CudaStatus(
-        cudaFuncSetAttribute(KernelFor(c.tiling), cudaFuncAttributeMaxDynamicSharedMemorySize,
-                             optin),
-        "fft_depthwise: cudaFuncSetAttribute (shared memory size)"));
-    RETURN_IF_ERROR(CudaStatus(
-        cudaFuncSetAttribute(&FilterKernel, cudaFuncAttributeMaxDynamicSharedMemorySize, optin),
-        "fft_depthwise: cudaFuncSetAttribute (filter kernel)"));
+    RETURN_IF_ERROR(AllowOptinSmem(reinterpret_cast<const void*>(KernelFor(c.tiling)), optin,
+                                   "fft_depthwise: cudaFuncSetAttribute (shared memory size)"));
+    RETURN_IF_ERROR(AllowOptinSmem(reinterpret_cast<const void*>(&FilterKernel), optin,
+                                   "fft_depthwise: cudaFuncSetAttribute (filter kernel)"));
     return std::unique_ptr<Runner>(new FftDepthwiseRunner(s, c));
   }
 };

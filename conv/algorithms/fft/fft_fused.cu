@@ -179,13 +179,10 @@ constexpr InverseKernelFn kInverseKernels[] = {InverseKernel<-1>, InverseKernel<
                                                InverseKernel<1>, InverseKernel<2>,
                                                InverseKernel<3>, InverseKernel<4>};
 
-// Lets a kernel use the device's whole opt-in shared memory (not just this plan's need, so that
-// plans of different shapes never lower the limit under each other), with the carveout at its
-// maximum so that several CTAs fit per SM.
+// AllowOptinSmem, with the carveout at its maximum so that several CTAs fit per SM.
 absl::Status AllowSmem(const void* kernel, int optin) {
-  RETURN_IF_ERROR(CudaStatus(
-      cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize, optin),
-      "fft_fused: cudaFuncSetAttribute(MaxDynamicSharedMemorySize)"));
+  RETURN_IF_ERROR(AllowOptinSmem(kernel, optin,
+                                 "fft_fused: cudaFuncSetAttribute(MaxDynamicSharedMemorySize)"));
   return CudaStatus(cudaFuncSetAttribute(kernel, cudaFuncAttributePreferredSharedMemoryCarveout,
                                          cudaSharedmemCarveoutMaxShared),
                     "fft_fused: cudaFuncSetAttribute(PreferredSharedMemoryCarveout)");
@@ -266,9 +263,9 @@ class FftFusedRunner : public StagedRunner {
     const cudaStream_t stream = a.stream;
     // The epoch goes to the filter kernel only; the others read it from the workspace, so their
     // arguments are the same on every call (SparseLists).
-    const SparseLists filter_lists =
-        MakeSparseLists(at(kSparse), shape_, config_.geometry, epoch);
     const SparseLists lists = MakeSparseLists(at(kSparse), shape_, config_.geometry, 0);
+    SparseLists filter_lists = lists;
+    filter_lists.epoch = epoch;
 
     switch (stage) {
       case kFilterStage:
