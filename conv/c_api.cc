@@ -3,6 +3,7 @@
 // turns an escaping C++ exception into an error code (ResourceExhausted for std::bad_alloc,
 // Internal for any other).
 #include <algorithm>
+#include <cstddef>
 #include <cstring>
 #include <exception>
 #include <new>
@@ -48,8 +49,10 @@ int Guard(const char* function, Body body) noexcept {
 // The first version's size: the smallest struct_size ever accepted. Later versions append fields
 // and keep this constant.
 constexpr size_t kProblemV1Size = 8 + 16 * 8 + 8;  // struct_size, 16 int64, has_bias + padding
-static_assert(sizeof(size_t) != 8 || sizeof(conv2d_problem) == kProblemV1Size,
+static_assert(sizeof(size_t) != 8 || offsetof(conv2d_problem, operation) == kProblemV1Size,
               "conv2d_problem's first version is 144 bytes on 64-bit targets");
+static_assert(sizeof(size_t) != 8 || sizeof(conv2d_problem) == kProblemV1Size + 8,
+              "version 2 appends operation (int64)");
 // A struct_size beyond this is not a conv2d_problem (and is not read).
 constexpr size_t kProblemMaxSize = 4096;
 
@@ -80,15 +83,22 @@ absl::Status ShapeOf(const conv2d_problem* problem, conv2d::Shape* shape) {
     }
   }
   // A caller compiled against an older header: the fields past its struct_size keep their
-  // defaults. (None yet: every accepted size covers this version's fields.)
+  // defaults (version 1's callers get the forward).
   conv2d_problem p;
   conv2d_problem_init(&p);
-  std::memcpy(&p, problem, std::min(size, sizeof(conv2d_problem)));
+  // Only whole fields of the caller's version: a size between two versions' reads the older.
+  std::memcpy(&p, problem, size < sizeof(conv2d_problem) ? kProblemV1Size : sizeof(conv2d_problem));
   if (p.has_bias != 0 && p.has_bias != 1) {
     return absl::InvalidArgumentError(
         absl::StrCat("problem->has_bias must be 0 or 1, got ", p.has_bias));
   }
+  if (p.operation != CONV2D_FPROP && p.operation != CONV2D_DGRAD && p.operation != CONV2D_WGRAD) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "problem->operation must be CONV2D_FPROP (0), CONV2D_DGRAD (1) or CONV2D_WGRAD (2), got ",
+        p.operation));
+  }
   conv2d::Shape& s = *shape;
+  s.op = static_cast<conv2d::Op>(p.operation);
   s.batch = p.batch;
   s.in_channels = p.in_channels;
   s.out_channels = p.out_channels;
@@ -119,14 +129,26 @@ int CreatePlan(const char* function, const conv2d::Shape& shape, const char* alg
   });
 }
 
-int RunPlan(const char* function, const conv2d_plan* plan, const float* x, const float* w,
-            const float* bias, float* y, void* workspace, size_t workspace_bytes, void* stream) {
+// Runs `plan` on `t` after checking that the entry point called is the plan's operation's.
+int RunPlan(const char* function, conv2d::Op op, const conv2d_plan* plan, const conv2d::Tensors& t,
+            void* workspace, size_t workspace_bytes, void* stream) {
   if (plan == nullptr) return Fail(absl::StatusCode::kInvalidArgument, "plan is null");
   return Guard(function, [&] {
-    absl::Status st = plan->plan.Run(x, w, bias, y, workspace, workspace_bytes,
-                                     static_cast<cudaStream_t>(stream));
+    if (plan->plan.shape().op != op) {
+      return Fail(absl::InvalidArgumentError(absl::StrCat(
+          function, " runs ", conv2d::OpName(op), " but the plan is for ",
+          conv2d::OpName(plan->plan.shape().op), " (", plan->plan.shape().ToString(), ")")));
+    }
+    absl::Status st =
+        plan->plan.Run(t, workspace, workspace_bytes, static_cast<cudaStream_t>(stream));
     return st.ok() ? static_cast<int>(CONV2D_OK) : Fail(st);
   });
+}
+
+conv2d::Tensors Forward(const float* x, const float* w, const float* bias, float* y) {
+  conv2d::Tensors t;
+  t.x = x, t.w = w, t.bias = bias, t.y = y;
+  return t;
 }
 
 const std::vector<std::string>& Names() {
@@ -175,14 +197,34 @@ const char* conv2d_plan_algorithm(const conv2d_plan* plan) {
 int conv2d_plan_run(const conv2d_plan* plan, const float* x, const float* w, float* y,
                     void* workspace, size_t workspace_bytes, void* stream) {
   last_error.clear();
-  return RunPlan("conv2d_plan_run", plan, x, w, nullptr, y, workspace, workspace_bytes, stream);
+  return RunPlan("conv2d_plan_run", conv2d::Op::kFprop, plan, Forward(x, w, nullptr, y), workspace,
+                 workspace_bytes, stream);
 }
 
 int conv2d_plan_run_ex(const conv2d_plan* plan, const float* x, const float* w,
                        const float* bias, float* y, void* workspace, size_t workspace_bytes,
                        void* stream) {
   last_error.clear();
-  return RunPlan("conv2d_plan_run_ex", plan, x, w, bias, y, workspace, workspace_bytes, stream);
+  return RunPlan("conv2d_plan_run_ex", conv2d::Op::kFprop, plan, Forward(x, w, bias, y),
+                 workspace, workspace_bytes, stream);
+}
+
+int conv2d_plan_run_dgrad(const conv2d_plan* plan, const float* dy, const float* w, float* dx,
+                          void* workspace, size_t workspace_bytes, void* stream) {
+  last_error.clear();
+  conv2d::Tensors t;
+  t.dy = dy, t.w = w, t.dx = dx;
+  return RunPlan("conv2d_plan_run_dgrad", conv2d::Op::kDgrad, plan, t, workspace,
+                 workspace_bytes, stream);
+}
+
+int conv2d_plan_run_wgrad(const conv2d_plan* plan, const float* x, const float* dy, float* dw,
+                          float* db, void* workspace, size_t workspace_bytes, void* stream) {
+  last_error.clear();
+  conv2d::Tensors t;
+  t.x = x, t.dy = dy, t.dw = dw, t.db = db;
+  return RunPlan("conv2d_plan_run_wgrad", conv2d::Op::kWgrad, plan, t, workspace,
+                 workspace_bytes, stream);
 }
 
 void conv2d_plan_destroy(conv2d_plan* plan) { delete plan; }

@@ -190,7 +190,10 @@ TEST(CApiProblemTest, InitFillsTheDefaults) {
   std::memset(&p, 0x7B, sizeof p);
   conv2d_problem_init(&p);
   EXPECT_EQ(p.struct_size, sizeof(conv2d_problem));
-  EXPECT_EQ(sizeof(conv2d_problem), 144u) << "the first version's layout (64-bit targets)";
+  EXPECT_EQ(offsetof(conv2d_problem, operation), 144u)
+      << "the first version's layout (64-bit targets)";
+  EXPECT_EQ(sizeof(conv2d_problem), 152u) << "version 2: operation appended";
+  EXPECT_EQ(p.operation, CONV2D_FPROP);
   EXPECT_EQ(p.batch, 0);
   EXPECT_EQ(p.in_channels, 0);
   EXPECT_EQ(p.out_channels, 0);
@@ -211,7 +214,8 @@ TEST(CApiProblemTest, InitFillsTheDefaults) {
   // The padding after has_bias is zeroed too (a newer library would see it as unknown bytes
   // only if a caller's struct_size covered it, but zero is the safe value).
   const unsigned char* b = reinterpret_cast<const unsigned char*>(&p);
-  for (size_t i = offsetof(conv2d_problem, has_bias) + sizeof(int32_t); i < sizeof p; ++i) {
+  for (size_t i = offsetof(conv2d_problem, has_bias) + sizeof(int32_t);
+       i < offsetof(conv2d_problem, operation); ++i) {
     EXPECT_EQ(b[i], 0) << "byte " << i;
   }
   conv2d_problem_init(nullptr);  // ignored
@@ -250,7 +254,7 @@ TEST(CApiProblemTest, StructSize) {
 
   // Smaller than the first version's: refused, whatever the fields say.
   for (size_t size : {size_t{0}, size_t{8}, offsetof(conv2d_problem, has_bias),
-                      sizeof(conv2d_problem) - 1}) {
+                      offsetof(conv2d_problem, operation) - 1}) {
     SCOPED_TRACE(size);
     p.struct_size = size;
     EXPECT_EQ(CreateEx(p), CONV2D_INVALID_ARGUMENT);
@@ -262,8 +266,18 @@ TEST(CApiProblemTest, StructSize) {
   // The padding after has_bias is never read: garbage there changes nothing.
   unsigned char* pad = reinterpret_cast<unsigned char*>(&p) +
                        offsetof(conv2d_problem, has_bias) + sizeof(int32_t);
-  std::memset(pad, 0xEE, sizeof(conv2d_problem) - offsetof(conv2d_problem, has_bias) - 4);
+  std::memset(pad, 0xEE, offsetof(conv2d_problem, operation) - offsetof(conv2d_problem, has_bias) - 4);
   EXPECT_EQ(CreateEx(p), Accepted()) << conv2d_last_error();
+
+  // A first-version caller (144 bytes, no operation): whatever lies past its struct is not read,
+  // and its problems are the forward's.
+  p = Basic();
+  p.struct_size = offsetof(conv2d_problem, operation);
+  p.operation = 77;
+  EXPECT_EQ(CreateEx(p), Accepted()) << conv2d_last_error();
+  p.struct_size = sizeof(conv2d_problem);
+  EXPECT_EQ(CreateEx(p), CONV2D_INVALID_ARGUMENT);
+  EXPECT_TRUE(Says("operation must be")) << conv2d_last_error();
 
   // A caller compiled against a newer, larger descriptor: accepted when every field this library
   // does not know is zero (unset), refused when one is set.
@@ -283,11 +297,11 @@ TEST(CApiProblemTest, StructSize) {
   n.future_field = 1;
   EXPECT_EQ(conv2d_plan_create_ex(&n.v1, "direct", &made), CONV2D_INVALID_ARGUMENT);
   EXPECT_EQ(made, nullptr);
-  EXPECT_TRUE(Says("byte 144 is nonzero")) << conv2d_last_error();
+  EXPECT_TRUE(Says("byte 152 is nonzero")) << conv2d_last_error();
   n.future_field = 0;
   n.another = -1;
   EXPECT_EQ(conv2d_plan_create_ex(&n.v1, "direct", &made), CONV2D_INVALID_ARGUMENT);
-  EXPECT_TRUE(Says("byte 152 is nonzero")) << conv2d_last_error();
+  EXPECT_TRUE(Says("byte 160 is nonzero")) << conv2d_last_error();
   // Nonsense sizes are not read.
   p = Basic();
   p.struct_size = size_t{1} << 40;

@@ -82,20 +82,27 @@ class Plan {
   // current.
   int device() const { return device_; }
 
-  // x, w, bias, y: pointers to dense fp32 tensors of the plan's shape, aligned to 4 bytes, in memory
-  // the plan's device can read (its own device memory, managed memory, or mapped pinned host
-  // memory). `workspace` may be null only when workspace_bytes() is 0; it needs no
-  // alignment (each runner aligns within it: workspace_bytes() includes the slack). y and the
-  // workspace must not overlap each other, x, w or bias. `bias` ([out_channels]) is given
-  // exactly when the shape has_bias.
-  // Errors: InvalidArgument (null, misaligned or unreadable pointer, pageable host memory, memory
-  // of another device, workspace too small, overlapping buffers, a bias given or missing against
-  // the shape), FailedPrecondition (another device is current), Internal (a CUDA error, with its
-  // text). On error nothing is written.
+  // Runs the plan's operation (shape().op) on `t`: its roles by name, exactly the operation's
+  // given (conv/shape.h): fprop x, w, y (bias exactly when the shape has_bias); dgrad dy, w,
+  // dx; wgrad x, dy, dw (db exactly when the shape has_bias); every other role null.
+  // Pointers to dense fp32 tensors of the plan's shape, aligned to 4 bytes, in memory the plan's
+  // device can read (its own device memory, managed memory, or mapped pinned host memory).
+  // `workspace` may be null only when workspace_bytes() is 0; it needs no alignment (each
+  // runner aligns within it: workspace_bytes() includes the slack). A written tensor (y; dx;
+  // dw and db) and the workspace must not overlap each other or any other tensor of the call.
+  // Errors: InvalidArgument (a role of the operation missing, a role it does not use given, a
+  // null, misaligned or unreadable pointer, pageable host memory, memory of another device,
+  // workspace too small, overlapping buffers), FailedPrecondition (another device is current),
+  // Internal (a CUDA error, with its text). On error nothing is written.
+  // Deterministic: the same inputs give bitwise the same result on every call, stream and
+  // workspace.
   // Safe to call from several threads on one plan and its copies: the calls are enqueued one at
   // a time. Most algorithms' kernels are enqueued as one CUDA graph launch, made on a stream's
   // first call (at most four streams a plan; others, and a stream being captured into the
   // caller's own graph, get the kernels launched one by one); $CONV2D_GRAPHS=0 turns that off.
+  absl::Status Run(const Tensors& t, void* workspace, size_t workspace_bytes,
+                   cudaStream_t stream) const;
+  // The forward: Run with x, w, bias (null when the shape has none) and y.
   absl::Status Run(const float* x, const float* w, const float* bias, float* y, void* workspace,
                    size_t workspace_bytes, cudaStream_t stream) const;
   // The same without a bias.
@@ -122,22 +129,16 @@ std::vector<std::string> Algorithms();
 // The algorithm "auto" would pick for `shape`, or why none can take it. Does not touch the GPU.
 absl::StatusOr<std::string> ChooseAlgorithm(const Shape& shape);
 
-// The checks Plan::Run makes before launching anything; exposed for tests. ValidateRunArgs:
-// null pointers, alignment, the workspace's size.
-absl::Status ValidateRunArgs(const void* x, const void* w, const void* y, const void* workspace,
+// The checks Plan::Run makes before launching anything; exposed for tests.
+// ValidateTensors: the operation's roles given and only those (a bias / db exactly when the shape
+// has one), aligned to 4 bytes; the workspace's size; no written tensor (or the workspace)
+// overlapping another tensor.
+absl::Status ValidateTensors(const Shape& shape, const Tensors& t, const void* workspace,
                              size_t workspace_bytes, size_t workspace_needed);
-// InvalidArgument if y or the first workspace_needed bytes of the workspace overlap x, w, the
-// bias (when not null) or each other (x, w and the bias may overlap: they are only read).
-absl::Status ValidateNoOverlap(const Shape& shape, const void* x, const void* w, const void* y,
-                               const void* workspace, size_t workspace_needed,
-                               const void* bias = nullptr);
 // FailedPrecondition unless `device` is current; InvalidArgument for a pointer `device` cannot
 // read: pageable host memory, memory CUDA does not know, or another device's memory. Null
-// workspace and bias are not checked.
-absl::Status ValidateDeviceAccess(int device, const void* x, const void* w, const void* y,
-                                  const void* workspace, const void* bias = nullptr);
-// InvalidArgument unless a bias is given exactly when the shape has one, aligned to 4 bytes.
-absl::Status ValidateBias(const Shape& shape, const void* bias);
+// pointers (roles not used, an empty workspace) are not checked.
+absl::Status ValidateDeviceAccess(int device, const Tensors& t, const void* workspace);
 
 }  // namespace conv2d
 

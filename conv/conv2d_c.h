@@ -21,6 +21,15 @@
  *   p.has_bias = 1;
  *   if (conv2d_plan_create_ex(&p, "auto", &plan)) puts(conv2d_last_error());
  *   conv2d_plan_run_ex(plan, x, w, bias, y, ws, ws_bytes, stream);
+ *
+ * The backward of training through the same descriptor (p.operation) and the same plan cycle:
+ *
+ *   p.operation = CONV2D_DGRAD;   p.has_bias = 0;     // dx from dy and w
+ *   conv2d_plan_create_ex(&p, "auto", &plan);
+ *   conv2d_plan_run_dgrad(plan, dy, w, dx, ws, ws_bytes, stream);
+ *   p.operation = CONV2D_WGRAD;   p.has_bias = 1;     // dw (and db) from x and dy
+ *   conv2d_plan_create_ex(&p, "auto", &plan);
+ *   conv2d_plan_run_wgrad(plan, x, dy, dw, db, ws, ws_bytes, stream);
  */
 #ifndef CONV2D_CONV_CONV2D_C_H_
 #define CONV2D_CONV_CONV2D_C_H_
@@ -54,6 +63,15 @@ enum conv2d_error {
 
 typedef struct conv2d_plan conv2d_plan;
 
+/* Which convolution of training a problem is (conv/shape.h): the forward y = conv(x, w) + bias,
+ * the data gradient dx from dy and w, or the weight gradient dw (and the bias gradient db) from x
+ * and dy; dy is shaped as y, dx as x, dw as w, db as the bias. */
+enum conv2d_operation {
+  CONV2D_FPROP = 0,
+  CONV2D_DGRAD = 1,
+  CONV2D_WGRAD = 2,
+};
+
 /* One convolution, exactly as torch.nn.functional.conv2d computes it (conv/shape.h):
  *   x [batch, in_channels, height, width], w [out_channels, in_channels / groups, kernel_h,
  *   kernel_w], bias [out_channels] (when has_bias), y [batch, out_channels, out_h, out_w] with
@@ -65,8 +83,9 @@ typedef struct conv2d_plan conv2d_plan;
  * defaults; a library older than the caller accepts a larger struct_size only when every byte it
  * does not know is zero. A struct_size smaller than this first version's sizeof (144 bytes on
  * 64-bit targets), or larger with a nonzero byte unknown to the library (or beyond 4096):
- * CONV2D_INVALID_ARGUMENT. Fields added later start at offset sizeof(this version); the padding
- * after has_bias is never read, so it may hold anything. */
+ * CONV2D_INVALID_ARGUMENT. Fields added later start at offset sizeof(the version before); the
+ * padding after has_bias is never read, so it may hold anything. Version 2 (152 bytes) added
+ * `operation`. */
 typedef struct conv2d_problem {
   size_t struct_size;
   int64_t batch, in_channels, out_channels, height, width, kernel_h, kernel_w; /* required */
@@ -74,7 +93,9 @@ typedef struct conv2d_problem {
   int64_t stride_h, stride_w;                       /* default 1; >= 1 */
   int64_t dilation_h, dilation_w;                   /* default 1; >= 1 */
   int64_t groups;   /* default 1; divides in_channels and out_channels (= in_channels: depthwise) */
-  int32_t has_bias; /* default 0; 0 or 1: whether conv2d_plan_run_ex takes a bias */
+  int32_t has_bias; /* default 0; 0 or 1: whether conv2d_plan_run_ex takes a bias (the forward)
+                       or conv2d_plan_run_wgrad writes db; a dgrad problem has none */
+  int64_t operation; /* version 2; default CONV2D_FPROP: a conv2d_operation */
 } conv2d_problem;
 
 /* The defaults above, every size 0 (to be set), and struct_size = sizeof(conv2d_problem) as this
@@ -99,7 +120,8 @@ int conv2d_plan_create(int64_t batch, int64_t in_channels, int64_t out_channels,
                        int64_t width, int64_t kernel_h, int64_t kernel_w, const char* algorithm,
                        conv2d_plan** plan);
 /* Any problem (see conv2d_problem). Errors as conv2d_plan_create; CONV2D_INVALID_ARGUMENT for a
- * NULL problem, a bad struct_size, has_bias other than 0 or 1, or a field the shape's
+ * NULL problem, a bad struct_size, has_bias other than 0 or 1, an unknown operation, a bias on a
+ * dgrad problem, or a field the shape's
  * validation refuses (the message names it: "stride_h must be positive, got 0"). An algorithm
  * that does not compute a part of the geometry gives CONV2D_UNIMPLEMENTED naming the part. */
 int conv2d_plan_create_ex(const conv2d_problem* problem, const char* algorithm,
@@ -120,6 +142,16 @@ int conv2d_plan_run(const conv2d_plan* plan, const float* x, const float* w, flo
 int conv2d_plan_run_ex(const conv2d_plan* plan, const float* x, const float* w,
                        const float* bias, float* y, void* workspace, size_t workspace_bytes,
                        void* stream);
+/* The data gradient of a CONV2D_DGRAD plan: dx (written, shaped as x) from dy (shaped as y) and
+ * w. The weight gradient of a CONV2D_WGRAD plan: dw (written, shaped as w) from x and dy, and db
+ * ([out_channels], written) exactly when the problem has_bias, else NULL. As conv2d_plan_run_ex
+ * otherwise: a written tensor overlapping any other, or a plan of another operation, is
+ * CONV2D_INVALID_ARGUMENT and nothing is written. The results are bitwise the same on every call
+ * with the same inputs. */
+int conv2d_plan_run_dgrad(const conv2d_plan* plan, const float* dy, const float* w, float* dx,
+                          void* workspace, size_t workspace_bytes, void* stream);
+int conv2d_plan_run_wgrad(const conv2d_plan* plan, const float* x, const float* dy, float* dw,
+                          float* db, void* workspace, size_t workspace_bytes, void* stream);
 void conv2d_plan_destroy(conv2d_plan* plan);
 
 /* Registered algorithm names: index 0..count-1, NULL past the end. */

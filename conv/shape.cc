@@ -15,7 +15,62 @@ std::string Shape::ToString() const {
   if (dilated()) absl::StrAppend(&s, "_d", dilation_h, "x", dilation_w);
   if (grouped()) absl::StrAppend(&s, "_g", groups);
   if (has_bias) absl::StrAppend(&s, "_bias");
+  if (op != Op::kFprop) absl::StrAppend(&s, "_", OpName(op));
   return s;
+}
+
+const char* OpName(Op op) {
+  switch (op) {
+    case Op::kFprop:
+      return "fprop";
+    case Op::kDgrad:
+      return "dgrad";
+    case Op::kWgrad:
+      return "wgrad";
+  }
+  return "unknown";
+}
+
+int64_t Shape::terms() const {
+  switch (op) {
+    case Op::kDgrad:
+      return out_per_group() * ((kernel_h + stride_h - 1) / stride_h) *
+             ((kernel_w + stride_w - 1) / stride_w);
+    case Op::kWgrad:
+      return batch * out_h() * out_w();
+    case Op::kFprop:
+      break;
+  }
+  return reduction();
+}
+
+Tensors BindRoles(const Shape& s, float* x, float* w, float* bias, float* y) {
+  Tensors t;
+  if (!s.has_bias) bias = nullptr;
+  switch (s.op) {
+    case Op::kFprop:
+      t.x = x, t.w = w, t.bias = bias, t.y = y;
+      break;
+    case Op::kDgrad:
+      t.dy = y, t.w = w, t.dx = x;
+      break;
+    case Op::kWgrad:
+      t.x = x, t.dy = y, t.dw = w, t.db = bias;
+      break;
+  }
+  return t;
+}
+
+int64_t Shape::written_elements() const {
+  switch (op) {
+    case Op::kDgrad:
+      return input_elements();
+    case Op::kWgrad:
+      return filter_elements() + bias_elements();
+    case Op::kFprop:
+      break;
+  }
+  return output_elements();
 }
 
 Shape Shape::KernelBot(int64_t size, int64_t kernel, int64_t channels, int64_t batch) {
@@ -41,6 +96,15 @@ bool ProductBelow(std::initializer_list<int64_t> factors, int64_t limit) {
 }  // namespace
 
 absl::Status ValidateShape(const Shape& s) {
+  if (s.op != Op::kFprop && s.op != Op::kDgrad && s.op != Op::kWgrad) {
+    return absl::InvalidArgumentError(absl::StrCat("unknown operation ", static_cast<int>(s.op),
+                                                   " (fprop 0, dgrad 1, wgrad 2)"));
+  }
+  if (s.op == Op::kDgrad && s.has_bias) {
+    return absl::InvalidArgumentError(
+        "a dgrad problem has no bias: the bias gradient db is computed by wgrad (has_bias on a "
+        "wgrad problem)");
+  }
   for (auto [what, v] : {std::pair{"batch", s.batch}, {"in_channels", s.in_channels},
                          {"out_channels", s.out_channels}, {"height", s.height},
                          {"width", s.width}, {"kernel_h", s.kernel_h}, {"kernel_w", s.kernel_w},

@@ -1,6 +1,7 @@
 // The seeded input generator every test, golden file and benchmark uses.
 //
-// Element `index` of tensor `tensor` (0 = input x, 1 = filter w, 3 = bias) for seed `seed` is, with
+// Element `index` of tensor `tensor` (0 = input x, 1 = filter w, 3 = bias, 4 = the output's
+// gradient dy of the backward) for seed `seed` is, with
 // key = splitmix64(seed ^ (tensor * 0xD1B54A32D192ED03)):
 //   uniform: h = splitmix64(key + index); value = (h >> 40) * 2^-23 - 1   (in [-1, 1))
 //   normal:  h1 = splitmix64(key + 2*index), h2 = splitmix64(key + 2*index + 1),
@@ -23,6 +24,7 @@ namespace conv2d {
 constexpr uint32_t kInputTensor = 0;
 constexpr uint32_t kFilterTensor = 1;
 constexpr uint32_t kBiasTensor = 3;  // 2 is input_classes.h's position picker
+constexpr uint32_t kGradTensor = 4;  // dy, shaped as y
 
 inline uint64_t SplitMix64(uint64_t z) {
   z += 0x9E3779B97F4A7C15ull;

@@ -88,7 +88,7 @@ std::vector<double> ReferenceConvAt(const Shape& s, const float* x, const float*
 }
 
 std::vector<int64_t> SamplePositions(const Shape& s, int64_t count, uint64_t seed) {
-  const int64_t total = s.output_elements();
+  const int64_t total = s.written_elements();
   std::vector<int64_t> out;
   if (count >= total) {
     out.resize(total);
@@ -96,22 +96,179 @@ std::vector<int64_t> SamplePositions(const Shape& s, int64_t count, uint64_t see
     return out;
   }
   std::set<int64_t> chosen;
-  const int64_t oh = s.out_h(), ow = s.out_w();
-  for (int64_t b : {int64_t{0}, s.batch - 1}) {
-    for (int64_t o = 0; o < s.out_channels && static_cast<int64_t>(chosen.size()) < count / 2;
-         ++o) {
-      const int64_t base = (b * s.out_channels + o) * oh * ow;
-      for (int64_t corner : {int64_t{0}, ow - 1, (oh - 1) * ow, oh * ow - 1}) {
+  // The written tensor as [n, c, h, w] planes: y [B, Cout, oh, ow]; dx [B, Cin, H, W];
+  // dw [Cout, Cin/groups, Kh, Kw] (then db).
+  int64_t n = s.batch, c = s.out_channels, h = s.out_h(), w = s.out_w();
+  if (s.op == Op::kDgrad) c = s.in_channels, h = s.height, w = s.width;
+  if (s.op == Op::kWgrad) n = s.out_channels, c = s.in_per_group(), h = s.kernel_h, w = s.kernel_w;
+  for (int64_t b : {int64_t{0}, n - 1}) {
+    for (int64_t o = 0; o < c && static_cast<int64_t>(chosen.size()) < count / 2; ++o) {
+      const int64_t base = (b * c + o) * h * w;
+      for (int64_t corner : {int64_t{0}, w - 1, (h - 1) * w, h * w - 1}) {
         chosen.insert(base + corner);
       }
     }
   }
-  uint64_t n = 0;
+  for (int64_t k = n * c * h * w; k < total && static_cast<int64_t>(chosen.size()) < count; ++k) {
+    chosen.insert(k);  // db
+  }
+  uint64_t k = 0;
   while (static_cast<int64_t>(chosen.size()) < count) {
-    chosen.insert(static_cast<int64_t>(SplitMix64(seed * 0x2545F4914F6CDD1Dull + n++) %
+    chosen.insert(static_cast<int64_t>(SplitMix64(seed * 0x2545F4914F6CDD1Dull + k++) %
                                        static_cast<uint64_t>(total)));
   }
   out.assign(chosen.begin(), chosen.end());
+  return out;
+}
+
+namespace {
+
+// The input row (or column) that tap p of output row i reads: i*stride - pad + p*dilation.
+inline int64_t Tap(int64_t i, int64_t p, int64_t stride, int64_t pad, int64_t dilation) {
+  return i * stride - pad + p * dilation;
+}
+
+// dx whole: the adjoint of the forward's gather. Per output row of a group, T = W_g^T dy_rows
+// (one double GEMM), then each of T's terms is added to the input pixel its tap read.
+std::vector<double> ReferenceDgrad(const Shape& s, const float* dy, const float* w) {
+  const int64_t oh = s.out_h(), ow = s.out_w(), og = s.out_per_group(), cg = s.in_per_group();
+  const MatrixD wm = FilterMatrix(s, w);
+  std::vector<double> dx(static_cast<size_t>(s.input_elements()), 0.0);
+  MatrixD rows(og, ow), t(s.reduction(), ow);
+  for (int64_t b = 0; b < s.batch; ++b) {
+    for (int64_t g = 0; g < s.groups; ++g) {
+      for (int64_t i = 0; i < oh; ++i) {
+        for (int64_t oo = 0; oo < og; ++oo) {
+          const float* src = dy + ((b * s.out_channels + g * og + oo) * oh + i) * ow;
+          for (int64_t j = 0; j < ow; ++j) rows(oo, j) = src[j];
+        }
+        t.noalias() = wm.middleRows(g * og, og).transpose() * rows;
+        for (int64_t c = 0; c < cg; ++c) {
+          double* plane = dx.data() + (b * s.in_channels + g * cg + c) * s.height * s.width;
+          for (int64_t p = 0; p < s.kernel_h; ++p) {
+            const int64_t row = Tap(i, p, s.stride_h, s.pad_top, s.dilation_h);
+            if (row < 0 || row >= s.height) continue;
+            for (int64_t q = 0; q < s.kernel_w; ++q) {
+              const int64_t r = (c * s.kernel_h + p) * s.kernel_w + q;
+              for (int64_t j = 0; j < ow; ++j) {
+                const int64_t col = Tap(j, q, s.stride_w, s.pad_left, s.dilation_w);
+                if (col >= 0 && col < s.width) plane[row * s.width + col] += t(r, j);
+              }
+            }
+          }
+        }
+      }
+    }
+  }
+  return dx;
+}
+
+double BiasGradAt(const Shape& s, const float* dy, int64_t o) {
+  const int64_t plane = s.out_h() * s.out_w();
+  double sum = 0;
+  for (int64_t b = 0; b < s.batch; ++b) {
+    const float* p = dy + (b * s.out_channels + o) * plane;
+    for (int64_t i = 0; i < plane; ++i) sum += p[i];
+  }
+  return sum;
+}
+
+// dw whole (then db): per output row of a group, dW_g += dy_rows * im2col(row)^T.
+std::vector<double> ReferenceWgrad(const Shape& s, const float* x, const float* dy) {
+  const int64_t oh = s.out_h(), ow = s.out_w(), og = s.out_per_group();
+  MatrixD dw = MatrixD::Zero(s.out_channels, s.reduction());
+  MatrixD rows(og, ow), col(s.reduction(), ow);
+  for (int64_t b = 0; b < s.batch; ++b) {
+    for (int64_t g = 0; g < s.groups; ++g) {
+      for (int64_t i = 0; i < oh; ++i) {
+        for (int64_t j = 0; j < ow; ++j) {
+          GatherTerms(s, x, b, g, i, j, [&](int64_t r) -> double& { return col(r, j); });
+        }
+        for (int64_t oo = 0; oo < og; ++oo) {
+          const float* src = dy + ((b * s.out_channels + g * og + oo) * oh + i) * ow;
+          for (int64_t j = 0; j < ow; ++j) rows(oo, j) = src[j];
+        }
+        dw.middleRows(g * og, og).noalias() += rows * col.transpose();
+      }
+    }
+  }
+  std::vector<double> out(dw.data(), dw.data() + dw.size());
+  for (int64_t o = 0; o < s.bias_elements(); ++o) out.push_back(BiasGradAt(s, dy, o));
+  return out;
+}
+
+double DgradAt(const Shape& s, const float* dy, const float* w, int64_t idx) {
+  const int64_t v = idx % s.width, h = (idx / s.width) % s.height;
+  const int64_t c = (idx / (s.width * s.height)) % s.in_channels;
+  const int64_t b = idx / (s.width * s.height * s.in_channels);
+  const int64_t cg = s.in_per_group(), og = s.out_per_group(), g = c / cg;
+  const int64_t oh = s.out_h(), ow = s.out_w();
+  double sum = 0;
+  for (int64_t oo = 0; oo < og; ++oo) {
+    const int64_t o = g * og + oo;
+    for (int64_t p = 0; p < s.kernel_h; ++p) {
+      const int64_t ih = h + s.pad_top - p * s.dilation_h;  // = i * stride_h
+      if (ih < 0 || ih % s.stride_h != 0 || ih / s.stride_h >= oh) continue;
+      for (int64_t q = 0; q < s.kernel_w; ++q) {
+        const int64_t jw = v + s.pad_left - q * s.dilation_w;
+        if (jw < 0 || jw % s.stride_w != 0 || jw / s.stride_w >= ow) continue;
+        sum += static_cast<double>(
+                   dy[((b * s.out_channels + o) * oh + ih / s.stride_h) * ow + jw / s.stride_w]) *
+               w[((o * cg + c - g * cg) * s.kernel_h + p) * s.kernel_w + q];
+      }
+    }
+  }
+  return sum;
+}
+
+double WgradAt(const Shape& s, const float* x, const float* dy, int64_t idx) {
+  if (idx >= s.filter_elements()) return BiasGradAt(s, dy, idx - s.filter_elements());
+  const int64_t q = idx % s.kernel_w, p = (idx / s.kernel_w) % s.kernel_h;
+  const int64_t c = (idx / (s.kernel_w * s.kernel_h)) % s.in_per_group();
+  const int64_t o = idx / (s.kernel_w * s.kernel_h * s.in_per_group());
+  const int64_t ci = o / s.out_per_group() * s.in_per_group() + c;
+  const int64_t oh = s.out_h(), ow = s.out_w();
+  double sum = 0;
+  for (int64_t b = 0; b < s.batch; ++b) {
+    const float* plane = x + (b * s.in_channels + ci) * s.height * s.width;
+    const float* g = dy + (b * s.out_channels + o) * oh * ow;
+    for (int64_t i = 0; i < oh; ++i) {
+      const int64_t row = Tap(i, p, s.stride_h, s.pad_top, s.dilation_h);
+      for (int64_t j = 0; j < ow; ++j) {
+        const int64_t col = Tap(j, q, s.stride_w, s.pad_left, s.dilation_w);
+        // The padding is zeros that are multiplied (a non-finite dy there reaches dw), as the
+        // forward's are.
+        const bool inside = row >= 0 && row < s.height && col >= 0 && col < s.width;
+        sum += static_cast<double>(g[i * ow + j]) * (inside ? plane[row * s.width + col] : 0.0);
+      }
+    }
+  }
+  return sum;
+}
+
+}  // namespace
+
+std::vector<double> Reference(const Shape& s, const Tensors& in) {
+  switch (s.op) {
+    case Op::kDgrad:
+      return ReferenceDgrad(s, in.dy, in.w);
+    case Op::kWgrad:
+      return ReferenceWgrad(s, in.x, in.dy);
+    case Op::kFprop:
+      break;
+  }
+  return ReferenceConv(s, in.x, in.w, in.bias);
+}
+
+std::vector<double> ReferenceAt(const Shape& s, const Tensors& in,
+                                const std::vector<int64_t>& positions) {
+  if (s.op == Op::kFprop) return ReferenceConvAt(s, in.x, in.w, positions, in.bias);
+  std::vector<double> out;
+  out.reserve(positions.size());
+  for (int64_t idx : positions) {
+    out.push_back(s.op == Op::kDgrad ? DgradAt(s, in.dy, in.w, idx)
+                                     : WgradAt(s, in.x, in.dy, idx));
+  }
   return out;
 }
 

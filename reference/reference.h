@@ -21,9 +21,19 @@ std::vector<double> ReferenceConvAt(const Shape& shape, const float* x, const fl
                                     const std::vector<int64_t>& positions,
                                     const float* bias = nullptr);
 
-// `count` distinct flat output indices, sorted, drawn with `seed`; always includes the first and
-// the last element and each output channel's corners, so that edge handling is checked. Returns
-// every index when count >= the output size.
+// The backward and the forward alike: every element that `shape.op` writes (Shape's
+// written_elements(): y; dx; dw followed by db when has_bias), in double, from the roles of `in`
+// that the operation reads (fprop x, w, bias; dgrad dy, w; wgrad x, dy). Sums in double in a
+// fixed order: products of floats are exact in double.
+std::vector<double> Reference(const Shape& shape, const Tensors& in);
+// The same at the given flat indices into the written elements.
+std::vector<double> ReferenceAt(const Shape& shape, const Tensors& in,
+                                const std::vector<int64_t>& positions);
+
+// `count` distinct flat indices into the written elements (shape.op's), sorted, drawn with
+// `seed`; always includes the first and the last element and the corners of each plane of the
+// written tensor (each output channel's, or each filter's), and every db, so that edge handling
+// is checked. Returns every index when count >= the number of written elements.
 std::vector<int64_t> SamplePositions(const Shape& shape, int64_t count, uint64_t seed);
 
 // The accuracy contract: |y - y64| <= kAbsTol + kRelTol * |y64|.

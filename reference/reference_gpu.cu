@@ -3,6 +3,7 @@
 #include <cstdint>
 
 #include "absl/strings/str_cat.h"
+#include "conv/algorithms/direct/direct_kernels.cuh"
 
 namespace conv2d {
 namespace {
@@ -81,6 +82,17 @@ absl::Status ReferenceConvGpu(const Shape& s, const float* x, const float* w, co
   const cudaError_t e = cudaGetLastError();
   if (e != cudaSuccess) {
     return absl::InternalError(absl::StrCat("ReferenceConvGpu: ", cudaGetErrorString(e)));
+  }
+  return absl::OkStatus();
+}
+
+absl::Status ReferenceGpu(const Shape& s, const Tensors& in, double* out64, cudaStream_t stream) {
+  if (s.op == Op::kFprop) return ReferenceConvGpu(s, in.x, in.w, in.bias, out64, stream);
+  double* db = s.op == Op::kWgrad && s.has_bias ? out64 + s.filter_elements() : nullptr;
+  const cudaError_t e =
+      LaunchDirectBackward<double>(s, in.x, in.w, in.dy, out64, out64, db, stream);
+  if (e != cudaSuccess) {
+    return absl::InternalError(absl::StrCat("ReferenceGpu: ", cudaGetErrorString(e)));
   }
   return absl::OkStatus();
 }

@@ -17,6 +17,11 @@ namespace conv2d {
 absl::Status ReferenceConvGpu(const Shape& shape, const float* x, const float* w,
                               const float* bias, double* y64, cudaStream_t stream);
 
+// Every element shape.op writes (Shape::written_elements: y; dx; dw then db), in double, from
+// the device tensors of `in` that the operation reads; into out64 (device memory).
+absl::Status ReferenceGpu(const Shape& shape, const Tensors& in, double* out64,
+                          cudaStream_t stream);
+
 }  // namespace conv2d
 
 #endif  // CONV2D_REFERENCE_REFERENCE_GPU_H_

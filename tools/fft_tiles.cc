@@ -65,8 +65,12 @@ absl::Status Run(int calls) {
           if (!r.ok()) continue;
           ASSIGN_OR_RETURN(DeviceBuffer ws,
                            DeviceBuffer::Allocate((*r)->workspace_bytes() + 1, "workspace"));
-          RunArgs a{x.as<float>(), w.as<float>(), y.as<float>(), ws.p, (*r)->workspace_bytes(),
-                    nullptr};
+          RunArgs a;
+          a.x = x.as<float>();
+          a.w = w.as<float>();
+          a.y = y.as<float>();
+          a.workspace = ws.p;
+          a.workspace_bytes = (*r)->workspace_bytes();
           // An error ends the run: a CUDA error would spoil every later time.
           ASSIGN_OR_RETURN(CallTimes t,
                            timer.Time([&](cudaStream_t) { return (*r)->Run(a); }, a.stream,

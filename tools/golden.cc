@@ -18,22 +18,32 @@ std::string GoldenFileName(const Golden& g) {
 }
 
 GoldenTensors GoldenInputs(const Golden& g) {
+  const Shape& s = g.shape;
   GoldenTensors t;
   if (g.input_class != InputClass::kRandn) {
-    Inputs in = MakeInputs(g.shape, g.seed, g.input_class);
+    Inputs in = MakeInputs(s, g.seed, g.input_class);
     t.x = std::move(in.x);
     t.w = std::move(in.w);
-  } else {
-    t.x = RandomTensor(g.seed, kInputTensor, g.shape.input_elements(), g.inputs);
-    t.w = RandomTensor(g.seed, kFilterTensor, g.shape.filter_elements(), g.inputs);
+    t.dy = std::move(in.dy);
+    // As the testbed's MakeClassProblem: the classes are classes of the tensors read, and a zero
+    // bias keeps each class's output (and the bar's scaling by the class's scale) as it is.
+    if (s.op == Op::kFprop) t.bias.assign(s.bias_elements(), 0.0f);
+    return t;
   }
-  if (g.input_class != InputClass::kRandn) {
-    // As the testbed's MakeClassProblem: the classes are classes of x and w, and a zero bias
-    // keeps each class's output (and the bar's scaling by the class's scale) as it is.
-    t.bias.assign(g.shape.bias_elements(), 0.0f);
-  } else {
-    t.bias = RandomTensor(g.seed, kBiasTensor, g.shape.bias_elements(), g.inputs);
-  }
+  const bool fprop = s.op == Op::kFprop, dgrad = s.op == Op::kDgrad;
+  if (!dgrad) t.x = RandomTensor(g.seed, kInputTensor, s.input_elements(), g.inputs);
+  if (fprop || dgrad) t.w = RandomTensor(g.seed, kFilterTensor, s.filter_elements(), g.inputs);
+  if (fprop) t.bias = RandomTensor(g.seed, kBiasTensor, s.bias_elements(), g.inputs);
+  if (!fprop) t.dy = RandomTensor(g.seed, kGradTensor, s.output_elements(), g.inputs);
+  return t;
+}
+
+Tensors GoldenTensors::inputs() const {
+  Tensors t;
+  t.x = x.empty() ? nullptr : x.data();
+  t.w = w.empty() ? nullptr : w.data();
+  t.bias = bias_or_null();
+  t.dy = dy.empty() ? nullptr : dy.data();
   return t;
 }
 
@@ -49,6 +59,7 @@ absl::Status WriteGolden(const Golden& g, const std::string& path) {
       << s.pad_right << " " << s.stride_h << " " << s.stride_w << " " << s.dilation_h << " "
       << s.dilation_w << " " << s.groups << " " << (s.has_bias ? 1 : 0) << "\n";
   }
+  if (s.op != Op::kFprop) f << "operation " << OpName(s.op) << "\n";
   f << "seed " << g.seed << "\n"
     << "inputs " << DistributionName(g.inputs) << "\n";
   if (g.input_class != InputClass::kRandn) f << "class " << InputClassName(g.input_class) << "\n";
@@ -99,6 +110,15 @@ absl::StatusOr<Golden> ReadGolden(const std::string& path) {
       }
       s.has_bias = bias == 1;
       have_geometry = true;
+    } else if (key == "operation") {
+      in >> type;
+      if (type == "dgrad") {
+        g.shape.op = Op::kDgrad;
+      } else if (type == "wgrad") {
+        g.shape.op = Op::kWgrad;
+      } else {
+        return bad("operation must be dgrad or wgrad (absent: fprop)");
+      }
     } else if (key == "seed") {
       in >> g.seed;
       have_seed = !in.fail();
@@ -134,8 +154,8 @@ absl::StatusOr<Golden> ReadGolden(const std::string& path) {
   }
   absl::Status valid = ValidateShape(g.shape);
   if (!valid.ok()) return bad(std::string(valid.message()));
-  const int64_t total = g.shape.output_elements();
-  if (npos > total) return bad("more positions than output elements");
+  const int64_t total = g.shape.written_elements();
+  if (npos > total) return bad("more positions than written elements");
   g.positions.resize(npos);
   f.read(reinterpret_cast<char*>(g.positions.data()), npos * sizeof(int64_t));
   for (int64_t p : g.positions) {

@@ -11,6 +11,9 @@
 //                                  (conv/shape.h; written only for a shape that is not basic or
 //                                   has a bias, so that files of the basic form stay as they
 //                                   were; absent means the defaults)
+//   operation dgrad | wgrad        (conv/shape.h's Op; absent means the forward, fprop; the
+//                                   values are then those the operation writes: dx, or dw
+//                                   followed by db)
 //   seed <seed>
 //   inputs uniform | normal        (reference/random.h; absent means uniform)
 //   class <name>                   (reference/input_classes.h's MakeInputs, which draws normal;
@@ -48,12 +51,14 @@ struct Golden {
 
 std::string GoldenFileName(const Golden& g);  // "<shape>_s<seed>[_<class>].golden"
 
-// A golden problem's inputs, regenerated: x and w as Golden says; the bias (only when the shape
-// has_bias, else empty) from tensor kBiasTensor of the seed, drawn from `inputs` (zero for the
-// input classes, as the testbed's MakeClassProblem).
+// A golden problem's inputs, regenerated: those its operation reads (the others empty), as
+// Golden says; the forward's bias (only when the shape has_bias) from tensor kBiasTensor of the
+// seed, drawn from `inputs` (zero for the input classes, as the testbed's MakeClassProblem);
+// dy from kGradTensor.
 struct GoldenTensors {
-  std::vector<float> x, w, bias;
+  std::vector<float> x, w, bias, dy;
   const float* bias_or_null() const { return bias.empty() ? nullptr : bias.data(); }
+  Tensors inputs() const;  // the reference's view
 };
 GoldenTensors GoldenInputs(const Golden& g);
 absl::Status WriteGolden(const Golden& g, const std::string& path);

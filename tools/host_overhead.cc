@@ -1,8 +1,8 @@
 // Host time per call of the library's Run path, in microseconds: Plan::Run on a tiny problem and
 // on KernelBot's case 1, enqueued behind a host function that holds the stream for 0.2 s, so that
 // no call waits on the device (the host's enqueue cost alone, which is what a caller of a small
-// problem waits on); and the pointer checks Run makes (ValidateRunArgs, ValidateNoOverlap,
-// ValidateDeviceAccess) alone. $CONV2D_GRAPHS=0 times the plain launches instead of the graphs
+// problem waits on); and the pointer checks Run makes (ValidateTensors, ValidateDeviceAccess)
+// alone. $CONV2D_GRAPHS=0 times the plain launches instead of the graphs
 // (conv/arch/launch_graph.h). Needs a GPU.
 //   host_overhead [--calls=N] [--algorithm=NAME]   (NAME: the library's or the lab's)
 #include <cuda_runtime_api.h>
@@ -73,10 +73,10 @@ int Main() {
       ok &= plan->Run(xp, wp, yp, ws->p, plan->workspace_bytes(), nullptr).ok();
     });
     const double checks = MicrosPerCall(calls, [&] {
-      ok &= ValidateRunArgs(xp, wp, yp, ws->p, plan->workspace_bytes(), plan->workspace_bytes())
-                .ok();
-      ok &= ValidateNoOverlap(s, xp, wp, yp, ws->p, plan->workspace_bytes()).ok();
-      ok &= ValidateDeviceAccess(plan->device(), xp, wp, yp, ws->p).ok();
+      Tensors t;
+      t.x = xp, t.w = wp, t.y = yp;
+      ok &= ValidateTensors(s, t, ws->p, plan->workspace_bytes(), plan->workspace_bytes()).ok();
+      ok &= ValidateDeviceAccess(plan->device(), t, ws->p).ok();
     });
     std::printf("host_overhead %s %s (%s launches): Plan::Run %.2f us/call (enqueue), its checks "
                 "%.2f us%s\n",

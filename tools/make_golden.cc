@@ -28,17 +28,15 @@ int Write(const std::string& dir, const Shape& s, uint64_t seed, int64_t samples
   const std::string path = dir + "/" + GoldenFileName(g);
   if (GoldenFileName(g).find(absl::GetFlag(FLAGS_filter)) == std::string::npos) return 0;
   const GoldenTensors in = GoldenInputs(g);
-  const std::vector<float>& x = in.x;
-  const std::vector<float>& w = in.w;
-  if (samples > 0 && samples < s.output_elements()) {
+  if (samples > 0 && samples < s.written_elements()) {
     g.positions = SamplePositions(s, samples, seed);
-    g.values = ReferenceConvAt(s, x.data(), w.data(), g.positions, in.bias_or_null());
+    g.values = ReferenceAt(s, in.inputs(), g.positions);
     g.store_f64 = true;
   } else {
-    g.values = ReferenceConv(s, x.data(), w.data(), in.bias_or_null());
+    g.values = Reference(s, in.inputs());
     // Small randn outputs keep full precision; large ones, and the input classes', are stored
     // as fp32 (see golden.h).
-    g.store_f64 = s.output_elements() <= 100000 && input_class == InputClass::kRandn;
+    g.store_f64 = s.written_elements() <= 100000 && input_class == InputClass::kRandn;
   }
   absl::Status st = WriteGolden(g, path);
   if (!st.ok()) {
@@ -98,6 +96,29 @@ int main(int argc, char** argv) {
   seed = 6100;
   for (const Shape& s : NetworkGeometryShapes()) {
     failures += Write(out, s, ++seed, 4096, Distribution::kNormal);
+  }
+  // The backward (dgrad, then wgrad; seeds 7000 and 8000 onward): every part of the geometry
+  // and the input classes, every element; the networks' geometry at full size, sampled.
+  for (Op op : {Op::kDgrad, Op::kWgrad}) {
+    auto as = [op](Shape s) {
+      s.op = op;
+      if (op == Op::kDgrad) s.has_bias = false;
+      return s;
+    };
+    seed = op == Op::kDgrad ? 7000 : 8000;
+    for (const Shape& s : GeometryShapes()) {
+      failures += Write(out, as(s), ++seed, 0, Distribution::kUniform);
+    }
+    for (const Shape& s : class_shapes) {
+      ++seed;
+      for (InputClass c : AllInputClasses()) {
+        if (c != InputClass::kRandn) failures += Write(out, as(s), seed, 0, Distribution::kNormal, c);
+      }
+    }
+    seed += 100 - seed % 100;
+    for (const Shape& s : NetworkGeometryShapes()) {
+      failures += Write(out, as(s), ++seed, 4096, Distribution::kNormal);
+    }
   }
   return failures ? 1 : 0;
 }

@@ -67,14 +67,13 @@ std::vector<std::string> GoldenFiles(const std::string& dir, const std::string& 
 absl::StatusOr<std::vector<float>> RunVariant(const Golden& g, const std::string& variant) {
   GoldenTensors in = GoldenInputs(g);
   if (variant == "reference") {
-    std::vector<double> y =
-        g.positions.empty()
-            ? ReferenceConv(g.shape, in.x.data(), in.w.data(), in.bias_or_null())
-            : ReferenceConvAt(g.shape, in.x.data(), in.w.data(), g.positions, in.bias_or_null());
+    std::vector<double> y = g.positions.empty() ? Reference(g.shape, in.inputs())
+                                                : ReferenceAt(g.shape, in.inputs(), g.positions);
     return std::vector<float>(y.begin(), y.end());
   }
-  absl::StatusOr<DeviceProblem> problem = DeviceProblem::FromHost(
-      g.shape, std::move(in.x), std::move(in.w), std::move(in.bias));
+  absl::StatusOr<DeviceProblem> problem =
+      DeviceProblem::FromHost(g.shape, std::move(in.x), std::move(in.w), std::move(in.bias),
+                              std::move(in.dy));
   if (!problem.ok()) return problem.status();
   return RunOnce(*problem, variant, g.positions);
 }

@@ -30,16 +30,14 @@ typedef struct CUstream_st* cudaStream_t;  // the same declaration as cuda_runti
 
 namespace conv2d {
 
-// Device pointers and the stream for one call. Plan::Run has checked them (non-null, workspace
-// large enough, no written buffer overlapping another) before a Runner sees them.
-struct RunArgs {
-  const float* x = nullptr;
-  const float* w = nullptr;
-  float* y = nullptr;
+// Device pointers and the stream for one call: the operation's tensors by role (conv/shape.h's
+// Tensors; the roles the shape's op does not use are null). Plan::Run has checked them (the op's
+// roles given and only those, workspace large enough, no written buffer overlapping another)
+// before a Runner sees them.
+struct RunArgs : Tensors {
   void* workspace = nullptr;
   size_t workspace_bytes = 0;
   cudaStream_t stream = nullptr;
-  const float* bias = nullptr;  // [out_channels] when the shape has_bias, else null
 };
 
 // One algorithm prepared for one shape: owns whatever it built once (FFT plans, handles).
@@ -51,8 +49,9 @@ class Runner {
   // Enqueues the convolution on args.stream. Nothing is cached across calls by pointer: the filter
   // and the input may change between calls.
   virtual absl::Status Run(const RunArgs& args) const = 0;
-  // Whether Run adds args.bias itself (in its epilogue). Otherwise Plan::Run adds it after Run,
-  // one more pass over y (conv/core/bias.h).
+  // Whether Run handles the bias itself: adds args.bias in its epilogue (fprop) or writes
+  // args.db (wgrad). Otherwise Plan::Run does it after Run (conv/core/bias.h): one more pass
+  // over y, or db as the fixed-order sum of dy.
   virtual bool adds_bias() const { return false; }
   // Whether Run enqueues only kernels, each through LaunchPdl (conv/arch/pdl.cuh): Plan::Run
   // then records them and enqueues them as one graph launch (conv/arch/launch_graph.h). False
@@ -116,6 +115,9 @@ class Algorithm {
   virtual double calibration() const = 0;
   // What this algorithm computes beyond the basic form. Default: the basic form only.
   virtual Geometry geometry() const { return Geometry{}; }
+  // Which operations (conv/shape.h's Op) it computes. Default: the forward only. An algorithm is
+  // never proposed a shape of another operation (Propose says Unimplemented), as for geometry().
+  virtual bool Computes(Op op) const { return op == Op::kFprop; }
   // OK with a proposal if this algorithm computes `shape` (already validated by ValidateShape)
   // within the accuracy contract on `device`; otherwise why not (Unimplemented, OutOfRange,
   // ResourceExhausted, or FailedPrecondition when this device cannot run it). Must not touch the
@@ -126,8 +128,13 @@ class Algorithm {
     if (!st.ok()) return st;
     return ProposeFor(shape, device);
   }
-  // OK if `shape` needs no part of the geometry this algorithm lacks, else Unimplemented naming it.
+  // OK if this algorithm computes `shape`'s operation and `shape` needs no part of the geometry
+  // it lacks, else Unimplemented naming what it lacks.
   absl::Status CheckGeometry(const Shape& shape) const {
+    if (!Computes(shape.op)) {
+      return absl::UnimplementedError(
+          absl::StrCat(name(), " does not compute ", OpName(shape.op)));
+    }
     const Geometry g = geometry();
     const char* missing = shape.padded() && !g.padding     ? "padding"
                           : shape.strided() && !g.stride   ? "stride"
@@ -171,12 +178,13 @@ class Algorithm {
 // bar on every input class only for reductions up to this length (measured on the H200 over
 // every output: large means with zero-sum filters at 4608 terms, worst 0.41 of the bar; at
 // 16384, 2.4; docs/PERF.md, "Accuracy beyond randn").
+// For the backward the same holds of the terms each written element sums (Shape::terms).
 constexpr int64_t kMaxContractReduction = 4608;
 inline absl::Status DirectSummationWithinContract(const Shape& shape) {
-  const int64_t n = shape.reduction();
+  const int64_t n = shape.terms();
   if (n <= kMaxContractReduction) return absl::OkStatus();
-  return absl::OutOfRangeError(absl::StrCat("fp32 direct summation of ", n,
-                                            " terms (Cin/groups*Kh*Kw) ",
+  return absl::OutOfRangeError(absl::StrCat("fp32 direct summation of ", n, " terms (",
+                                            OpName(shape.op), ") ",
                                             "exceeds the bar on large-mean data beyond ",
                                             kMaxContractReduction));
 }

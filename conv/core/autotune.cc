@@ -67,10 +67,13 @@ absl::StatusOr<Tuned> Measure(const Shape& shape, const DeviceInfo& device,
         "autotune: ", shape.ToString(), " needs ", tensor_bytes,
         " bytes of device memory for x, w, y and the bias; ", free_bytes, " are free"));
   }
-  std::vector<float> hx, hw;
+  // Every buffer the operation reads holds randn (an FFT's spike handling depends on the data);
+  // the written one is overwritten.
+  std::vector<float> hx, hw, hy;
   try {
     hx = RandomTensor(1, kInputTensor, shape.input_elements(), Distribution::kNormal);
     hw = RandomTensor(1, kFilterTensor, shape.filter_elements(), Distribution::kNormal);
+    hy = RandomTensor(1, kGradTensor, shape.output_elements(), Distribution::kNormal);
   } catch (const std::bad_alloc&) {
     return absl::ResourceExhaustedError(
         absl::StrCat("autotune: no host memory for the random inputs of ", shape.ToString()));
@@ -92,13 +95,13 @@ absl::StatusOr<Tuned> Measure(const Shape& shape, const DeviceInfo& device,
       cudaMemcpy(x.p, hx.data(), hx.size() * sizeof(float), cudaMemcpyHostToDevice), "copy x"));
   RETURN_IF_ERROR(CudaStatus(
       cudaMemcpy(w.p, hw.data(), hw.size() * sizeof(float), cudaMemcpyHostToDevice), "copy w"));
+  RETURN_IF_ERROR(CudaStatus(
+      cudaMemcpy(y.p, hy.data(), hy.size() * sizeof(float), cudaMemcpyHostToDevice), "copy y"));
   cudaStream_t stream;
   RETURN_IF_ERROR(CudaStatus(cudaStreamCreate(&stream), "cudaStreamCreate"));
   RunArgs args;
-  args.x = x.as<const float>();
-  args.w = w.as<const float>();
-  args.y = y.as<float>();
-  args.bias = shape.has_bias ? bias.as<const float>() : nullptr;
+  static_cast<Tensors&>(args) =
+      BindRoles(shape, x.as<float>(), w.as<float>(), bias.as<float>(), y.as<float>());
   args.stream = stream;
   Tuned best{nullptr, nullptr};
   double best_ms = std::numeric_limits<double>::infinity();

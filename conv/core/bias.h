@@ -1,6 +1,7 @@
-// The bias for runners that do not add it in their own epilogue (Runner::adds_bias): one more
-// pass over y, y[b, o, :, :] += bias[o]. Plan::Run and the testbed run every runner through
-// RunWithBias, so that a bias is never left out.
+// The bias for runners that do not handle it themselves (Runner::adds_bias): in the forward one
+// more pass over y, y[b, o, :, :] += bias[o]; in wgrad the bias gradient db[o] = the sum of
+// dy[:, o, :, :]. Plan::Run and the testbed run every runner through RunWithBias, so that a bias
+// is never left out.
 #ifndef CONV2D_CONV_CORE_BIAS_H_
 #define CONV2D_CONV_CORE_BIAS_H_
 
@@ -13,7 +14,12 @@ namespace conv2d {
 // Enqueues y += bias (per output channel) on `stream`.
 absl::Status AddBias(const Shape& shape, const float* bias, float* y, cudaStream_t stream);
 
-// runner.Run(args), then AddBias when the shape has a bias the runner does not add itself.
+// Enqueues db[o] = sum of dy[:, o, :, :] on `stream`: in double, in an order fixed by the shape
+// (bitwise reproducible).
+absl::Status BiasGrad(const Shape& shape, const float* dy, float* db, cudaStream_t stream);
+
+// runner.Run(args), then AddBias (fprop) or BiasGrad (wgrad) when the shape has a bias the
+// runner does not handle itself.
 absl::Status RunWithBias(const Runner& runner, const Shape& shape, const RunArgs& args);
 
 }  // namespace conv2d

@@ -2,10 +2,12 @@
 #include <cuda_runtime_api.h>
 
 #include <algorithm>
+#include <array>
 #include <cmath>
 #include <cstdint>
 #include <mutex>
 #include <utility>
+#include <vector>
 
 #include "absl/strings/str_cat.h"
 #include "absl/strings/str_join.h"
@@ -160,11 +162,60 @@ absl::StatusOr<Plan> Plan::Create(const Shape& shape, absl::string_view algorith
               device.info.ordinal);
 }
 
-absl::Status ValidateRunArgs(const void* x, const void* w, const void* y, const void* workspace,
+namespace {
+
+// One role of a call: its name, pointer, size and whether the operation writes it.
+struct Role {
+  const char* name;
+  const void* p;
+  size_t bytes;
+  bool written;
+  bool used;  // by the shape's operation
+};
+
+// The seven roles of a call on `s` (Tensors' fields), with whether `s.op` uses each: the one
+// table the checks below read.
+std::array<Role, 8> RolesOf(const Shape& s, const Tensors& t) {
+  const size_t x = static_cast<size_t>(s.input_elements()) * sizeof(float);
+  const size_t w = static_cast<size_t>(s.filter_elements()) * sizeof(float);
+  const size_t y = static_cast<size_t>(s.output_elements()) * sizeof(float);
+  const size_t b = static_cast<size_t>(s.bias_elements()) * sizeof(float);
+  const bool fprop = s.op == Op::kFprop, dgrad = s.op == Op::kDgrad, wgrad = s.op == Op::kWgrad;
+  return {Role{"x", t.x, x, false, fprop || wgrad},
+          {"w", t.w, w, false, fprop || dgrad},
+          {"bias", t.bias, b, false, fprop && s.has_bias},
+          {"y", t.y, y, true, fprop},
+          {"dy", t.dy, y, false, dgrad || wgrad},
+          {"dx", t.dx, x, true, dgrad},
+          {"dw", t.dw, w, true, wgrad},
+          {"db", t.db, b, true, wgrad && s.has_bias}};
+}
+
+}  // namespace
+
+absl::Status ValidateTensors(const Shape& s, const Tensors& t, const void* workspace,
                              size_t workspace_bytes, size_t workspace_needed) {
-  if (x == nullptr) return absl::InvalidArgumentError("input pointer x is null");
-  if (w == nullptr) return absl::InvalidArgumentError("filter pointer w is null");
-  if (y == nullptr) return absl::InvalidArgumentError("output pointer y is null");
+  // Fixed arrays: Run's checks are on the host's per-call path (no allocation).
+  const std::array<Role, 8> roles = RolesOf(s, t);
+  for (const Role& r : roles) {
+    if (r.used && r.p == nullptr) {
+      return absl::InvalidArgumentError(absl::StrCat(
+          r.name, " is null; ", OpName(s.op), " on ", s.ToString(), " needs it"));
+    }
+    if (!r.used && r.p != nullptr) {
+      const bool bias = r.name[0] == 'b' || r.name[1] == 'b';  // "bias", "db"
+      return absl::InvalidArgumentError(absl::StrCat(
+          r.name, " was given but ", OpName(s.op), " on ", s.ToString(),
+          bias && (s.op == Op::kFprop || s.op == Op::kWgrad)
+              ? " has no bias; make the plan with has_bias = true"
+              : " does not use it; pass null"));
+    }
+    // A misaligned pointer would fault the kernel and with it the caller's CUDA context.
+    if (reinterpret_cast<uintptr_t>(r.p) % alignof(float) != 0) {
+      return absl::InvalidArgumentError(
+          absl::StrCat(r.name, " (", Addr(r.p), ") is not aligned to ", alignof(float), " bytes"));
+    }
+  }
   if (workspace_bytes < workspace_needed) {
     return absl::InvalidArgumentError(absl::StrCat("workspace too small: ", workspace_bytes,
                                                    " bytes given, ", workspace_needed,
@@ -174,36 +225,30 @@ absl::Status ValidateRunArgs(const void* x, const void* w, const void* y, const 
     return absl::InvalidArgumentError(
         absl::StrCat("workspace pointer is null but ", workspace_needed, " bytes are needed"));
   }
-  // A misaligned pointer would fault the kernel and with it the caller's CUDA context.
-  const std::pair<const char*, const void*> tensors[] = {{"x", x}, {"w", w}, {"y", y}};
-  for (const auto& [name, p] : tensors) {
-    if (reinterpret_cast<uintptr_t>(p) % alignof(float) != 0) {
-      return absl::InvalidArgumentError(
-          absl::StrCat(name, " (", Addr(p), ") is not aligned to ", alignof(float), " bytes"));
+  std::array<Role, 9> ranges;
+  size_t n = 0;
+  for (const Role& r : roles) {
+    if (r.used) ranges[n++] = r;
+  }
+  if (workspace != nullptr && workspace_needed > 0) {
+    ranges[n++] = Role{"the workspace", workspace, workspace_needed, true, true};
+  }
+  for (size_t i = 0; i < n; ++i) {
+    for (size_t j = i + 1; j < n; ++j) {
+      const Role& a = ranges[i];
+      const Role& b = ranges[j];
+      const uintptr_t a0 = reinterpret_cast<uintptr_t>(a.p), b0 = reinterpret_cast<uintptr_t>(b.p);
+      if ((a.written || b.written) && a0 < b0 + b.bytes && b0 < a0 + a.bytes) {
+        return absl::InvalidArgumentError(absl::StrCat(
+            a.name, " and ", b.name, " overlap; ", a.written ? a.name : b.name,
+            " is written while the other is in use, which would give a wrong result"));
+      }
     }
   }
   return absl::OkStatus();
 }
 
-absl::Status ValidateBias(const Shape& shape, const void* bias) {
-  if (shape.has_bias && bias == nullptr) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("the shape ", shape.ToString(), " has a bias but the bias pointer is null"));
-  }
-  if (!shape.has_bias && bias != nullptr) {
-    return absl::InvalidArgumentError(absl::StrCat(
-        "a bias was given but the shape ", shape.ToString(),
-        " has none; make the plan with has_bias = true"));
-  }
-  if (reinterpret_cast<uintptr_t>(bias) % alignof(float) != 0) {
-    return absl::InvalidArgumentError(
-        absl::StrCat("bias (", Addr(bias), ") is not aligned to ", alignof(float), " bytes"));
-  }
-  return absl::OkStatus();
-}
-
-absl::Status ValidateDeviceAccess(int device, const void* x, const void* w, const void* y,
-                                  const void* workspace, const void* bias) {
+absl::Status ValidateDeviceAccess(int device, const Tensors& t, const void* workspace) {
   int current = -1;
   cudaError_t err = cudaGetDevice(&current);
   if (err != cudaSuccess) {
@@ -217,9 +262,10 @@ absl::Status ValidateDeviceAccess(int device, const void* x, const void* w, cons
                      " is current; make it current (cudaSetDevice) or make a plan for it"));
   }
   const std::pair<const char*, const void*> buffers[] = {
-      {"x", x}, {"w", w}, {"y", y}, {"the workspace", workspace}, {"bias", bias}};
+      {"x", t.x},   {"w", t.w},   {"bias", t.bias}, {"y", t.y}, {"dy", t.dy},
+      {"dx", t.dx}, {"dw", t.dw}, {"db", t.db},     {"the workspace", workspace}};
   for (const auto& [name, p] : buffers) {
-    if (p == nullptr) continue;  // only the workspace and the bias may be null here
+    if (p == nullptr) continue;  // a role the operation does not use, or no workspace
     cudaPointerAttributes a;
     err = cudaPointerGetAttributes(&a, p);
     if (err != cudaSuccess) {
@@ -253,53 +299,23 @@ absl::Status ValidateDeviceAccess(int device, const void* x, const void* w, cons
   return absl::OkStatus();
 }
 
-absl::Status ValidateNoOverlap(const Shape& shape, const void* x, const void* w, const void* y,
-                               const void* workspace, size_t workspace_needed, const void* bias) {
-  struct Range {
-    const char* name;
-    uintptr_t begin, end;
-    bool written;
-  };
-  auto range = [](const char* name, const void* p, size_t bytes, bool written) {
-    const uintptr_t b = reinterpret_cast<uintptr_t>(p);
-    return Range{name, b, b + bytes, written};
-  };
-  const Range ranges[] = {
-      range("x", x, static_cast<size_t>(shape.input_elements()) * sizeof(float), false),
-      range("w", w, static_cast<size_t>(shape.filter_elements()) * sizeof(float), false),
-      range("y", y, static_cast<size_t>(shape.output_elements()) * sizeof(float), true),
-      range("the workspace", workspace, workspace == nullptr ? 0 : workspace_needed, true),
-      range("bias", bias,
-            bias == nullptr ? 0 : static_cast<size_t>(shape.out_channels) * sizeof(float), false)};
-  constexpr size_t kRanges = sizeof(ranges) / sizeof(ranges[0]);
-  for (size_t i = 0; i < kRanges; ++i) {
-    for (size_t j = i + 1; j < kRanges; ++j) {
-      const Range& a = ranges[i];
-      const Range& b = ranges[j];
-      if ((a.written || b.written) && a.begin < b.end && b.begin < a.end) {
-        return absl::InvalidArgumentError(absl::StrCat(
-            a.name, " and ", b.name, " overlap; ", a.written ? a.name : b.name,
-            " is written while the other is in use, which would give a wrong result"));
-      }
-    }
-  }
-  return absl::OkStatus();
-}
-
 absl::Status Plan::Run(const float* x, const float* w, const float* bias, float* y,
                        void* workspace, size_t workspace_bytes, cudaStream_t stream) const {
-  RETURN_IF_ERROR(
-      ValidateRunArgs(x, w, y, workspace, workspace_bytes, runner_->workspace_bytes()));
-  RETURN_IF_ERROR(ValidateBias(shape_, bias));
-  RETURN_IF_ERROR(
-      ValidateNoOverlap(shape_, x, w, y, workspace, runner_->workspace_bytes(), bias));
-  RETURN_IF_ERROR(ValidateDeviceAccess(
-      device_, x, w, y, runner_->workspace_bytes() > 0 ? workspace : nullptr, bias));
+  Tensors t;
+  t.x = x;
+  t.w = w;
+  t.bias = bias;
+  t.y = y;
+  return Run(t, workspace, workspace_bytes, stream);
+}
+
+absl::Status Plan::Run(const Tensors& t, void* workspace, size_t workspace_bytes,
+                       cudaStream_t stream) const {
+  const size_t needed = runner_->workspace_bytes();
+  RETURN_IF_ERROR(ValidateTensors(shape_, t, workspace, workspace_bytes, needed));
+  RETURN_IF_ERROR(ValidateDeviceAccess(device_, t, needed > 0 ? workspace : nullptr));
   RunArgs args;
-  args.x = x;
-  args.w = w;
-  args.bias = bias;
-  args.y = y;
+  static_cast<Tensors&>(args) = t;
   args.workspace = workspace;
   args.workspace_bytes = workspace_bytes;
   args.stream = stream;

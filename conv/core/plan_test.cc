@@ -321,43 +321,54 @@ TEST(RegistryTest, AddingAnAlgorithmIsOneRegistration) {
   cudaFree(y);
 }
 
+Tensors Fwd(const void* x, const void* w, const void* y, const void* bias = nullptr) {
+  Tensors t;
+  t.x = static_cast<const float*>(x);
+  t.w = static_cast<const float*>(w);
+  t.bias = static_cast<const float*>(bias);
+  t.y = static_cast<float*>(const_cast<void*>(y));
+  return t;
+}
+
 TEST(RunArgsTest, NullPointersAndSmallWorkspace) {
-  float f = 0.0f;
+  const Shape s{1, 1, 1, 1, 1, 1, 1};
+  float f[3] = {};
   alignas(16) char ws[24];
-  EXPECT_TRUE(ValidateRunArgs(&f, &f, &f, nullptr, 0, 0).ok());
-  EXPECT_NE(ValidateRunArgs(nullptr, &f, &f, ws, 8, 8).message().find("x is null"),
+  EXPECT_TRUE(ValidateTensors(s, Fwd(f, f + 1, f + 2), nullptr, 0, 0).ok());
+  EXPECT_NE(ValidateTensors(s, Fwd(nullptr, f + 1, f + 2), ws, 8, 8).message().find("x is null"),
             absl::string_view::npos);
-  EXPECT_NE(ValidateRunArgs(&f, nullptr, &f, ws, 8, 8).message().find("w is null"),
+  EXPECT_NE(ValidateTensors(s, Fwd(f, nullptr, f + 2), ws, 8, 8).message().find("w is null"),
             absl::string_view::npos);
-  EXPECT_NE(ValidateRunArgs(&f, &f, nullptr, ws, 8, 8).message().find("y is null"),
+  EXPECT_NE(ValidateTensors(s, Fwd(f, f + 1, nullptr), ws, 8, 8).message().find("y is null"),
             absl::string_view::npos);
-  absl::Status small = ValidateRunArgs(&f, &f, &f, ws, 4, 8);
+  absl::Status small = ValidateTensors(s, Fwd(f, f + 1, f + 2), ws, 4, 8);
   EXPECT_EQ(small.code(), absl::StatusCode::kInvalidArgument);
   EXPECT_NE(small.message().find("workspace too small"), absl::string_view::npos);
-  EXPECT_EQ(ValidateRunArgs(&f, &f, &f, nullptr, 8, 8).code(),
+  EXPECT_EQ(ValidateTensors(s, Fwd(f, f + 1, f + 2), nullptr, 8, 8).code(),
             absl::StatusCode::kInvalidArgument);
 }
 
 TEST(RunArgsTest, MisalignedPointersAreRefused) {
+  const Shape s{1, 1, 1, 1, 1, 1, 1};
   alignas(16) float mem[8] = {};
   const void* off = reinterpret_cast<const char*>(mem) + 1;
   alignas(16) char ws[32];
-  EXPECT_TRUE(ValidateRunArgs(mem, mem + 1, mem + 2, ws, 16, 16).ok());
+  EXPECT_TRUE(ValidateTensors(s, Fwd(mem, mem + 1, mem + 2), ws, 16, 16).ok());
   for (int which = 0; which < 3; ++which) {
     const void* p[3] = {mem, mem + 1, mem + 2};
     p[which] = off;
-    absl::Status st = ValidateRunArgs(p[0], p[1], p[2], ws, 16, 16);
+    absl::Status st = ValidateTensors(s, Fwd(p[0], p[1], p[2]), ws, 16, 16);
     EXPECT_EQ(st.code(), absl::StatusCode::kInvalidArgument) << which;
     EXPECT_NE(st.message().find("not aligned to 4 bytes"), absl::string_view::npos) << st;
   }
   // The workspace needs no alignment: each runner aligns within it.
-  EXPECT_TRUE(ValidateRunArgs(mem, mem, mem, ws + 1, 16, 16).ok());
+  EXPECT_TRUE(ValidateTensors(s, Fwd(mem, mem + 1, mem + 2), ws + 1, 16, 16).ok());
 }
 
 TEST(RunArgsTest, MemoryTheDeviceCannotReadIsRefused) {
   if (!HaveGpu()) {
     std::printf("NOTE: no CUDA device here: the device-access checks run in the GPU bundle.\n");
-    EXPECT_EQ(ValidateDeviceAccess(0, nullptr, nullptr, nullptr, nullptr).code(),
+    EXPECT_EQ(ValidateDeviceAccess(0, Tensors{}, nullptr).code(),
               absl::StatusCode::kFailedPrecondition);
     return;
   }
@@ -366,13 +377,17 @@ TEST(RunArgsTest, MemoryTheDeviceCannotReadIsRefused) {
   float* d = nullptr;
   ASSERT_EQ(cudaMalloc(reinterpret_cast<void**>(&d), 64), cudaSuccess);
   std::vector<float> pageable(16);
-  EXPECT_TRUE(ValidateDeviceAccess(device, d, d, d, nullptr).ok());
-  absl::Status st = ValidateDeviceAccess(device, pageable.data(), d, d, nullptr);
+  EXPECT_TRUE(ValidateDeviceAccess(device, Fwd(d, d, d), nullptr).ok());
+  absl::Status st = ValidateDeviceAccess(device, Fwd(pageable.data(), d, d), nullptr);
   EXPECT_EQ(st.code(), absl::StatusCode::kInvalidArgument);
   EXPECT_NE(st.message().find("pageable"), absl::string_view::npos) << st;
-  EXPECT_FALSE(ValidateDeviceAccess(device, d, d, pageable.data(), nullptr).ok());
-  EXPECT_FALSE(ValidateDeviceAccess(device, d, d, d, pageable.data()).ok());
-  st = ValidateDeviceAccess(device + 1, d, d, d, nullptr);
+  EXPECT_FALSE(ValidateDeviceAccess(device, Fwd(d, d, pageable.data()), nullptr).ok());
+  EXPECT_FALSE(ValidateDeviceAccess(device, Fwd(d, d, d), pageable.data()).ok());
+  Tensors back;
+  back.dy = d;
+  back.dx = pageable.data();
+  EXPECT_FALSE(ValidateDeviceAccess(device, back, nullptr).ok());
+  st = ValidateDeviceAccess(device + 1, Fwd(d, d, d), nullptr);
   EXPECT_EQ(st.code(), absl::StatusCode::kFailedPrecondition);
   EXPECT_NE(st.message().find("is current"), absl::string_view::npos) << st;
   cudaFree(d);
@@ -386,16 +401,70 @@ TEST(RunArgsTest, OverlapsOfWrittenBuffersAreRefused) {
   float* w = x + 150;
   float* y = w + 48;
   float* ws = y + 128;
-  EXPECT_TRUE(ValidateNoOverlap(s, x, w, y, ws, 64).ok());
-  EXPECT_TRUE(ValidateNoOverlap(s, x, x, y, ws, 64).ok());  // x and w are only read
-  EXPECT_TRUE(ValidateNoOverlap(s, x, w, y, nullptr, 0).ok());
-  absl::Status st = ValidateNoOverlap(s, x, w, x + 149, ws, 64);  // y's first float is x's last
+  EXPECT_TRUE(ValidateTensors(s, Fwd(x, w, y), ws, 64, 64).ok());
+  EXPECT_TRUE(ValidateTensors(s, Fwd(x, x, y), ws, 64, 64).ok());  // x and w are only read
+  EXPECT_TRUE(ValidateTensors(s, Fwd(x, w, y), nullptr, 0, 0).ok());
+  absl::Status st = ValidateTensors(s, Fwd(x, w, x + 149), ws, 64, 64);  // y's first is x's last
   EXPECT_EQ(st.code(), absl::StatusCode::kInvalidArgument);
   EXPECT_NE(st.message().find("x and y overlap"), absl::string_view::npos) << st;
-  EXPECT_FALSE(ValidateNoOverlap(s, x, w, w + 47, ws, 64).ok());
-  EXPECT_FALSE(ValidateNoOverlap(s, x, w, y, y + 127, 64).ok());  // workspace over y's end
-  EXPECT_FALSE(ValidateNoOverlap(s, x, w, y, x, 4).ok());        // workspace over x
-  EXPECT_TRUE(ValidateNoOverlap(s, x, w, y, y + 128, 64).ok());  // adjacent is fine
+  EXPECT_FALSE(ValidateTensors(s, Fwd(x, w, w + 47), ws, 64, 64).ok());
+  EXPECT_FALSE(ValidateTensors(s, Fwd(x, w, y), y + 127, 64, 64).ok());  // workspace over y's end
+  EXPECT_FALSE(ValidateTensors(s, Fwd(x, w, y), x, 4, 4).ok());          // workspace over x
+  EXPECT_TRUE(ValidateTensors(s, Fwd(x, w, y), y + 128, 64, 64).ok());   // adjacent is fine
+}
+
+// The backward's roles: exactly the operation's are given, the written ones (dx; dw and db)
+// overlap nothing, a bias is wgrad's db.
+TEST(RunArgsTest, TheBackwardsRoles) {
+  Shape s{2, 3, 4, 5, 5, 2, 2};  // x 150 floats, w 48, y (dy) 128, bias 4
+  std::vector<float> mem(1000);
+  float* x = mem.data();
+  float* w = x + 150;
+  float* y = w + 48;
+  float* b = y + 128;
+  auto says = [](const absl::Status& st, const char* what) {
+    return st.code() == absl::StatusCode::kInvalidArgument &&
+           st.message().find(what) != absl::string_view::npos;
+  };
+  s.op = Op::kDgrad;
+  Tensors d;
+  d.dy = y, d.w = w, d.dx = x;
+  EXPECT_TRUE(ValidateTensors(s, d, nullptr, 0, 0).ok());
+  Tensors wrong = d;
+  wrong.dx = nullptr;
+  EXPECT_TRUE(says(ValidateTensors(s, wrong, nullptr, 0, 0), "dx is null"));
+  wrong = d;
+  wrong.x = x;  // the forward's input given to dgrad
+  EXPECT_TRUE(says(ValidateTensors(s, wrong, nullptr, 0, 0), "x was given but dgrad"));
+  wrong = d;
+  wrong.dx = y + 100;  // dx over dy
+  EXPECT_TRUE(says(ValidateTensors(s, wrong, nullptr, 0, 0), "overlap"));
+  wrong = d;
+  wrong.dx = w + 10;  // dx over w
+  EXPECT_TRUE(says(ValidateTensors(s, wrong, nullptr, 0, 0), "overlap"));
+  EXPECT_TRUE(says(ValidateTensors(s, d, x + 10, 64, 64), "overlap"));  // workspace over dx
+
+  s.op = Op::kWgrad;
+  s.has_bias = true;
+  Tensors g;
+  g.x = x, g.dy = y, g.dw = w, g.db = b;
+  EXPECT_TRUE(ValidateTensors(s, g, nullptr, 0, 0).ok());
+  wrong = g;
+  wrong.db = nullptr;
+  EXPECT_TRUE(says(ValidateTensors(s, wrong, nullptr, 0, 0), "db is null"));
+  wrong = g;
+  wrong.db = w + 46;  // db over dw's end
+  EXPECT_TRUE(says(ValidateTensors(s, wrong, nullptr, 0, 0), "and db overlap"));
+  wrong = g;
+  wrong.dw = y;  // dw over dy
+  EXPECT_TRUE(says(ValidateTensors(s, wrong, nullptr, 0, 0), "overlap"));
+  wrong = g;
+  wrong.y = y;  // the forward's output given to wgrad
+  EXPECT_TRUE(says(ValidateTensors(s, wrong, nullptr, 0, 0), "y was given but wgrad"));
+  s.has_bias = false;
+  EXPECT_TRUE(says(ValidateTensors(s, g, nullptr, 0, 0), "make the plan with has_bias"));
+  g.db = nullptr;
+  EXPECT_TRUE(ValidateTensors(s, g, nullptr, 0, 0).ok());
 }
 
 }  // namespace

@@ -58,58 +58,104 @@ Comparison Compare(const std::vector<float>& y, const std::vector<double>& y64,
 absl::StatusOr<DeviceProblem> DeviceProblem::Create(const Shape& shape, uint64_t seed,
                                                     Distribution dist) {
   RETURN_IF_ERROR(ValidateShape(shape));
-  return FromHost(shape, RandomTensor(seed, kInputTensor, shape.input_elements(), dist),
-                  RandomTensor(seed, kFilterTensor, shape.filter_elements(), dist),
-                  RandomTensor(seed, kBiasTensor, shape.bias_elements(), dist));
+  const bool fprop = shape.op == Op::kFprop, dgrad = shape.op == Op::kDgrad;
+  auto draw = [&](bool read, uint32_t tensor, int64_t n) {
+    return read ? RandomTensor(seed, tensor, n, dist) : std::vector<float>();
+  };
+  return FromHost(shape, draw(!dgrad, kInputTensor, shape.input_elements()),
+                  draw(fprop || dgrad, kFilterTensor, shape.filter_elements()),
+                  draw(fprop, kBiasTensor, shape.bias_elements()),
+                  draw(!fprop, kGradTensor, shape.output_elements()));
 }
 
 absl::StatusOr<DeviceProblem> DeviceProblem::FromHost(const Shape& shape, std::vector<float> x,
                                                       std::vector<float> w,
-                                                      std::vector<float> bias) {
+                                                      std::vector<float> bias,
+                                                      std::vector<float> dy) {
   RETURN_IF_ERROR(ValidateShape(shape));
-  if (x.size() != static_cast<size_t>(shape.input_elements()) ||
-      w.size() != static_cast<size_t>(shape.filter_elements()) ||
-      bias.size() != static_cast<size_t>(shape.bias_elements())) {
-    return absl::InvalidArgumentError(
-        "DeviceProblem::FromHost: x, w or bias is not of the shape's size");
+  const bool fprop = shape.op == Op::kFprop, dgrad = shape.op == Op::kDgrad;
+  auto size_is = [](const std::vector<float>& v, bool read, int64_t n) {
+    return v.size() == (read ? static_cast<size_t>(n) : 0);
+  };
+  if (!size_is(x, !dgrad, shape.input_elements()) ||
+      !size_is(w, fprop || dgrad, shape.filter_elements()) ||
+      !size_is(bias, fprop, shape.bias_elements()) ||
+      !size_is(dy, !fprop, shape.output_elements())) {
+    return absl::InvalidArgumentError(absl::StrCat(
+        "DeviceProblem::FromHost: the tensors given are not those ", OpName(shape.op),
+        " reads, of ", shape.ToString(), "'s sizes"));
   }
   DeviceProblem p;
   p.shape_ = shape;
   p.x_ = std::move(x);
   p.w_ = std::move(w);
   p.bias_ = std::move(bias);
-  ASSIGN_OR_RETURN(p.dx_, DeviceBuffer::Allocate(p.x_.size() * sizeof(float), "cudaMalloc x"));
-  ASSIGN_OR_RETURN(p.dw_, DeviceBuffer::Allocate(p.w_.size() * sizeof(float), "cudaMalloc w"));
-  if (shape.has_bias) {
-    ASSIGN_OR_RETURN(p.dbias_,
-                     DeviceBuffer::Allocate(p.bias_.size() * sizeof(float), "cudaMalloc bias"));
-    RETURN_IF_ERROR(CudaStatus(cudaMemcpy(p.dbias_.p, p.bias_.data(),
-                                          p.bias_.size() * sizeof(float), cudaMemcpyHostToDevice),
-                               "copy bias"));
-  }
-  ASSIGN_OR_RETURN(p.dy_,
-                   DeviceBuffer::Allocate(shape.output_elements() * sizeof(float), "cudaMalloc y"));
-  RETURN_IF_ERROR(CudaStatus(
-      cudaMemcpy(p.dx_.p, p.x_.data(), p.x_.size() * sizeof(float), cudaMemcpyHostToDevice),
-      "copy x"));
-  RETURN_IF_ERROR(CudaStatus(
-      cudaMemcpy(p.dw_.p, p.w_.data(), p.w_.size() * sizeof(float), cudaMemcpyHostToDevice),
-      "copy w"));
+  p.dy_ = std::move(dy);
+  // Each buffer is uploaded from its host tensor where the operation reads it.
+  auto make = [](DeviceBuffer* d, int64_t n, const std::vector<float>& host,
+                 const char* what) -> absl::Status {
+    ASSIGN_OR_RETURN(*d, DeviceBuffer::Allocate(n * sizeof(float), what));
+    if (host.empty()) return absl::OkStatus();
+    return CudaStatus(cudaMemcpy(d->p, host.data(), host.size() * sizeof(float),
+                                 cudaMemcpyHostToDevice),
+                      what);
+  };
+  RETURN_IF_ERROR(make(&p.x_dev_, shape.input_elements(), p.x_, "x"));
+  RETURN_IF_ERROR(make(&p.w_dev_, shape.filter_elements(), p.w_, "w"));
+  RETURN_IF_ERROR(make(&p.bias_dev_, shape.bias_elements(), p.bias_, "bias"));
+  RETURN_IF_ERROR(make(&p.y_dev_, shape.output_elements(), p.dy_, "y"));
   return p;
 }
 
+Tensors DeviceProblem::host_inputs() const {
+  Tensors t;
+  t.x = x_.empty() ? nullptr : x_.data();
+  t.w = w_.empty() ? nullptr : w_.data();
+  t.bias = host_bias();
+  t.dy = dy_.empty() ? nullptr : dy_.data();
+  return t;
+}
+
+Tensors DeviceProblem::tensors() const {
+  return BindRoles(shape_, x_dev_.as<float>(), w_dev_.as<float>(), bias_dev_.as<float>(),
+                   y_dev_.as<float>());
+}
+
+namespace {
+// The written buffers of a problem, in written_elements() order, with their element counts.
+std::vector<std::pair<float*, int64_t>> Written(const Shape& s, const Tensors& t) {
+  switch (s.op) {
+    case Op::kDgrad:
+      return {{t.dx, s.input_elements()}};
+    case Op::kWgrad:
+      return {{t.dw, s.filter_elements()}, {t.db, s.bias_elements()}};
+    case Op::kFprop:
+      break;
+  }
+  return {{t.y, s.output_elements()}};
+}
+}  // namespace
+
 absl::Status DeviceProblem::PoisonOutput() const {
   // 0xFF bytes are a quiet NaN in fp32.
-  RETURN_IF_ERROR(CudaStatus(cudaMemset(dy_.p, 0xFF, shape_.output_elements() * sizeof(float)),
-                             "poison y"));
-  return CudaStatus(cudaDeviceSynchronize(), "poison y");
+  for (const auto& [p, n] : Written(shape_, tensors())) {
+    if (n > 0) RETURN_IF_ERROR(CudaStatus(cudaMemset(p, 0xFF, n * sizeof(float)), "poison"));
+  }
+  return CudaStatus(cudaDeviceSynchronize(), "poison");
 }
 
 absl::StatusOr<std::vector<float>> DeviceProblem::ReadOutput(
     const std::vector<int64_t>& positions) const {
-  std::vector<float> all(shape_.output_elements());
-  RETURN_IF_ERROR(CudaStatus(
-      cudaMemcpy(all.data(), dy_.p, all.size() * sizeof(float), cudaMemcpyDeviceToHost), "read y"));
+  std::vector<float> all;
+  all.reserve(shape_.written_elements());
+  for (const auto& [p, n] : Written(shape_, tensors())) {
+    const size_t at = all.size();
+    all.resize(at + n);
+    if (n > 0) {
+      RETURN_IF_ERROR(CudaStatus(
+          cudaMemcpy(all.data() + at, p, n * sizeof(float), cudaMemcpyDeviceToHost), "read"));
+    }
+  }
   if (positions.empty()) return all;
   std::vector<float> out;
   out.reserve(positions.size());
@@ -132,11 +178,10 @@ Comparison CompareClass(const std::string& variant, InputClass c, std::vector<fl
 
 absl::StatusOr<std::vector<double>> GpuReference(const DeviceProblem& problem) {
   const Shape& s = problem.shape();
-  ASSIGN_OR_RETURN(DeviceBuffer d, DeviceBuffer::Allocate(s.output_elements() * sizeof(double),
+  ASSIGN_OR_RETURN(DeviceBuffer d, DeviceBuffer::Allocate(s.written_elements() * sizeof(double),
                                                           "cudaMalloc y64"));
-  RETURN_IF_ERROR(ReferenceConvGpu(s, problem.x(), problem.w(), problem.bias(), d.as<double>(),
-                                   nullptr));
-  std::vector<double> y64(s.output_elements());
+  RETURN_IF_ERROR(ReferenceGpu(s, problem.tensors(), d.as<double>(), nullptr));
+  std::vector<double> y64(s.written_elements());
   RETURN_IF_ERROR(CudaStatus(cudaMemcpy(y64.data(), d.p, y64.size() * sizeof(double),
                                         cudaMemcpyDeviceToHost),
                              "ReferenceConvGpu"));
@@ -145,12 +190,13 @@ absl::StatusOr<std::vector<double>> GpuReference(const DeviceProblem& problem) {
 
 absl::StatusOr<ClassProblem> MakeClassProblem(const Shape& shape, uint64_t seed, InputClass c) {
   Inputs in = MakeInputs(shape, seed, c);
-  // The classes are classes of x and w; a zero bias (when the shape has one) leaves each class's
-  // output, and so the bar's scaling by the class's scale, as it is, while the bias pass still
-  // runs on it (NaN + 0 stays NaN, inf + 0 inf).
-  std::vector<float> bias(shape.bias_elements(), 0.0f);
-  ASSIGN_OR_RETURN(DeviceProblem p, DeviceProblem::FromHost(shape, std::move(in.x), std::move(in.w),
-                                                            std::move(bias)));
+  // The classes are classes of the tensors the operation reads; a zero bias (when a forward
+  // shape has one) leaves each class's output, and so the bar's scaling by the class's scale,
+  // as it is, while the bias pass still runs on it (NaN + 0 stays NaN, inf + 0 inf).
+  std::vector<float> bias(shape.op == Op::kFprop ? shape.bias_elements() : 0, 0.0f);
+  ASSIGN_OR_RETURN(DeviceProblem p,
+                   DeviceProblem::FromHost(shape, std::move(in.x), std::move(in.w),
+                                           std::move(bias), std::move(in.dy)));
   ASSIGN_OR_RETURN(std::vector<double> y64, GpuReference(p));
   return ClassProblem{c, std::move(p), std::move(y64)};
 }
@@ -163,12 +209,11 @@ absl::StatusOr<Comparison> CheckClass(const ClassProblem& p, const std::string& 
 Expected ReferenceFor(const DeviceProblem& problem, int64_t max_positions, uint64_t seed) {
   Expected e;
   const Shape& s = problem.shape();
-  if (s.output_elements() <= max_positions) {
-    e.y64 = ReferenceConv(s, problem.host_x().data(), problem.host_w().data(), problem.host_bias());
+  if (s.written_elements() <= max_positions) {
+    e.y64 = Reference(s, problem.host_inputs());
   } else {
     e.positions = SamplePositions(s, max_positions, seed);
-    e.y64 = ReferenceConvAt(s, problem.host_x().data(), problem.host_w().data(), e.positions,
-                            problem.host_bias());
+    e.y64 = ReferenceAt(s, problem.host_inputs(), e.positions);
   }
   return e;
 }
@@ -178,10 +223,7 @@ absl::StatusOr<Comparison> RunAndCompare(const Runner& runner, const DeviceProbl
                                          size_t workspace_bytes, cudaStream_t stream) {
   RETURN_IF_ERROR(problem.PoisonOutput());
   RunArgs a;
-  a.x = problem.x();
-  a.w = problem.w();
-  a.bias = problem.bias();
-  a.y = problem.y();
+  static_cast<Tensors&>(a) = problem.tensors();
   a.workspace = workspace;
   a.workspace_bytes = workspace_bytes;
   a.stream = stream;
@@ -208,8 +250,7 @@ absl::Status CheckInputsChangeBetweenCalls(const std::string& algorithm, const S
     ++call;
     status = p->PoisonOutput();
     if (status.ok()) {
-      status = plan.Run(p->x(), p->w(), p->bias(), p->y(), unaligned, plan.workspace_bytes(),
-                        stream);
+      status = plan.Run(p->tensors(), unaligned, plan.workspace_bytes(), stream);
     }
     if (status.ok()) status = CudaStatus(cudaStreamSynchronize(stream), "sync");
     if (!status.ok()) break;
@@ -257,9 +298,7 @@ absl::StatusOr<std::vector<float>> RunPlanOnce(const Plan& plan, const DevicePro
   ASSIGN_OR_RETURN(DeviceBuffer ws,
                    DeviceBuffer::Allocate(plan.workspace_bytes(), "cudaMalloc workspace"));
   RETURN_IF_ERROR(problem.PoisonOutput());
-  RETURN_IF_ERROR(
-      plan.Run(problem.x(), problem.w(), problem.bias(), problem.y(), ws.p,
-               plan.workspace_bytes(), nullptr));
+  RETURN_IF_ERROR(plan.Run(problem.tensors(), ws.p, plan.workspace_bytes(), nullptr));
   RETURN_IF_ERROR(CudaStatus(cudaDeviceSynchronize(), plan.algorithm().c_str()));
   return problem.ReadOutput(positions);
 }

@@ -35,40 +35,51 @@ struct Comparison {
 Comparison Compare(const std::vector<float>& y, const std::vector<double>& y64,
                    const std::vector<int64_t>& positions, double atol, double rtol);
 
-// fp32 device buffers for one shape, inputs filled from the seeded generator (the bias, when the
-// shape has one, from tensor kBiasTensor).
+// fp32 device buffers for one problem of any operation: four buffers shaped as x, w, the bias and
+// y (conv/shape.h's BindRoles says which role each plays in shape.op: in dgrad the y-shaped one
+// holds dy and the x-shaped one receives dx; in wgrad the y-shaped one holds dy, the w-shaped one
+// receives dw and the bias-shaped one db), the tensors the operation reads filled from the seeded
+// generator (x kInputTensor, w kFilterTensor, bias kBiasTensor, dy kGradTensor).
 class DeviceProblem {
  public:
   static absl::StatusOr<DeviceProblem> Create(const Shape& shape, uint64_t seed,
                                               Distribution dist = Distribution::kUniform);
-  // The same from given host tensors (e.g. reference/input_classes.h); `bias` has
-  // shape.bias_elements() values (none without a bias).
+  // The same from given host tensors: those shape.op reads, each of its size (`bias`:
+  // shape.bias_elements() values in the forward, none otherwise; the others empty).
   static absl::StatusOr<DeviceProblem> FromHost(const Shape& shape, std::vector<float> x,
                                                 std::vector<float> w,
-                                                std::vector<float> bias = {});
+                                                std::vector<float> bias = {},
+                                                std::vector<float> dy = {});
   DeviceProblem(DeviceProblem&&) noexcept = default;
   DeviceProblem& operator=(DeviceProblem&&) = delete;
 
   const Shape& shape() const { return shape_; }
   const std::vector<float>& host_x() const { return x_; }
   const std::vector<float>& host_w() const { return w_; }
+  const std::vector<float>& host_dy() const { return dy_; }
   // Null without a bias.
   const float* host_bias() const { return shape_.has_bias ? bias_.data() : nullptr; }
-  const float* x() const { return dx_.as<float>(); }
-  const float* w() const { return dw_.as<float>(); }
-  const float* bias() const { return shape_.has_bias ? dbias_.as<float>() : nullptr; }
-  float* y() const { return dy_.as<float>(); }
+  // The host tensors the operation reads, by role (the reference's inputs).
+  Tensors host_inputs() const;
+  // The operation's roles bound to the device buffers (Plan::Run's argument).
+  Tensors tensors() const;
+  // The device buffers by their forward names (in the forward: the operation's tensors).
+  const float* x() const { return x_dev_.as<float>(); }
+  const float* w() const { return w_dev_.as<float>(); }
+  const float* bias() const { return shape_.has_bias ? bias_dev_.as<float>() : nullptr; }
+  float* y() const { return y_dev_.as<float>(); }
 
-  // Fills y with NaN so that unwritten elements fail any comparison.
+  // Fills what the operation writes with NaN so that unwritten elements fail any comparison.
   absl::Status PoisonOutput() const;
-  // The output at `positions` (every element if empty).
+  // What the operation wrote (Shape::written_elements' order: y; dx; dw then db) at `positions`
+  // (every element if empty).
   absl::StatusOr<std::vector<float>> ReadOutput(const std::vector<int64_t>& positions) const;
 
  private:
   DeviceProblem() = default;
   Shape shape_;
-  std::vector<float> x_, w_, bias_;
-  DeviceBuffer dx_, dw_, dbias_, dy_;
+  std::vector<float> x_, w_, bias_, dy_;
+  DeviceBuffer x_dev_, w_dev_, bias_dev_, y_dev_;
 };
 
 // `variant`'s output on data of class c against y64 (element for element): both divided by
@@ -80,7 +91,7 @@ class DeviceProblem {
 Comparison CompareClass(const std::string& variant, InputClass c, std::vector<float> y,
                         std::vector<double> y64);
 
-// The fp64 reference of every output element, computed on the GPU (reference/reference_gpu.h).
+// The fp64 reference of every written element, computed on the GPU (reference/reference_gpu.h).
 absl::StatusOr<std::vector<double>> GpuReference(const DeviceProblem& problem);
 
 // One input class of a shape on the device (MakeInputs(shape, seed, c)) with the GPU fp64

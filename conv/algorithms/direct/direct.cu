@@ -1,12 +1,14 @@
 // "direct": the GPU oracle. One thread per output element, the whole sum in fp64, 64-bit indices so
-// that any shape the plan accepts works, every part of the geometry and the bias. Correctness
-// over speed; auto never picks it.
+// that any shape the plan accepts works, every part of the geometry and the bias; the backward
+// by definition as well (direct_kernels.cuh: dgrad one thread per dx element, wgrad one CTA per dw
+// element and db). Correctness over speed; auto never picks it.
 #include <cuda_runtime.h>
 
 #include <limits>
 
 #include "conv/core/cuda_status.h"
 #include "conv/algorithms/direct/direct.h"
+#include "conv/algorithms/direct/direct_kernels.cuh"
 
 namespace conv2d {
 namespace {
@@ -59,6 +61,10 @@ class DirectRunner : public Runner {
   size_t workspace_bytes() const override { return 0; }
   bool adds_bias() const override { return true; }
   absl::Status Run(const RunArgs& a) const override {
+    if (s_.op != Op::kFprop) {
+      return CudaStatus(LaunchDirectBackward<float>(s_, a.x, a.w, a.dy, a.dx, a.dw, a.db, a.stream),
+                        "direct backward kernel launch");
+    }
     const int threads = 256;
     const int64_t blocks64 = (s_.output_elements() + threads - 1) / threads;
     const int blocks = static_cast<int>(blocks64 < (1 << 20) ? blocks64 : (1 << 20));
@@ -76,7 +82,11 @@ class Direct : public Algorithm {
   std::string name() const override { return "direct"; }
   double calibration() const override { return 1.0; }  // never ranked
   Geometry geometry() const override { return Geometry{true, true, true, true}; }
+  bool Computes(Op) const override { return true; }
+  // The backward's sums are fp64 however long (one rounding at the end); the forward keeps the
+  // rule of the fp32 methods it is the oracle for.
   absl::Status WithinContract(const Shape& shape) const override {
+    if (shape.op != Op::kFprop) return absl::OkStatus();
     return DirectSummationWithinContract(shape);
   }
   absl::StatusOr<Proposal> ProposeFor(const Shape&, const DeviceInfo&) const override {
