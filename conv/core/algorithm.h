@@ -9,6 +9,12 @@
 //   Initialize(shape, proposal, device) -> a Runner built from that proposal's configuration
 //                                  (never chosen again), with workspace_bytes() and Run(args).
 //
+// The operation (conv/shape.h's Op) is one more field of the shape: an algorithm says which it
+// computes (Computes). A stride-1 dgrad is also the forward of dy with the filter flipped and its
+// channel roles swapped (conv/core/transposed_dgrad.h), so every forward algorithm takes such a
+// dgrad through Propose and Initialize below, by name, with its own kernels; its accuracy is
+// judged on the forward it runs (MeetsContract).
+//
 // The registry, the plan, the tests, the regression tool and the benchmark all loop over it.
 // Free of CUDA headers so that plain C++ can include it.
 #ifndef CONV2D_CONV_CORE_ALGORITHM_H_
@@ -122,12 +128,15 @@ class Algorithm {
   // within the accuracy contract on `device`; otherwise why not (Unimplemented, OutOfRange,
   // ResourceExhausted, or FailedPrecondition when this device cannot run it). Must not touch the
   // GPU: auto ranks without one against DeviceInfo::ModelDevice(). Unimplemented, without asking
-  // the algorithm, for a shape outside its geometry().
-  absl::StatusOr<Proposal> Propose(const Shape& shape, const DeviceInfo& device) const {
-    absl::Status st = CheckGeometry(shape);
-    if (!st.ok()) return st;
-    return ProposeFor(shape, device);
-  }
+  // the algorithm, for a shape outside its geometry() or Computes(). A stride-1 dgrad that the
+  // algorithm does not compute itself is proposed as the forward it equals (transposed_dgrad.h).
+  absl::StatusOr<Proposal> Propose(const Shape& shape, const DeviceInfo& device) const;
+  // Builds what the algorithm needs from a proposal it made for `shape` on `device` (the current
+  // device). Called once per plan.
+  absl::StatusOr<std::unique_ptr<Runner>> Initialize(const Shape& shape, const Proposal& proposal,
+                                                     const DeviceInfo& device) const;
+  // WithinContract on what the algorithm runs for `shape`: the forward of a transposed dgrad.
+  absl::Status MeetsContract(const Shape& shape) const;
   // OK if this algorithm computes `shape`'s operation and `shape` needs no part of the geometry
   // it lacks, else Unimplemented naming what it lacks.
   absl::Status CheckGeometry(const Shape& shape) const {
@@ -144,12 +153,6 @@ class Algorithm {
     if (missing == nullptr) return absl::OkStatus();
     return absl::UnimplementedError(absl::StrCat(name(), " does not implement ", missing));
   }
-  // Builds what the algorithm needs from a proposal it made for `shape` on `device` (the current
-  // device). Called once per plan.
-  virtual absl::StatusOr<std::unique_ptr<Runner>> Initialize(const Shape& shape,
-                                                             const Proposal& proposal,
-                                                             const DeviceInfo& device) const = 0;
-
   // OK if this algorithm meets the accuracy contract (conv.h) on `shape` for every input, not
   // only randn; else why not. auto picks among the algorithms within it whenever any takes the
   // shape (conv.h says what happens otherwise). Default: within.
@@ -168,9 +171,13 @@ class Algorithm {
   }
 
  protected:
-  // Propose for a shape within geometry().
+  // Propose for a shape within geometry() and Computes().
   virtual absl::StatusOr<Proposal> ProposeFor(const Shape& shape,
                                               const DeviceInfo& device) const = 0;
+  // Initialize from a proposal this algorithm's ProposeFor made for `shape`.
+  virtual absl::StatusOr<std::unique_ptr<Runner>> InitializeFor(const Shape& shape,
+                                                                const Proposal& proposal,
+                                                                const DeviceInfo& device) const = 0;
 };
 
 // Direct summation in fp32 (the implicit GEMMs, direct_tiled, triton_igemm, direct): its error
@@ -195,15 +202,15 @@ using AlgorithmFactory = std::unique_ptr<Algorithm> (*)();
 // For an algorithm whose proposal carries a `Config`: Propose and Initialize in its own types.
 template <typename Config>
 class AlgorithmWithConfig : public Algorithm {
- public:
-  absl::StatusOr<std::unique_ptr<Runner>> Initialize(const Shape& shape, const Proposal& proposal,
-                                                     const DeviceInfo& device) const final {
+ protected:
+  absl::StatusOr<std::unique_ptr<Runner>> InitializeFor(const Shape& shape,
+                                                        const Proposal& proposal,
+                                                        const DeviceInfo& device) const final {
     const Config* config = ConfigOf<Config>(proposal);
     if (config == nullptr) return ForeignProposal(name());
     return Build(shape, *config, device);
   }
 
- protected:
   absl::StatusOr<Proposal> ProposeFor(const Shape& shape, const DeviceInfo& device) const final {
     double seconds = 0;
     absl::StatusOr<Config> config = Choose(shape, device, &seconds);

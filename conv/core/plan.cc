@@ -54,7 +54,7 @@ absl::StatusOr<std::vector<Candidate>> Rank(const Shape& shape, const DeviceInfo
   // Only algorithms within the accuracy contract on this shape, if any takes it.
   std::vector<std::pair<double, Candidate>> within;
   for (auto& r : ranked) {
-    if (r.second.algorithm->WithinContract(shape).ok()) within.push_back(std::move(r));
+    if (r.second.algorithm->MeetsContract(shape).ok()) within.push_back(std::move(r));
   }
   if (!within.empty()) ranked = std::move(within);
   // Stable: equal estimates keep registration order.

@@ -176,7 +176,7 @@ class NeedsAnotherGpu : public Algorithm {
     if (!(s == Only())) return absl::UnimplementedError("test: one shape only");
     return Proposal{};  // 0 seconds: always the model's pick
   }
-  absl::StatusOr<std::unique_ptr<Runner>> Initialize(const Shape&, const Proposal&,
+  absl::StatusOr<std::unique_ptr<Runner>> InitializeFor(const Shape&, const Proposal&,
                                                      const DeviceInfo&) const override {
     return absl::FailedPreconditionError("test: needs another GPU");
   }
@@ -211,7 +211,7 @@ class Named : public Algorithm {
   absl::StatusOr<Proposal> ProposeFor(const Shape&, const DeviceInfo&) const override {
     return MakeProposal(1, 1.0);
   }
-  absl::StatusOr<std::unique_ptr<Runner>> Initialize(const Shape&, const Proposal&,
+  absl::StatusOr<std::unique_ptr<Runner>> InitializeFor(const Shape&, const Proposal&,
                                                      const DeviceInfo&) const override {
     return absl::UnimplementedError("test");
   }
@@ -273,7 +273,7 @@ class Trivial : public Algorithm {
     p.estimated_seconds = 0;
     return p;
   }
-  absl::StatusOr<std::unique_ptr<Runner>> Initialize(const Shape& s, const Proposal& p,
+  absl::StatusOr<std::unique_ptr<Runner>> InitializeFor(const Shape& s, const Proposal& p,
                                                      const DeviceInfo& d) const override {
     return direct_->Initialize(s, p, d);
   }

@@ -94,8 +94,8 @@ class Direct : public Algorithm {
     p.estimated_seconds = std::numeric_limits<double>::infinity();
     return p;
   }
-  absl::StatusOr<std::unique_ptr<Runner>> Initialize(const Shape& s, const Proposal&,
-                                                     const DeviceInfo&) const override {
+  absl::StatusOr<std::unique_ptr<Runner>> InitializeFor(const Shape& s, const Proposal&,
+                                                        const DeviceInfo&) const override {
     return std::unique_ptr<Runner>(new DirectRunner(s));
   }
 };
