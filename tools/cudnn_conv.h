@@ -2,7 +2,7 @@
 // cross-correlation, the fastest algorithm cuDNN's own search finds for the shape. The whole
 // geometry of conv/shape.h but asymmetric padding (cuDNN's legacy API pads both sides alike):
 // padding, stride, dilation, groups (cudnnSetConvolutionGroupCount) and the bias.
-// Used only by tools/benchmark.cc; not part of the library.
+// Used only by the benchmark, through tools/benchmark/variants.h; not part of the library.
 #ifndef CONV2D_TOOLS_CUDNN_CONV_H_
 #define CONV2D_TOOLS_CUDNN_CONV_H_
 

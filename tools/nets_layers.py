@@ -2,8 +2,8 @@
 """Checks the benchmark's nets table against torchvision's models.
 
 The benchmark's --suite=nets times every distinct Conv2d layer of torchvision's ResNet-50,
-ConvNeXt-T and EfficientNet-B0 from a table written into tools/benchmark.cc (kNetLayers), so that
-it needs no torchvision at run time. This script rebuilds that table from the real models and
+ConvNeXt-T and EfficientNet-B0 from a table written into tools/benchmark/suites.cc (kNetLayers), so
+that it needs no torchvision at run time. This script rebuilds that table from the real models and
 compares: each model runs once on a zero 1x3x224x224 input (the batch does not change a layer's
 geometry) with a forward hook on every nn.Conv2d, which records the layer's channels, kernel,
 stride, padding, dilation, groups, bias and the spatial size of the input it sees; layers alike
@@ -11,14 +11,14 @@ in all of these are one row, counted. It prints every difference and exits 1 on 
 table agrees, 2 when it cannot check (no torchvision, no table). Rows of groups that are not
 torchvision models (large_kernel_dw) are not checked.
 
-The table is read from the C++ source (--source; by default tools/benchmark.cc beside this
+The table is read from the C++ source (--source; by default benchmark/suites.cc beside this
 script) or, where the source is not at hand (the GPU bundle: ./nets_layers.py beside
 bin/benchmark), from the benchmark binary itself (--benchmark BIN runs
 `BIN --suite=nets --list --json_out=FILE`, which needs no GPU, and reads the cases' "uses").
 
 Needs torch and torchvision (the GPU host has them); the benchmark does not need this script.
 
-  python3 tools/nets_layers.py [--source tools/benchmark.cc | --benchmark bin/benchmark]
+  python3 tools/nets_layers.py [--source tools/benchmark/suites.cc | --benchmark bin/benchmark]
   python3 tools/nets_layers.py --print_cc
 
 --print_cc prints the models' rows in the table's C++ form instead of comparing.
@@ -142,10 +142,11 @@ def main():
     here = os.path.dirname(os.path.abspath(__file__))
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--source", default=None,
-                    help="the file holding kNetLayers (default: benchmark.cc beside this script)")
+                    help="the file holding kNetLayers (default: benchmark/suites.cc beside this "
+                         "script)")
     ap.add_argument("--benchmark", default=None,
                     help="read the table from this benchmark binary instead (default, when no "
-                         "benchmark.cc is beside this script: bin/benchmark beside it)")
+                         "benchmark/suites.cc is beside this script: bin/benchmark beside it)")
     ap.add_argument("--print_cc", action="store_true",
                     help="print the models' rows as C++ table rows and exit")
     args = ap.parse_args()
@@ -165,7 +166,7 @@ def main():
                       f'{ph}, {dh}, {g}, {"true" if bias else "false"}}},')
         return 0
 
-    source = args.source or os.path.join(here, "benchmark.cc")
+    source = args.source or os.path.join(here, "benchmark", "suites.cc")
     if args.benchmark or (args.source is None and not os.path.exists(source)):
         table = table_from_benchmark(args.benchmark or os.path.join(here, "bin", "benchmark"))
     else:
