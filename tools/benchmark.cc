@@ -80,6 +80,9 @@ ABSL_FLAG(conv2d::bench::ShapeList, shape, {},
           "[,groups=G][,bias]: a shape (options as F.conv2d's; e.g. "
           "32,96,96,56,56,7,7,pad=3,groups=96,bias); repeatable, or several separated by ';'. "
           "Replaces the suite unless --suite is also given");
+ABSL_FLAG(std::string, op, "fprop",
+          "fprop|dgrad|wgrad|train: the operation timed on every case (conv/shape.h's Op); train: "
+          "all three, and the nets suite's totals per operation and their sum");
 ABSL_FLAG(std::vector<std::string>, variants, {},
           "a,b,c: only these (names: cudnn, auto, and the registered ones)");
 ABSL_FLAG(bool, include_oracle, false, "also time oracle algorithms (e.g. \"direct\"; slow)");
@@ -116,6 +119,7 @@ constexpr const char kUsage[] =
 absl::Status CheckFlags() {
   const std::optional<std::string> suite = absl::GetFlag(FLAGS_suite);
   if (suite.has_value()) RETURN_IF_ERROR(SuiteCases(*suite).status());
+  RETURN_IF_ERROR(OpsFromFlag(absl::GetFlag(FLAGS_op)).status());
   if (absl::GetFlag(FLAGS_calls) < 1) return absl::InvalidArgumentError("--calls must be >= 1");
   if (absl::GetFlag(FLAGS_warmup) < 0) return absl::InvalidArgumentError("--warmup must be >= 0");
   const double cooldown = absl::GetFlag(FLAGS_cooldown);
@@ -158,6 +162,8 @@ absl::StatusOr<std::vector<Case>> CasesFromFlags() {
     ASSIGN_OR_RETURN(cases, SuiteCases(suite.value_or(SuiteNames().front())));
   }
   for (const Shape& s : given) cases.push_back(Case{s, {}});
+  ASSIGN_OR_RETURN(std::vector<Op> ops, OpsFromFlag(absl::GetFlag(FLAGS_op)));
+  cases = ForOps(cases, ops);
   AssignSeeds(absl::GetFlag(FLAGS_seed), &cases);
   return cases;
 }

@@ -33,6 +33,51 @@ const char* AlgoName(cudnnConvolutionFwdAlgo_t a) {
   }
 }
 
+const char* AlgoName(cudnnConvolutionBwdDataAlgo_t a) {
+  switch (a) {
+    case CUDNN_CONVOLUTION_BWD_DATA_ALGO_0: return "BWD_DATA_ALGO_0";
+    case CUDNN_CONVOLUTION_BWD_DATA_ALGO_1: return "BWD_DATA_ALGO_1";
+    case CUDNN_CONVOLUTION_BWD_DATA_ALGO_FFT: return "BWD_DATA_FFT";
+    case CUDNN_CONVOLUTION_BWD_DATA_ALGO_FFT_TILING: return "BWD_DATA_FFT_TILING";
+    case CUDNN_CONVOLUTION_BWD_DATA_ALGO_WINOGRAD: return "BWD_DATA_WINOGRAD";
+    case CUDNN_CONVOLUTION_BWD_DATA_ALGO_WINOGRAD_NONFUSED: return "BWD_DATA_WINOGRAD_NONFUSED";
+    default: return "BWD_DATA_UNKNOWN";
+  }
+}
+
+const char* AlgoName(cudnnConvolutionBwdFilterAlgo_t a) {
+  switch (a) {
+    case CUDNN_CONVOLUTION_BWD_FILTER_ALGO_0: return "BWD_FILTER_ALGO_0";
+    case CUDNN_CONVOLUTION_BWD_FILTER_ALGO_1: return "BWD_FILTER_ALGO_1";
+    case CUDNN_CONVOLUTION_BWD_FILTER_ALGO_FFT: return "BWD_FILTER_FFT";
+    case CUDNN_CONVOLUTION_BWD_FILTER_ALGO_3: return "BWD_FILTER_ALGO_3";
+    case CUDNN_CONVOLUTION_BWD_FILTER_ALGO_WINOGRAD_NONFUSED:
+      return "BWD_FILTER_WINOGRAD_NONFUSED";
+    case CUDNN_CONVOLUTION_BWD_FILTER_ALGO_FFT_TILING: return "BWD_FILTER_FFT_TILING";
+    default: return "BWD_FILTER_UNKNOWN";
+  }
+}
+
+// cuDNN's search for one operation (Find returns its results sorted by time): the fastest
+// FMA-math entry's algorithm (stored as int: the three operations' enums differ), its name, its
+// measured time and its workspace.
+template <typename Perf>
+absl::Status PickFastest(const std::vector<Perf>& perf, int returned, const Shape& s, int* algo,
+                         std::string* name, float* ms, size_t* workspace) {
+  for (int i = 0; i < returned; ++i) {
+    if (perf[i].status == CUDNN_STATUS_SUCCESS && perf[i].mathType == CUDNN_FMA_MATH) {
+      *algo = static_cast<int>(perf[i].algo);
+      *name = AlgoName(perf[i].algo);
+      *ms = perf[i].time;
+      *workspace = perf[i].memory;
+      return absl::OkStatus();
+    }
+  }
+  return absl::UnimplementedError(absl::StrCat("cuDNN found no FMA-math ", OpName(s.op),
+                                               " algorithm for ", s.ToString(), " (", returned,
+                                               " tried)"));
+}
+
 absl::StatusOr<int> ToInt(int64_t v, const char* what) {
   if (v > std::numeric_limits<int>::max()) {
     return absl::InvalidArgumentError(absl::StrCat("cuDNN: ", what, " = ", v, " exceeds int"));
@@ -49,7 +94,7 @@ struct CudnnConv::Handles {
   cudnnTensorDescriptor_t bias = nullptr;  // [1, Cout, 1, 1], only when the shape has_bias
   cudnnFilterDescriptor_t w = nullptr;
   cudnnConvolutionDescriptor_t conv = nullptr;
-  cudnnConvolutionFwdAlgo_t algo = CUDNN_CONVOLUTION_FWD_ALGO_IMPLICIT_GEMM;
+  int algo = 0;  // the operation's algorithm enum
 
   ~Handles() {
     // Teardown errors have nowhere to go; the process is usually about to exit anyway.
@@ -135,66 +180,97 @@ absl::StatusOr<std::unique_ptr<CudnnConv>> CudnnConv::Create(const Shape& s) {
         "set bias descriptor"));
   }
 
-  int max_algos = 0;
-  RETURN_IF_ERROR(CudnnStatus(cudnnGetConvolutionForwardAlgorithmMaxCount(h.handle, &max_algos),
-                              "algorithm count"));
-  std::vector<cudnnConvolutionFwdAlgoPerf_t> perf(std::max(max_algos, 1));
-  int returned = 0;
-  RETURN_IF_ERROR(CudnnStatus(
-      cudnnFindConvolutionForwardAlgorithm(h.handle, h.x, h.w, h.conv, h.y,
-                                           static_cast<int>(perf.size()), &returned, perf.data()),
-      "cudnnFindConvolutionForwardAlgorithm"));
-  // Results come sorted by time; the math-type filter guards against a TF32 entry slipping in.
-  const cudnnConvolutionFwdAlgoPerf_t* best = nullptr;
-  for (int i = 0; i < returned; ++i) {
-    if (perf[i].status == CUDNN_STATUS_SUCCESS && perf[i].mathType == CUDNN_FMA_MATH) {
-      best = &perf[i];
-      break;
-    }
+  // The search over every algorithm of the operation, each with the workspace it asks for.
+  int max_algos = 0, returned = 0;
+  std::string name;
+  if (s.op == Op::kFprop) {
+    RETURN_IF_ERROR(CudnnStatus(cudnnGetConvolutionForwardAlgorithmMaxCount(h.handle, &max_algos),
+                                "algorithm count"));
+    std::vector<cudnnConvolutionFwdAlgoPerf_t> perf(std::max(max_algos, 1));
+    RETURN_IF_ERROR(CudnnStatus(
+        cudnnFindConvolutionForwardAlgorithm(h.handle, h.x, h.w, h.conv, h.y,
+                                             static_cast<int>(perf.size()), &returned,
+                                             perf.data()),
+        "cudnnFindConvolutionForwardAlgorithm"));
+    RETURN_IF_ERROR(PickFastest(perf, returned, s, &h.algo, &name, &c->search_ms_,
+                                &c->workspace_bytes_));
+  } else if (s.op == Op::kDgrad) {
+    RETURN_IF_ERROR(CudnnStatus(
+        cudnnGetConvolutionBackwardDataAlgorithmMaxCount(h.handle, &max_algos), "algorithm count"));
+    std::vector<cudnnConvolutionBwdDataAlgoPerf_t> perf(std::max(max_algos, 1));
+    RETURN_IF_ERROR(CudnnStatus(
+        cudnnFindConvolutionBackwardDataAlgorithm(h.handle, h.w, h.y, h.conv, h.x,
+                                                  static_cast<int>(perf.size()), &returned,
+                                                  perf.data()),
+        "cudnnFindConvolutionBackwardDataAlgorithm"));
+    RETURN_IF_ERROR(PickFastest(perf, returned, s, &h.algo, &name, &c->search_ms_,
+                                &c->workspace_bytes_));
+  } else {
+    RETURN_IF_ERROR(CudnnStatus(
+        cudnnGetConvolutionBackwardFilterAlgorithmMaxCount(h.handle, &max_algos),
+        "algorithm count"));
+    std::vector<cudnnConvolutionBwdFilterAlgoPerf_t> perf(std::max(max_algos, 1));
+    RETURN_IF_ERROR(CudnnStatus(
+        cudnnFindConvolutionBackwardFilterAlgorithm(h.handle, h.x, h.y, h.conv, h.w,
+                                                    static_cast<int>(perf.size()), &returned,
+                                                    perf.data()),
+        "cudnnFindConvolutionBackwardFilterAlgorithm"));
+    RETURN_IF_ERROR(PickFastest(perf, returned, s, &h.algo, &name, &c->search_ms_,
+                                &c->workspace_bytes_));
   }
-  if (best == nullptr) {
-    return absl::UnimplementedError(
-        absl::StrCat("cuDNN found no FMA-math forward algorithm for ", s.ToString(), " (",
-                     returned, " tried)"));
-  }
-  h.algo = best->algo;
-  c->algorithm_ = AlgoName(best->algo);
-  c->search_ms_ = best->time;
-  RETURN_IF_ERROR(CudnnStatus(cudnnSetConvolutionMathType(h.conv, best->mathType),
+  c->algorithm_ = name;
+  RETURN_IF_ERROR(CudnnStatus(cudnnSetConvolutionMathType(h.conv, CUDNN_FMA_MATH),
                               "set math type"));
-  RETURN_IF_ERROR(CudnnStatus(cudnnGetConvolutionForwardWorkspaceSize(h.handle, h.x, h.w, h.conv,
-                                                                      h.y, h.algo,
-                                                                      &c->workspace_bytes_),
-                              "workspace size"));
   return c;
 }
 
-absl::Status CudnnConv::Run(const float* x, const float* w, const float* bias, float* y,
-                            void* workspace, size_t workspace_bytes, cudaStream_t stream) const {
-  if (x == nullptr || w == nullptr || y == nullptr) {
-    return absl::InvalidArgumentError("cuDNN: null tensor pointer");
-  }
-  if ((bias != nullptr) != shape_.has_bias) {
-    return absl::InvalidArgumentError(absl::StrCat("cuDNN: a bias is ",
-                                                   bias == nullptr ? "missing" : "given", " for ",
-                                                   shape_.ToString()));
+absl::Status CudnnConv::Run(const Tensors& t, void* workspace, size_t workspace_bytes,
+                            cudaStream_t stream) const {
+  const Shape& s = shape_;
+  const bool ok = s.op == Op::kFprop   ? t.x && t.w && t.y && (t.bias != nullptr) == s.has_bias
+                  : s.op == Op::kDgrad ? t.dy && t.w && t.dx
+                                       : t.x && t.dy && t.dw && (t.db != nullptr) == s.has_bias;
+  if (!ok) {
+    return absl::InvalidArgumentError(
+        absl::StrCat("cuDNN: the tensors given are not ", OpName(s.op), "'s for ", s.ToString()));
   }
   if (workspace_bytes < workspace_bytes_ || (workspace_bytes_ > 0 && workspace == nullptr)) {
     return absl::InvalidArgumentError(absl::StrCat("cuDNN: workspace of ", workspace_bytes,
                                                    " bytes, ", workspace_bytes_, " needed"));
   }
   RETURN_IF_ERROR(CudnnStatus(cudnnSetStream(h_->handle, stream), "set stream"));
-  const float alpha = 1.0f, beta = 0.0f;  // beta 0: y is not read, so a poisoned y is fine
-  RETURN_IF_ERROR(CudnnStatus(cudnnConvolutionForward(h_->handle, &alpha, h_->x, x, h_->w, w,
-                                                      h_->conv, h_->algo, workspace,
-                                                      workspace_bytes_, &beta, h_->y, y),
-                              "cudnnConvolutionForward"));
-  if (bias == nullptr) return absl::OkStatus();
+  const float alpha = 1.0f, beta = 0.0f;  // beta 0: the output is not read, so poison is fine
+  const float one = 1.0f;
+  switch (s.op) {
+    case Op::kDgrad:
+      return CudnnStatus(
+          cudnnConvolutionBackwardData(h_->handle, &alpha, h_->w, t.w, h_->y, t.dy, h_->conv,
+                                       static_cast<cudnnConvolutionBwdDataAlgo_t>(h_->algo),
+                                       workspace, workspace_bytes_, &beta, h_->x, t.dx),
+          "cudnnConvolutionBackwardData");
+    case Op::kWgrad:
+      RETURN_IF_ERROR(CudnnStatus(
+          cudnnConvolutionBackwardFilter(h_->handle, &alpha, h_->x, t.x, h_->y, t.dy, h_->conv,
+                                         static_cast<cudnnConvolutionBwdFilterAlgo_t>(h_->algo),
+                                         workspace, workspace_bytes_, &beta, h_->w, t.dw),
+          "cudnnConvolutionBackwardFilter"));
+      if (t.db == nullptr) return absl::OkStatus();
+      return CudnnStatus(
+          cudnnConvolutionBackwardBias(h_->handle, &alpha, h_->y, t.dy, &beta, h_->bias, t.db),
+          "cudnnConvolutionBackwardBias");
+    case Op::kFprop:
+      break;
+  }
+  RETURN_IF_ERROR(CudnnStatus(
+      cudnnConvolutionForward(h_->handle, &alpha, h_->x, t.x, h_->w, t.w, h_->conv,
+                              static_cast<cudnnConvolutionFwdAlgo_t>(h_->algo), workspace,
+                              workspace_bytes_, &beta, h_->y, t.y),
+      "cudnnConvolutionForward"));
+  if (t.bias == nullptr) return absl::OkStatus();
   // The bias as one more pass over y (y = 1 * bias broadcast + 1 * y), not
   // cudnnConvolutionBiasActivationForward: that call's identity activation is supported only
   // with IMPLICIT_PRECOMP_GEMM, which would override the algorithm search above.
-  const float one = 1.0f;
-  return CudnnStatus(cudnnAddTensor(h_->handle, &one, h_->bias, bias, &one, h_->y, y),
+  return CudnnStatus(cudnnAddTensor(h_->handle, &one, h_->bias, t.bias, &one, h_->y, t.y),
                      "cudnnAddTensor bias");
 }
 

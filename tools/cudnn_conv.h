@@ -2,6 +2,9 @@
 // cross-correlation, the fastest algorithm cuDNN's own search finds for the shape. The whole
 // geometry of conv/shape.h but asymmetric padding (cuDNN's legacy API pads both sides alike):
 // padding, stride, dilation, groups (cudnnSetConvolutionGroupCount) and the bias.
+// The backward too (shape.op): cudnnConvolutionBackwardData / BackwardFilter (and BackwardBias
+// for db), the fastest FMA-math algorithm of each by cuDNN's own search over all of them with the
+// workspace each asks for.
 // Used only by the benchmark, through tools/benchmark/variants.h; not part of the library.
 #ifndef CONV2D_TOOLS_CUDNN_CONV_H_
 #define CONV2D_TOOLS_CUDNN_CONV_H_
@@ -41,12 +44,13 @@ class CudnnConv {
   const std::string& algorithm() const { return algorithm_; }
   float search_ms() const { return search_ms_; }
 
-  // y = conv(x, w) (+ bias[o] per output channel when the shape has_bias) on `stream` (enqueued,
-  // not synchronized): cudnnConvolutionForward, then cudnnAddTensor for the bias, both in the one
-  // call the benchmark times, as Plan::Run's time includes its bias. `bias` is given exactly when
-  // the shape has_bias. y is written without being read first.
-  absl::Status Run(const float* x, const float* w, const float* bias, float* y, void* workspace,
-                   size_t workspace_bytes, cudaStream_t stream) const;
+  // The operation on `t`'s roles (conv/shape.h: fprop x, w, bias -> y; dgrad dy, w -> dx;
+  // wgrad x, dy -> dw, db) on `stream` (enqueued, not synchronized). The forward's bias is one
+  // more cuDNN call (cudnnAddTensor) in the same timed call, as Plan::Run's time includes its
+  // bias; wgrad's db likewise (cudnnConvolutionBackwardBias). The output is written without
+  // being read first.
+  absl::Status Run(const Tensors& t, void* workspace, size_t workspace_bytes,
+                   cudaStream_t stream) const;
 
  private:
   struct Handles;

@@ -3,6 +3,8 @@
 #include <algorithm>
 #include <cmath>
 
+#include "absl/strings/str_cat.h"
+
 namespace conv2d {
 namespace bench {
 
@@ -13,6 +15,11 @@ const Result* Results::Find(const std::string& variant, size_t ci) const {
 
 bool Results::has_nets() const {
   return std::any_of(cases.begin(), cases.end(), [](const Case& c) { return !c.uses.empty(); });
+}
+
+bool Results::has_backward() const {
+  return std::any_of(cases.begin(), cases.end(),
+                     [](const Case& c) { return c.shape.op != Op::kFprop; });
 }
 
 std::vector<SummaryRow> Summarize(const Results& results) {
@@ -60,10 +67,16 @@ std::vector<NetTotal> NetTotals(const Results& results) {
     const Result* au = results.Find(kAuto, ci);
     const bool cudnn_timed = cudnn != nullptr && cudnn->error.empty();
     const bool auto_timed = au != nullptr && au->error.empty();
+    const Op op = results.cases[ci].shape.op;
     for (const NetUse& u : results.cases[ci].uses) {
+      // The forward's rows are named by the network alone, as before the backward; each other
+      // operation has its own, and "<net> train" sums all three when the run has the backward.
+      std::vector<std::string> keys = {op == Op::kFprop ? u.net : absl::StrCat(u.net, " ", OpName(op))};
+      if (results.has_backward()) keys.push_back(absl::StrCat(u.net, " train"));
+      for (const std::string& key : keys) {
       auto t = std::find_if(totals.begin(), totals.end(),
-                            [&](const NetTotal& n) { return n.net == u.net; });
-      if (t == totals.end()) t = totals.insert(totals.end(), NetTotal{u.net});
+                            [&](const NetTotal& n) { return n.net == key; });
+      if (t == totals.end()) t = totals.insert(totals.end(), NetTotal{key});
       ++t->layers;
       t->convs += u.count;
       t->cudnn_ms += cudnn_timed ? u.count * cudnn->ms : kNaN;
@@ -83,6 +96,7 @@ std::vector<NetTotal> NetTotals(const Results& results) {
         const bool na = au != nullptr && au->not_applicable();
         ++(na ? t->auto_na_layers : t->auto_error_layers);
         (na ? t->auto_na_convs : t->auto_error_convs) += u.count;
+      }
       }
     }
   }

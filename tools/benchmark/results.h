@@ -66,6 +66,8 @@ struct Results {
   // Null when `variant` has no result for case `ci`.
   const Result* Find(const std::string& variant, size_t ci) const;
   bool has_nets() const;
+  // Whether any case is a dgrad or wgrad (the nets totals then add "<net> train").
+  bool has_backward() const;
 };
 
 struct SummaryRow {

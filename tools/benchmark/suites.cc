@@ -191,5 +191,27 @@ void AssignSeeds(uint64_t first, std::vector<Case>* cases) {
   for (size_t i = 0; i < cases->size(); ++i) (*cases)[i].seed = first + i;
 }
 
+absl::StatusOr<std::vector<Op>> OpsFromFlag(const std::string& op) {
+  if (op == "train") return std::vector<Op>{Op::kFprop, Op::kDgrad, Op::kWgrad};
+  for (Op o : kAllOps) {
+    if (op == OpName(o)) return std::vector<Op>{o};
+  }
+  return absl::InvalidArgumentError(
+      absl::StrCat("--op=", op, ": expected fprop, dgrad, wgrad or train"));
+}
+
+std::vector<Case> ForOps(const std::vector<Case>& cases, const std::vector<Op>& ops) {
+  std::vector<Case> out;
+  for (const Case& c : cases) {
+    for (Op op : ops) {
+      Case k = c;
+      k.shape.op = op;
+      if (op == Op::kDgrad) k.shape.has_bias = false;
+      out.push_back(k);
+    }
+  }
+  return out;
+}
+
 }  // namespace bench
 }  // namespace conv2d

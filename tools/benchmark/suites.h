@@ -40,6 +40,12 @@ absl::StatusOr<std::vector<Case>> SuiteCases(const std::string& name);
 // Case i's seed is `first` + i, wherever the case came from.
 void AssignSeeds(uint64_t first, std::vector<Case>* cases);
 
+// --op's value: "fprop", "dgrad", "wgrad", or "train" (all three, in that order).
+absl::StatusOr<std::vector<Op>> OpsFromFlag(const std::string& op);
+// Each case once per operation, the operations of a case together (a dgrad case has no bias:
+// the bias gradient is wgrad's).
+std::vector<Case> ForOps(const std::vector<Case>& cases, const std::vector<Op>& ops);
+
 }  // namespace bench
 }  // namespace conv2d
 

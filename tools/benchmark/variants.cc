@@ -32,7 +32,7 @@ absl::StatusOr<Prepared> Bind(std::shared_ptr<const Conv> conv, std::string labe
   void* ws = p.workspace->p;
   const size_t ws_bytes = p.workspace_bytes;
   p.call = [=](cudaStream_t s) {
-    return c->Run(prob->x(), prob->w(), prob->bias(), prob->y(), ws, ws_bytes, s);
+    return c->Run(prob->tensors(), ws, ws_bytes, s);
   };
   p.conv = std::move(conv);
   return p;
