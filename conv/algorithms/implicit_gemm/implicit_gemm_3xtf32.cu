@@ -29,6 +29,7 @@
 // registers, costing the second resident block per SM.
 #include <cuda_runtime.h>
 
+#include <algorithm>
 #include <cstdint>
 #include <limits>
 
@@ -38,6 +39,7 @@
 #include "conv/core/cuda_status.h"
 #include "conv/core/status_macros.h"
 #include "conv/algorithms/implicit_gemm/implicit_gemm_3xtf32.h"
+#include "conv/algorithms/implicit_gemm/implicit_gemm_3xtf32_backward.h"
 
 namespace conv2d {
 namespace implicit_gemm_3xtf32_internal {
@@ -45,17 +47,33 @@ namespace implicit_gemm_3xtf32_internal {
 // The largest reduction length (Cin*Kh*Kw) accepted: twice the longest one measured (131072).
 constexpr int64_t kMaxReduction = int64_t{1} << 18;
 
+GemmDims DimsOf(const Shape& s) {
+  const int64_t p = s.out_h() * s.out_w();
+  const int64_t taps = s.kernel_h * s.kernel_w;
+  switch (s.op) {
+    case Op::kDgrad:
+      return {s.batch * s.height * s.width, s.in_per_group(), s.out_per_group() * taps};
+    case Op::kWgrad:
+      return {s.reduction(), s.out_per_group(), s.batch * p};
+    case Op::kFprop:
+      break;
+  }
+  return {s.batch * p, s.out_per_group(), s.reduction()};
+}
+
 absl::Status CheckIndexing(const Shape& s) {
   constexpr int64_t kMax = std::numeric_limits<int32_t>::max();
   absl::Status st = CheckFitsInt32(s, "implicit_gemm_3xtf32");
   if (!st.ok()) return st;
-  const int64_t m = s.batch * s.out_h() * s.out_w();
-  const int64_t k = s.in_channels * s.kernel_h * s.kernel_w;
-  // Indices the kernel forms past the ends: pixel columns up to M + kBM, channels up to
-  // Cout + kBN, k up to K + kBK, and the scalar gather's channel offset up to
-  // (Cin + kBK + 1)*H*W while it steps past K.
-  if (m + kBM > kMax || s.out_channels + kBN > kMax || k + kBK > kMax ||
-      (s.in_channels + kBK + 1) * s.height * s.width > kMax || NumTiles(s) > kMax) {
+  const GemmDims d = DimsOf(s);
+  // Indices the kernel forms past the ends: rows up to M + kBM, columns up to N + kBN per group,
+  // k up to K + kBK. The forward's scalar gather forms a channel offset up to (Cin + kBK + 1)*H*W
+  // while it steps past K; wgrad's dy gather an image offset up to (batch + 1)*Cout*out_h*out_w.
+  bool fits = d.m + kBM <= kMax && s.groups * (d.n + kBN) <= kMax && d.k + kBK <= kMax &&
+              NumTiles(s) <= kMax;
+  if (s.op == Op::kFprop) fits = fits && (s.in_channels + kBK + 1) * s.height * s.width <= kMax;
+  if (s.op == Op::kWgrad) fits = fits && s.output_elements() + s.out_channels * d.k / s.batch <= kMax;
+  if (!fits) {
     return absl::OutOfRangeError(absl::StrCat(
         "implicit_gemm_3xtf32 indexes with 32-bit integers; shape ", s.ToString(),
         " leaves no room for its tile overhang"));
@@ -64,13 +82,73 @@ absl::Status CheckIndexing(const Shape& s) {
 }
 
 int64_t NumTiles(const Shape& s) {
-  const int64_t m = s.batch * s.out_h() * s.out_w();
-  return ((m + kBM - 1) / kBM) * ((s.out_channels + kBN - 1) / kBN);
+  const GemmDims d = DimsOf(s);
+  return ((d.m + kBM - 1) / kBM) * s.groups * ((d.n + kBN - 1) / kBN);
+}
+
+absl::StatusOr<SplitK> ChooseSplitK(const Shape& s) {
+  const int64_t k_tiles = (DimsOf(s).k + kBK - 1) / kBK;
+  const int64_t fewest = (k_tiles + kMaxSliceTiles - 1) / kMaxSliceTiles;
+  // Enough slices for kTargetCtas, each at least kMinSliceTiles long where K allows.
+  int64_t slices = (kTargetCtas + NumTiles(s) - 1) / NumTiles(s);
+  slices = std::max<int64_t>(1, std::min(slices, k_tiles / kMinSliceTiles));
+  slices = std::max(slices, fewest);
+  const int64_t slice_bytes = 4 * s.filter_elements();
+  const int64_t most = (kMaxWorkspaceBytes - 256) / slice_bytes;
+  if (slices > 1 && slices > most) {
+    if (fewest > most) {
+      return absl::ResourceExhaustedError(absl::StrCat(
+          "implicit_gemm_3xtf32 wgrad: ", fewest, " split-K slices of at most ",
+          kMaxSliceTiles * kBK, " terms need ", fewest * slice_bytes,
+          " bytes of partial dw, beyond its workspace cap of ", kMaxWorkspaceBytes));
+    }
+    slices = most;
+  }
+  SplitK split;
+  split.slice_tiles = static_cast<int>((k_tiles + slices - 1) / slices);
+  split.slices = static_cast<int>((k_tiles + split.slice_tiles - 1) / split.slice_tiles);
+  if (split.slices > 65535) {  // gridDim.y
+    return absl::OutOfRangeError(absl::StrCat("implicit_gemm_3xtf32 wgrad: ", split.slices,
+                                              " split-K slices exceed the grid's 65535 rows"));
+  }
+  return split;
+}
+
+size_t WgradWorkspaceBytes(const Shape& s, const SplitK& split) {
+  if (split.slices == 1) return 0;
+  return static_cast<size_t>(split.slices) * 4 * static_cast<size_t>(s.filter_elements()) + 256;
 }
 
 Params MakeParams(const Shape& s) {
   Params p;
   implicit_gemm_view::SetGemmView(s, kBK, kBN, &p);
+  p.og = static_cast<int>(s.out_per_group());
+  p.cg = static_cast<int>(s.in_per_group());
+  p.oh = static_cast<int>(s.out_h());
+  p.red = static_cast<int>(s.reduction());
+  p.cout_p = p.cout * p.p;
+  p.div_hw = FastDiv(static_cast<uint32_t>(p.hw));
+  p.div_w = FastDiv(static_cast<uint32_t>(p.w));
+  p.div_sh = FastDiv(static_cast<uint32_t>(p.sh));
+  p.div_sw = FastDiv(static_cast<uint32_t>(p.sw));
+  p.slice_stride = static_cast<int>(s.filter_elements());
+  if (s.op == Op::kFprop) return p;
+  const GemmDims d = DimsOf(s);
+  p.m = static_cast<int>(d.m);
+  p.k = static_cast<int>(d.k);
+  p.k_tiles = static_cast<int>((d.k + kBK - 1) / kBK);
+  p.n_group = static_cast<int>(d.n);
+  p.n_tiles_group = static_cast<int>((d.n + kBN - 1) / kBN);
+  p.n_tiles = static_cast<int>(s.groups) * p.n_tiles_group;
+  p.div_n_tiles_group = FastDiv(static_cast<uint32_t>(p.n_tiles_group));
+  p.slice_tiles = p.k_tiles;
+  if (s.op == Op::kWgrad) {
+    const absl::StatusOr<SplitK> split = ChooseSplitK(s);
+    if (split.ok()) {
+      p.slices = split->slices;
+      p.slice_tiles = split->slice_tiles;
+    }
+  }
   return p;
 }
 
@@ -93,12 +171,14 @@ __device__ __forceinline__ void ForEachMmaTile(F&& f) {
     for (int ni = 0; ni < kMmaTilesN; ++ni) f(mi, ni);
 }
 
-// One block computes a kBM x kBN tile of the GEMM (pixels x output channels) over all of K,
-// streaming k-tiles of kBK through a kStages-deep cp.async ring.
-template <bool kVecA, bool kVecB>
+// One block computes a kBM x kBN tile of the GEMM of operation Op (implicit_gemm_3xtf32.h's
+// FpropOp says what an operation supplies) over its k-tiles, streaming them through a
+// kStages-deep cp.async ring: fprop (a = x, b = w, c = y), dgrad (dy, w, dx), wgrad (x, dy, dw or
+// the slices' partials).
+template <class Op>
 __global__ void __launch_bounds__(kThreads, 2)
-    ImplicitGemm3xTf32Kernel(const float* __restrict__ x, const float* __restrict__ w,
-                             float* __restrict__ y, const Params p) {
+    ImplicitGemm3xTf32Kernel(const float* __restrict__ a_src, const float* __restrict__ b_src,
+                             float* __restrict__ c_dst, const Params p) {
   __shared__ __align__(16) float smem[kStages * kStageFloats];
 
   const int tid = static_cast<int>(threadIdx.x);
@@ -107,22 +187,22 @@ __global__ void __launch_bounds__(kThreads, 2)
   const int tile = static_cast<int>(blockIdx.x);
   const int m_tile = tile / p.n_tiles;
   const int n_tile = tile - m_tile * p.n_tiles;
-  const int m0 = m_tile * kBM;
-  const int n0 = n_tile * kBN;
 
-  AGather<kVecA> a_gather;
-  a_gather.Init(p, m0, tid);
-  BGather<kVecB> b_gather;
-  b_gather.Init(p, n0, tid);
+  Op op;
+  op.Init(p, m_tile, n_tile, static_cast<int>(blockIdx.y), tid);
+  const int m0 = op.m0;
+  const int n0 = op.n0;
+  const int kt_begin = op.KBegin(p);
+  const int kt_end = op.KEnd(p);
 
   auto load_tile = [&](int kt, int stage) {
     float* sa = smem + stage * kStageFloats;
     float* sb = sa + kAStageFloats;
-    a_gather.ForEach(p, kt, [&](int s, int g, bool valid) {
-      CpAsync<kVecA ? 16 : 4>(sa + s, x + g, valid);
+    op.ForEachA(p, kt, [&](int s, int g, bool valid) {
+      CpAsync<4 * Op::kACopy>(sa + s, a_src + g, valid);
     });
-    b_gather.ForEach(p, kt, [&](int s, int g, bool valid) {
-      CpAsync<kVecB ? 16 : 4>(sb + s, w + g, valid);
+    op.ForEachB(p, kt, [&](int s, int g, bool valid) {
+      CpAsync<4 * Op::kBCopy>(sb + s, b_src + g, valid);
     });
   };
 
@@ -130,7 +210,7 @@ __global__ void __launch_bounds__(kThreads, 2)
   // that the group count, and hence the wait below, is the same on every path).
 #pragma unroll
   for (int s = 0; s < kStages - 1; ++s) {
-    if (s < p.k_tiles) load_tile(s, s);
+    if (kt_begin + s < kt_end) load_tile(kt_begin + s, s);
     CpAsyncCommit();
   }
 
@@ -145,7 +225,7 @@ __global__ void __launch_bounds__(kThreads, 2)
   const int warp_n0 = WarpN0(warp);
   int stage = 0;       // the stage holding k-tile kt
   int fold_count = 0;  // k-tiles in acc
-  for (int kt = 0; kt < p.k_tiles; ++kt) {
+  for (int kt = kt_begin; kt < kt_end; ++kt) {
     // Groups committed so far: kStages-1 + kt; all but the newest kStages-2 are complete, so
     // k-tile kt has landed (this thread's copies), and the barrier publishes everyone's. It also
     // tells us every warp is done with k-tile kt-1, whose stage the next load overwrites.
@@ -155,7 +235,7 @@ __global__ void __launch_bounds__(kThreads, 2)
       const int next = kt + kStages - 1;
       int next_stage = stage + kStages - 1;
       if (next_stage >= kStages) next_stage -= kStages;
-      if (next < p.k_tiles) load_tile(next, next_stage);
+      if (next < kt_end) load_tile(next, next_stage);
       CpAsyncCommit();
     }
 
@@ -207,8 +287,9 @@ __global__ void __launch_bounds__(kThreads, 2)
   // Only empty groups can still be pending; drain them so no copy outlives the block.
   CpAsyncWait<0>();
 
-  // Epilogue: y is NCHW, so for one channel consecutive pixels are consecutive floats; a warp's
-  // store covers 8 pixels x 4 channels, four 32-byte segments.
+  // Epilogue: in y and dx (NCHW) consecutive pixels of a channel are consecutive floats, as in
+  // dw consecutive taps of a filter: a warp's store covers 8 rows x 4 columns, four 32-byte
+  // segments.
   int y_row[kMmaTilesM][2];
 #pragma unroll
   for (int mi = 0; mi < kMmaTilesM; ++mi)
@@ -217,7 +298,7 @@ __global__ void __launch_bounds__(kThreads, 2)
       int ml, nl;
       CFragCoord(warp_m0, warp_n0, mi, 0, lane, 2 * half, &ml, &nl);
       const int m = m0 + ml;
-      y_row[mi][half] = m < p.m ? YRowBase(p, m) : -1;
+      y_row[mi][half] = op.RowBase(p, m);
     }
   ForEachMmaTile([&](int mi, int ni) {
 #pragma unroll
@@ -226,70 +307,146 @@ __global__ void __launch_bounds__(kThreads, 2)
       CFragCoord(warp_m0, warp_n0, mi, ni, lane, r, &ml, &nl);
       const int row = y_row[mi][r >> 1];
       const int n = n0 + nl;
-      if (row >= 0 && n < p.cout) y[row + n * p.p] = __fadd_rn(sum[mi][ni][r], acc[mi][ni][r]);
+      if (row >= 0 && n < op.NLimit(p)) {
+        c_dst[row + n * op.ColStride(p)] = __fadd_rn(sum[mi][ni][r], acc[mi][ni][r]);
+      }
     }
   });
 }
 
+// dw from wgrad's partials: one thread per element, SumSlicesAt's fixed order.
+__global__ void SumSlicesKernel(const float* __restrict__ part, float* __restrict__ dw, int n,
+                                int slices) {
+  const int e = static_cast<int>(blockIdx.x * blockDim.x + threadIdx.x);
+  if (e < n) dw[e] = SumSlicesAt(part, e, n, slices);
+}
+
+template <class Op>
+void Launch(dim3 grid, cudaStream_t stream, const float* a, const float* b, float* c,
+            const Params& p) {
+  ImplicitGemm3xTf32Kernel<Op><<<grid, kThreads, 0, stream>>>(a, b, c, p);
+}
+
 class ImplicitGemm3xTf32Runner : public Runner {
  public:
-  ImplicitGemm3xTf32Runner(const Params& p, int64_t tiles)
-      : p_(p), tiles_(static_cast<unsigned>(tiles)) {}
-  size_t workspace_bytes() const override { return 0; }
+  ImplicitGemm3xTf32Runner(const Shape& s, const Params& p)
+      : op_(s.op),
+        p_(p),
+        tiles_(static_cast<unsigned>(NumTiles(s))),
+        filter_(static_cast<int>(s.filter_elements())),
+        workspace_(s.op == Op::kWgrad ? WgradWorkspaceBytes(s, SplitK{p.slices, p.slice_tiles})
+                                      : 0) {}
+  size_t workspace_bytes() const override { return workspace_; }
 
   absl::Status Run(const RunArgs& a) const override {
-    const bool vec_a = CanVectorizeA(p_, reinterpret_cast<uintptr_t>(a.x));
-    const bool vec_b = CanVectorizeB(p_, reinterpret_cast<uintptr_t>(a.w));
-    const dim3 grid(tiles_), block(kThreads);
-    if (vec_a && vec_b) {
-      ImplicitGemm3xTf32Kernel<true, true><<<grid, block, 0, a.stream>>>(a.x, a.w, a.y, p_);
-    } else if (vec_a) {
-      ImplicitGemm3xTf32Kernel<true, false><<<grid, block, 0, a.stream>>>(a.x, a.w, a.y, p_);
-    } else if (vec_b) {
-      ImplicitGemm3xTf32Kernel<false, true><<<grid, block, 0, a.stream>>>(a.x, a.w, a.y, p_);
-    } else {
-      ImplicitGemm3xTf32Kernel<false, false><<<grid, block, 0, a.stream>>>(a.x, a.w, a.y, p_);
+    switch (op_) {
+      case Op::kFprop:
+        RunFprop(a);
+        break;
+      case Op::kDgrad:
+        Launch<DgradOp>(dim3(tiles_), a.stream, a.dy, a.w, a.dx, p_);
+        break;
+      case Op::kWgrad:
+        if (p_.slices == 1) {
+          Launch<WgradOp>(dim3(tiles_), a.stream, a.x, a.dy, a.dw, p_);
+          break;
+        }
+        {
+          const uintptr_t at = (reinterpret_cast<uintptr_t>(a.workspace) + 255) & ~uintptr_t{255};
+          float* part = reinterpret_cast<float*>(at);
+          Launch<WgradOp>(dim3(tiles_, static_cast<unsigned>(p_.slices)), a.stream, a.x, a.dy,
+                          part, p_);
+          RETURN_IF_ERROR(LaunchStatus("implicit_gemm_3xtf32 wgrad kernel launch"));
+          SumSlicesKernel<<<(filter_ + 255) / 256, 256, 0, a.stream>>>(part, a.dw, filter_,
+                                                                        p_.slices);
+        }
+        break;
     }
     return LaunchStatus("implicit_gemm_3xtf32 kernel launch");
   }
 
  private:
+  void RunFprop(const RunArgs& a) const {
+    const bool vec_a = CanVectorizeA(p_, reinterpret_cast<uintptr_t>(a.x));
+    const bool vec_b = CanVectorizeB(p_, reinterpret_cast<uintptr_t>(a.w));
+    const dim3 grid(tiles_);
+    if (vec_a && vec_b) {
+      Launch<FpropOp<true, true>>(grid, a.stream, a.x, a.w, a.y, p_);
+    } else if (vec_a) {
+      Launch<FpropOp<true, false>>(grid, a.stream, a.x, a.w, a.y, p_);
+    } else if (vec_b) {
+      Launch<FpropOp<false, true>>(grid, a.stream, a.x, a.w, a.y, p_);
+    } else {
+      Launch<FpropOp<false, false>>(grid, a.stream, a.x, a.w, a.y, p_);
+    }
+  }
+
+  Op op_;
   Params p_;
   unsigned tiles_;
+  int filter_;
+  size_t workspace_;
 };
 
-// The proposal carries the kernel's parameters: there is no tile to choose.
+// One algorithm for the three operations; the proposal carries the kernel's parameters (wgrad's
+// split included): there is no tile to choose.
 class ImplicitGemm3xTf32 : public AlgorithmWithConfig<Params> {
  public:
   std::string name() const override { return "implicit_gemm_3xtf32"; }
-  // Fitted by tools/fit_auto.py (docs/data/round45_fit_*.json).
+  // Fitted by tools/fit_auto.py (docs/data/round45_fit_*.json), on the forward only.
   double calibration() const override { return 2.600; }
+  bool Computes(Op) const override { return true; }
+  // The backward takes any geometry (its gathers test every tap); the forward kernel only the
+  // basic form, which Choose says.
+  Geometry geometry() const override { return Geometry{true, true, true, true}; }
+  // fprop and dgrad: one blocked fp32 sum per element over Shape::terms() nonzero terms (dgrad's
+  // masked taps add exact zeros), the direct-summation rule. wgrad: each slice's sum is such a
+  // sum of at most kMaxSliceTiles*kBK = kMaxContractReduction terms, and the slices are added in
+  // double, exactly enough that its rounding does not grow with K: the error per element is that
+  // of the worst slice's, whatever batch*out_h*out_w.
   absl::Status WithinContract(const Shape& shape) const override {
-    return DirectSummationWithinContract(shape);
+    if (shape.op != Op::kWgrad) return DirectSummationWithinContract(shape);
+    return ChooseSplitK(shape).status();
   }
 
  protected:
   // The time: a roofline of three TF32 products per term on the padded tiles at ~300 TFLOP/s
   // (about 60% of the H200's dense TF32 peak, what mma.sync tends to reach), the minimal bytes
-  // at 3 TB/s, 5 us of launch and tail; calibration() corrects it.
+  // at 3 TB/s, 5 us of launch and tail; calibration() corrects it. dgrad's padded K counts every
+  // tap, the masked ones included (the stride's waste); wgrad adds its partials, written once and
+  // read once, and the reduction's launch.
   absl::StatusOr<Params> Choose(const Shape& s, const DeviceInfo&,
                                 double* seconds) const override {
+    if (s.op == Op::kFprop && !s.basic()) {
+      return absl::UnimplementedError(
+          "implicit_gemm_3xtf32 computes the forward in the basic form only (no padding, stride, "
+          "dilation or groups); its backward takes any geometry");
+    }
     RETURN_IF_ERROR(CheckIndexing(s));
-    const int64_t k = s.in_channels * s.kernel_h * s.kernel_w;
-    if (k > kMaxReduction) {
+    const GemmDims d = DimsOf(s);
+    if (s.op != Op::kWgrad && d.k > kMaxReduction) {
       return absl::UnimplementedError(absl::StrCat(
-          "implicit_gemm_3xtf32: reduction length Cin*Kh*Kw = ", k, " exceeds ", kMaxReduction,
+          "implicit_gemm_3xtf32: reduction length ", d.k, " (", OpName(s.op), ") exceeds ",
+          kMaxReduction,
           ", beyond which its blocked fp32 accumulation is not verified to meet the accuracy bar"));
     }
+    double bytes = s.min_bytes();
+    double launch = 5e-6;
+    if (s.op == Op::kWgrad) {
+      absl::StatusOr<SplitK> split = ChooseSplitK(s);
+      if (!split.ok()) return split.status();
+      bytes += 2.0 * static_cast<double>(WgradWorkspaceBytes(s, *split));
+      if (split->slices > 1) launch += 3e-6;
+    }
     const double padded_flops = 2.0 * static_cast<double>(NumTiles(s)) * kBM * kBN *
-                                static_cast<double>((k + kBK - 1) / kBK * kBK);
-    *seconds = 3.0 * padded_flops / 300e12 + s.min_bytes() / 3e12 + 5e-6;
+                                static_cast<double>((d.k + kBK - 1) / kBK * kBK);
+    *seconds = 3.0 * padded_flops / 300e12 + bytes / 3e12 + launch;
     return MakeParams(s);
   }
 
   absl::StatusOr<std::unique_ptr<Runner>> Build(const Shape& s, const Params& p,
                                                 const DeviceInfo&) const override {
-    return std::unique_ptr<Runner>(new ImplicitGemm3xTf32Runner(p, NumTiles(s)));
+    return std::unique_ptr<Runner>(new ImplicitGemm3xTf32Runner(s, p));
   }
 };
 

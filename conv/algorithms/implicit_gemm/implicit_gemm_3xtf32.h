@@ -92,14 +92,36 @@ struct Params {
   // parameter offsets stay as they were.
   int sh = 1, sw = 1, dh = 1, dw = 1, pt = 0, pl = 0, dh_w = 0;
   bool geometry = false;
+  // The backward's (implicit_gemm_3xtf32_backward.h), after the forward's fields for the same
+  // reason. m, k, k_tiles and n_tiles above are then the backward GEMM's.
+  int og = 0, cg = 0;       // output and input channels per group
+  int oh = 0;               // out_h
+  int red = 0;              // one filter's length, cg*kh*kw (the forward's K)
+  int cout_p = 0;           // cout*out_h*out_w: one dy image
+  int n_group = 0;          // GEMM N of one group
+  int n_tiles_group = 0;    // N tiles per group; the N tiles are numbered group by group
+  int slices = 1;           // wgrad: split-K slices (blockIdx.y)
+  int slice_tiles = 0;      // wgrad: k-tiles per slice
+  int slice_stride = 0;     // wgrad: floats between two slices' partial dw (Cout*red)
+  FastDiv div_hw, div_w, div_sh, div_sw, div_n_tiles_group;
 };
+
+// The GEMM of each operation, per group (implicit_gemm_3xtf32_backward.h says why these):
+//   fprop  M = batch*out_h*out_w  N = Cout/groups          K = (Cin/groups)*Kh*Kw
+//   dgrad  M = batch*H*W          N = Cin/groups           K = (Cout/groups)*Kh*Kw
+//   wgrad  M = (Cin/groups)*Kh*Kw N = Cout/groups          K = batch*out_h*out_w
+struct GemmDims {
+  int64_t m = 0, n = 0, k = 0;
+};
+GemmDims DimsOf(const Shape& shape);
 
 // The reasons (if any) that `shape` cannot be run with this kernel's 32-bit indices.
 absl::Status CheckIndexing(const Shape& shape);
 // Requires CheckIndexing(shape).ok().
 Params MakeParams(const Shape& shape);
-// The grid: one block per (M tile, N tile); N tiles vary fastest so that the blocks that gather
-// the same input patch run together and share it through L2.
+// The grid: one block per (M tile, N tile) (times wgrad's slices, in blockIdx.y); N tiles vary
+// fastest so that the blocks that gather the same input patch run together and share it
+// through L2.
 int64_t NumTiles(const Shape& shape);
 
 // Whether the 16-byte gathers apply: for A, CanVectorizeA (implicit_gemm_view.h); for B,
@@ -215,6 +237,44 @@ CONV2D_UNROLL
       f(row * kBStride + kcol, valid ? n * p.k + k : 0, valid);
     }
   }
+};
+
+// What the one mainloop (implicit_gemm_3xtf32.cu's kernel) asks of an operation, as CUTLASS's
+// kernels ask of their Operator: Init for the block's tile (and slice); ForEachA / ForEachB, the
+// copies of one k-tile into the A stage ([kBK][kAStride], k-major) and the B stage
+// ([kBN][kBStride], n-major) as f(stage index, source offset, valid), kACopy / kBCopy floats
+// each; KBegin / KEnd, the block's k-tiles; and the epilogue's map, C[m][n0 + n] stored at
+// RowBase(m) + (n0 + n)*ColStride for n0 + n < NLimit (RowBase -1 past M).
+// The forward: A from x (AGather), B from w (BGather), C into y.
+template <bool kVecA, bool kVecB>
+struct FpropOp {
+  static constexpr int kACopy = kVecA ? 4 : 1;
+  static constexpr int kBCopy = kVecB ? 4 : 1;
+  AGather<kVecA> a;
+  BGather<kVecB> b;
+  int m0 = 0, n0 = 0;
+
+  CONV2D_HOST_DEVICE_INLINE void Init(const Params& p, int m_tile, int n_tile, int, int tid) {
+    m0 = m_tile * kBM;
+    n0 = n_tile * kBN;
+    a.Init(p, m0, tid);
+    b.Init(p, n0, tid);
+  }
+  template <class F>
+  CONV2D_HOST_DEVICE_INLINE void ForEachA(const Params& p, int kt, F&& f) const {
+    a.ForEach(p, kt, f);
+  }
+  template <class F>
+  CONV2D_HOST_DEVICE_INLINE void ForEachB(const Params& p, int kt, F&& f) const {
+    b.ForEach(p, kt, f);
+  }
+  CONV2D_HOST_DEVICE_INLINE int KBegin(const Params&) const { return 0; }
+  CONV2D_HOST_DEVICE_INLINE int KEnd(const Params& p) const { return p.k_tiles; }
+  CONV2D_HOST_DEVICE_INLINE int RowBase(const Params& p, int m) const {
+    return m < p.m ? YRowBase(p, m) : -1;
+  }
+  CONV2D_HOST_DEVICE_INLINE int ColStride(const Params& p) const { return p.p; }
+  CONV2D_HOST_DEVICE_INLINE int NLimit(const Params& p) const { return p.cout; }
 };
 
 // The mma.m16n8k8 TF32 fragment maps (PTX ISA, "Matrix Fragments for mma.m16n8k8", .tf32), for

@@ -1,0 +1,271 @@
+// implicit_gemm_3xtf32's backward without a GPU: DgradOp's and WgradOp's gathers, k-tile ranges
+// and epilogue maps (the functions the kernel runs, compiled for the host) replayed block by
+// block and slice by slice in double, wgrad's partials summed by SumSlicesAt as the reduction
+// kernel does, and compared with the fp64 reference (reference::Reference). The mainloop's
+// fragment maps and mma are the forward's, op-independent, and replayed by
+// implicit_gemm_3xtf32_cpu_test; here each stage's product is taken directly. Mutants (a dgrad
+// gather with the wrong phase, a wgrad split that drops a slice or leaves gaps) must fail.
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <limits>
+#include <vector>
+
+#include "conv/algorithms/implicit_gemm/implicit_gemm_3xtf32.h"
+#include "conv/algorithms/implicit_gemm/implicit_gemm_3xtf32_backward.h"
+#include "conv/algorithms/implicit_gemm/implicit_gemm_3xtf32_backward_testing.h"
+#include "conv/core/registry.h"
+#include "conv/testing/shapes.h"
+#include "gtest/gtest.h"
+#include "reference/random.h"
+#include "reference/reference.h"
+
+namespace conv2d {
+namespace implicit_gemm_3xtf32_internal {
+namespace {
+
+using namespace implicit_gemm_3xtf32_backward_testing;  // NOLINT: the shared case list
+
+constexpr double kNaN = std::numeric_limits<double>::quiet_NaN();
+
+// Every tile (and slice) of operation Op replayed: each thread's copies into a stage, checked
+// to land once on every non-padding word and to read inside the source; the stage's product in
+// double; the epilogue's stores into `out` (its size that of C's destination: dx, dw, or the
+// slices' partials), counted in `writes`.
+template <class Op>
+void ReplayGemm(const Params& p, const std::vector<float>& a_src, const std::vector<float>& b_src,
+                std::vector<double>& out, std::vector<int>& writes) {
+  const int tiles = ((p.m + kBM - 1) / kBM) * p.n_tiles;
+  std::vector<float> stage(kStageFloats);
+  std::vector<int> stage_writes(kStageFloats);
+  std::vector<double> acc(kBM * kBN);
+  std::vector<Op> ops(kThreads);
+  for (int slice = 0; slice < p.slices; ++slice) {
+    for (int tile = 0; tile < tiles; ++tile) {
+      const int m_tile = tile / p.n_tiles, n_tile = tile % p.n_tiles;
+      for (int t = 0; t < kThreads; ++t) ops[t].Init(p, m_tile, n_tile, slice, t);
+      const Op& op = ops[0];
+      std::fill(acc.begin(), acc.end(), 0.0);
+      for (int kt = op.KBegin(p); kt < op.KEnd(p); ++kt) {
+        std::fill(stage_writes.begin(), stage_writes.end(), 0);
+        for (int t = 0; t < kThreads; ++t) {
+          auto put = [&](int base, const std::vector<float>* src_ptr) {
+            return [&, base, src_ptr](int si, int g, bool valid) {
+              const std::vector<float>& src = *src_ptr;
+              ASSERT_TRUE(si >= 0 && base + si < kStageFloats);
+              if (valid) {
+                ASSERT_TRUE(g >= 0 && g < static_cast<int64_t>(src.size())) << g;
+              } else {
+                ASSERT_EQ(g, 0);
+              }
+              stage[base + si] = valid ? src[g] : 0.f;
+              ++stage_writes[base + si];
+            };
+          };
+          ops[t].ForEachA(p, kt, put(0, &a_src));
+          ops[t].ForEachB(p, kt, put(kAStageFloats, &b_src));
+          if (::testing::Test::HasFatalFailure()) return;
+        }
+        for (int i = 0; i < kStageFloats; ++i) {
+          const bool pad = i < kAStageFloats ? (i % kAStride) >= kBM
+                                             : ((i - kAStageFloats) % kBStride) >= kBK;
+          ASSERT_EQ(stage_writes[i], pad ? 0 : 1) << "stage word " << i;
+        }
+        for (int m = 0; m < kBM; ++m)
+          for (int n = 0; n < kBN; ++n) {
+            double s = 0;
+            for (int k = 0; k < kBK; ++k) {
+              s += double{stage[k * kAStride + m]} * stage[kAStageFloats + n * kBStride + k];
+            }
+            acc[m * kBN + n] += s;
+          }
+      }
+      for (int m = 0; m < kBM; ++m) {
+        const int row = op.RowBase(p, op.m0 + m);
+        for (int n = 0; n < kBN; ++n) {
+          if (row < 0 || op.n0 + n >= op.NLimit(p)) continue;
+          const int64_t at = row + int64_t{op.n0 + n} * op.ColStride(p);
+          ASSERT_TRUE(at >= 0 && at < static_cast<int64_t>(out.size())) << at;
+          out[at] = acc[m * kBN + n];
+          ++writes[at];
+        }
+      }
+    }
+  }
+}
+
+struct Inputs {
+  std::vector<float> x, w, dy;
+};
+Inputs MakeInputs(const Shape& s, uint64_t seed) {
+  return {RandomTensor(seed, kInputTensor, s.input_elements()),
+          RandomTensor(seed, kFilterTensor, s.filter_elements()),
+          RandomTensor(seed, kGradTensor, s.output_elements())};
+}
+
+// dx or dw as the kernels compute it with parameters p (MakeParams(s), or a mutant), in double
+// up to wgrad's final rounding to float; `once` says whether every element was written once
+// (once per slice into the partials).
+std::vector<double> Replay(const Shape& s, const Params& p, const Inputs& in, bool* once) {
+  std::vector<double> out;
+  std::vector<int> writes;
+  int expected_writes = 1;
+  if (s.op == Op::kDgrad) {
+    out.assign(s.input_elements(), kNaN);
+    writes.assign(out.size(), 0);
+    ReplayGemm<DgradOp>(p, in.dy, in.w, out, writes);
+  } else {
+    const int64_t n = s.filter_elements();
+    out.assign(p.slices * n, kNaN);
+    writes.assign(out.size(), 0);
+    ReplayGemm<WgradOp>(p, in.x, in.dy, out, writes);
+    if (p.slices > 1) {
+      std::vector<double> dw(n);
+      for (int64_t e = 0; e < n; ++e) dw[e] = SumSlicesAt(out.data(), e, n, p.slices);
+      out.swap(dw);
+      std::vector<int> per(n, 0);
+      for (int64_t i = 0; i < static_cast<int64_t>(writes.size()); ++i) per[i % n] += writes[i];
+      writes.swap(per);
+      expected_writes = p.slices;
+    }
+  }
+  *once = std::all_of(writes.begin(), writes.end(),
+                      [&](int w) { return w == expected_writes; });
+  return out;
+}
+
+// Elements off the fp64 reference: the replay's sums are exact products added in double in
+// another order, then (wgrad's split) rounded to float once.
+int64_t Mismatches(const Shape& s, const std::vector<double>& got, const Inputs& in) {
+  Tensors t;
+  t.x = in.x.data();
+  t.w = in.w.data();
+  t.dy = in.dy.data();
+  const std::vector<double> ref = Reference(s, t);
+  EXPECT_EQ(ref.size(), got.size());
+  int64_t bad = 0;
+  for (size_t i = 0; i < std::min(ref.size(), got.size()); ++i) {
+    if (!(std::abs(got[i] - ref[i]) <= 1e-6 * (1 + std::abs(ref[i])))) ++bad;
+  }
+  return bad;
+}
+
+double Work(const Shape& s) {
+  const Params p = MakeParams(s);
+  return double{kBM} * kBN * kBK * ((p.m + kBM - 1) / kBM) * p.n_tiles * p.k_tiles;
+}
+
+void CheckOp(Op op) {
+  int checked = 0, split = 0;
+  for (const Shape& base : BackwardShapes()) {
+    const Shape s = AsOp(base, op);
+    SCOPED_TRACE(s.ToString());
+    ASSERT_TRUE(ValidateShape(s).ok());
+    ASSERT_TRUE(CheckIndexing(s).ok());
+    if (Work(s) > 2e8) continue;
+    const Params p = MakeParams(s);
+    const Inputs in = MakeInputs(s, 21);
+    bool once = false;
+    const std::vector<double> got = Replay(s, p, in, &once);
+    if (::testing::Test::HasFatalFailure()) return;
+    EXPECT_TRUE(once) << "an element written other than once (per slice)";
+    EXPECT_EQ(Mismatches(s, got, in), 0);
+    ++checked;
+    split += p.slices > 1;
+  }
+  EXPECT_GE(checked, 20);
+  if (op == Op::kWgrad) {
+    EXPECT_GE(split, 5) << "too few shapes exercise the split";
+  }
+}
+
+TEST(ImplicitGemm3xTf32BackwardReplay, DgradMatchesReference) { CheckOp(Op::kDgrad); }
+TEST(ImplicitGemm3xTf32BackwardReplay, WgradMatchesReference) { CheckOp(Op::kWgrad); }
+
+// Splits other than ChooseSplitK's (uneven last slice, one slice per k-tile) sum to the same.
+TEST(ImplicitGemm3xTf32BackwardReplay, WgradAnySplitMatchesReference) {
+  const Shape s = AsOp(WithGeometry({2, 9, 6, 33, 28, 5, 3}, 2, 1, 0, 3, 2, 3, 2, 1, 3), Op::kWgrad);
+  const Inputs in = MakeInputs(s, 5);
+  for (int slice_tiles : {1, 3, 7, 1000}) {
+    Params p = MakeParams(s);
+    p.slice_tiles = slice_tiles;
+    p.slices = (p.k_tiles + slice_tiles - 1) / slice_tiles;
+    bool once = false;
+    const std::vector<double> got = Replay(s, p, in, &once);
+    EXPECT_TRUE(once) << slice_tiles;
+    EXPECT_EQ(Mismatches(s, got, in), 0) << slice_tiles;
+  }
+}
+
+// Each mutant must be caught by the replay: the checks above have teeth.
+TEST(ImplicitGemm3xTf32BackwardReplay, MutantsFail) {
+  const Shape dgrad = AsOp(WithGeometry({1, 5, 3, 20, 17, 3, 3}, 1, 1, 1, 1, 2, 2), Op::kDgrad);
+  const Inputs din = MakeInputs(dgrad, 3);
+  bool once = false;
+  {
+    Params p = MakeParams(dgrad);  // the wrong stride phase: rows tested against pt + 1
+    ++p.pt;
+    EXPECT_GT(Mismatches(dgrad, Replay(dgrad, p, din, &once), din), 0);
+  }
+  {
+    Params p = MakeParams(dgrad);  // the phase test dropped: every tap taken
+    p.div_sh = FastDiv(1);
+    p.sh = 1;
+    EXPECT_GT(Mismatches(dgrad, Replay(dgrad, p, din, &once), din), 0);
+  }
+  const Shape wgrad = AsOp(Shape{2, 3, 16, 33, 31, 3, 3}, Op::kWgrad);
+  const Inputs win = MakeInputs(wgrad, 4);
+  const Params good = MakeParams(wgrad);
+  ASSERT_GT(good.slices, 2);
+  {
+    Params p = good;  // the last slice dropped
+    --p.slices;
+    EXPECT_GT(Mismatches(wgrad, Replay(wgrad, p, win, &once), win), 0);
+  }
+  {
+    Params p = good;  // slices one k-tile short: the last k-tiles summed by none
+    --p.slice_tiles;
+    EXPECT_GT(Mismatches(wgrad, Replay(wgrad, p, win, &once), win), 0);
+  }
+}
+
+// The split is a function of the shape: about two waves of 2 x 132 CTAs on ResNet-50's 56x56
+// layer, slices within the contract's length, the workspace cap enforced.
+TEST(ImplicitGemm3xTf32BackwardPlan, SplitK) {
+  const Shape s = Resnet64(Op::kWgrad);
+  absl::StatusOr<SplitK> split = ChooseSplitK(s);
+  ASSERT_TRUE(split.ok()) << split.status();
+  const int64_t ctas = NumTiles(s) * split->slices;
+  EXPECT_GE(ctas, kTargetCtas / 2);
+  EXPECT_LE(ctas, 2 * kTargetCtas);
+  EXPECT_LE(split->slice_tiles * kBK, kMaxContractReduction);
+  const int64_t k_tiles = (DimsOf(s).k + kBK - 1) / kBK;
+  EXPECT_GE(int64_t{split->slices} * split->slice_tiles, k_tiles);
+  EXPECT_LT(int64_t{split->slices - 1} * split->slice_tiles, k_tiles);
+  EXPECT_LE(WgradWorkspaceBytes(s, *split), static_cast<size_t>(kMaxWorkspaceBytes));
+  // 2048 x 2048 x 3 x 3 filters: 22 slices of 151 MB at the least.
+  const Shape big = AsOp(WithGeometry({32, 2048, 2048, 56, 56, 3, 3}, 1, 1, 1, 1, 1, 1), Op::kWgrad);
+  EXPECT_EQ(ChooseSplitK(big).status().code(), absl::StatusCode::kResourceExhausted);
+}
+
+TEST(ImplicitGemm3xTf32BackwardPlan, Proposals) {
+  const Algorithm* a = Registry::Global().Find("implicit_gemm_3xtf32");
+  ASSERT_NE(a, nullptr);
+  for (Op op : {Op::kDgrad, Op::kWgrad}) {
+    EXPECT_TRUE(a->Computes(op));
+    for (const Shape& base : BackwardShapes()) {
+      const Shape s = AsOp(base, op);
+      EXPECT_TRUE(a->CanImplement(s).ok()) << s.ToString() << ": " << a->CanImplement(s);
+    }
+    const Shape r = Resnet64(op);
+    EXPECT_TRUE(a->WithinContract(r).ok()) << r.ToString();
+    const double t = a->EstimateSeconds(r);
+    EXPECT_TRUE(std::isfinite(t) && t > 0) << r.ToString();
+  }
+  // The forward kernel stays basic.
+  EXPECT_EQ(a->CanImplement(GeometryShapes()[0]).code(), absl::StatusCode::kUnimplemented);
+}
+
+}  // namespace
+}  // namespace implicit_gemm_3xtf32_internal
+}  // namespace conv2d

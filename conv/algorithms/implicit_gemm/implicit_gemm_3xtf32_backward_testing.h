@@ -1,0 +1,49 @@
+// The backward cases that implicit_gemm_3xtf32's CPU replay and GPU test share. Test-only.
+#ifndef CONV2D_CONV_ALGORITHMS_IMPLICIT_GEMM_IMPLICIT_GEMM_3XTF32_BACKWARD_TESTING_H_
+#define CONV2D_CONV_ALGORITHMS_IMPLICIT_GEMM_IMPLICIT_GEMM_3XTF32_BACKWARD_TESTING_H_
+
+#include <vector>
+
+#include "conv/shape.h"
+#include "conv/testing/shapes.h"
+
+namespace conv2d {
+namespace implicit_gemm_3xtf32_backward_testing {
+
+inline Shape AsOp(Shape s, Op op) {
+  s.op = op;
+  s.has_bias = false;  // db is Plan::Run's generic pass
+  return s;
+}
+
+// The backward's cases: odd sizes, batch 1, K = 1, K = H, stride 2 and 3 with remainder rows,
+// dilation, asymmetric padding, groups, depthwise, channel multipliers, Cin != Cout, H != W,
+// several M and N tiles in each GEMM.
+inline std::vector<Shape> BackwardShapes() {
+  std::vector<Shape> shapes = EdgeShapes();
+  for (const Shape& s : GeometryShapes()) shapes.push_back(s);
+  for (const Shape& s : {
+           WithGeometry({1, 5, 3, 20, 17, 3, 3}, 1, 1, 1, 1, 2, 2),     // stride 2, remainder
+           WithGeometry({2, 4, 6, 16, 14, 3, 2}, 0, 2, 1, 0, 3, 3),     // stride 3, asymmetric
+           WithGeometry({2, 3, 5, 11, 13, 2, 2}, 0, 0, 0, 0, 3, 2),     // stride > kernel
+           DepthwiseShape(2, 6, 3, 13, 11, 3, 3, 1, 2),                 // multiplier 3, stride 2
+           DepthwiseShape(1, 5, 1, 12, 10, 3, 3, 2, 1, 2),              // depthwise, dilated
+           GroupedShape(1, 8, 4, 4, 9, 7, 1, 1),                        // groups, K = 1
+           Shape{1, 70, 3, 6, 5, 2, 2},                                 // dgrad: 2 N tiles
+           Shape{1, 3, 70, 8, 7, 2, 2},                                 // wgrad: 2 N tiles
+           Shape{2, 20, 4, 9, 9, 3, 3},                                 // wgrad: 2 M tiles
+       }) {
+    shapes.push_back(s);
+  }
+  return shapes;
+}
+
+// ResNet-50's 3x3, 64-channel layer at 56x56, batch 32.
+inline Shape Resnet64(Op op) {
+  return AsOp(WithGeometry({32, 64, 64, 56, 56, 3, 3}, 1, 1, 1, 1, 1, 1), op);
+}
+
+}  // namespace implicit_gemm_3xtf32_backward_testing
+}  // namespace conv2d
+
+#endif  // CONV2D_CONV_ALGORITHMS_IMPLICIT_GEMM_IMPLICIT_GEMM_3XTF32_BACKWARD_TESTING_H_
