@@ -63,6 +63,21 @@ for s in "${steps[@]}"; do
         -p no:cacheprovider python/tests/test_fast_path.py ;;
     bench)
       step bench 900 bin/benchmark --json_out="$OUT/bench.json" ;;
+    backward)
+      # The backward (dgrad, wgrad; not by default): the 3xTF32 kernels' tests (fp64 on many
+      # shapes, every input class, bitwise determinism across calls, streams and workspaces), the
+      # core's, every variant over the backward's golden files and memcheck over the small ones,
+      # then KernelBot's and the nets suite's three operations against cuDNN's fastest of each.
+      step test_implicit_gemm_3xtf32 600 tests/implicit_gemm_3xtf32_test
+      step test_plan 300 tests/plan_test
+      step test_c_api 300 tests/c_api_test
+      step regress_backward 600 bin/regress --testdata=testdata --filter=grad
+      step sanitize_backward 600 compute-sanitizer --tool memcheck --error-exitcode 99 \
+        bin/regress --testdata=testdata --filter=grad_s7 --variants=auto,direct,implicit_gemm_3xtf32
+      step bench_train 600 bin/benchmark --op=train --variants=cudnn,auto --classes=false \
+        --json_out="$OUT/bench_train.json"
+      step bench_nets_train 900 bin/benchmark --suite=nets --op=train --variants=cudnn,auto \
+        --classes=false --cooldown=0.2 --json_out="$OUT/bench_nets_train.json" ;;
     bench_cnn)
       step bench_cnn 900 bin/benchmark --suite=cnn --json_out="$OUT/bench_cnn.json" ;;
     bench_nets)
