@@ -581,3 +581,129 @@ TEST(CApiProblemTest, BiasGivenWithoutOneInThePlan) {
 }
 
 }  // namespace
+
+namespace {
+
+// The backward through the descriptor: its refusals need no GPU.
+TEST(CApiBackwardTest, DescriptorRefusals) {
+  conv2d_problem p = Basic();
+  p.operation = CONV2D_DGRAD;
+  p.has_bias = 1;
+  EXPECT_EQ(CreateEx(p), CONV2D_INVALID_ARGUMENT);
+  EXPECT_TRUE(Says("dgrad problem has no bias")) << conv2d_last_error();
+  p.has_bias = 0;
+  EXPECT_EQ(CreateEx(p, "direct"), Accepted()) << conv2d_last_error();
+  p.operation = 3;
+  EXPECT_EQ(CreateEx(p), CONV2D_INVALID_ARGUMENT);
+  EXPECT_TRUE(Says("operation must be")) << conv2d_last_error();
+  p.operation = CONV2D_WGRAD;
+  p.has_bias = 1;
+  EXPECT_EQ(CreateEx(p, "direct"), Accepted()) << conv2d_last_error();
+  EXPECT_EQ(conv2d_plan_run_wgrad(nullptr, nullptr, nullptr, nullptr, nullptr, nullptr, 0, nullptr),
+            CONV2D_INVALID_ARGUMENT);
+  EXPECT_TRUE(Says("plan is null")) << conv2d_last_error();
+  EXPECT_EQ(conv2d_plan_run_dgrad(nullptr, nullptr, nullptr, nullptr, nullptr, 0, nullptr),
+            CONV2D_INVALID_ARGUMENT);
+}
+
+// dgrad and wgrad through conv2d_plan_run_dgrad / _wgrad with the whole geometry, against the
+// CPU fp64 reference; the refusals that touch nothing (another operation's entry point, a
+// written tensor overlapping a read one, db missing) with the outputs checked untouched.
+TEST(CApiBackwardTest, GeometryMatchesTheCpuReference) {
+  if (!HaveGpu()) {
+    std::printf("NOTE: no CUDA device here: SKIPPING the backward's runs through the C ABI (they "
+                "run in the GPU bundle).\n");
+    GTEST_SKIP() << "needs a CUDA device";
+  }
+  conv2d_problem p = Basic();
+  p.batch = 2, p.in_channels = 6, p.out_channels = 9, p.height = 21, p.width = 18;
+  p.kernel_h = 3, p.kernel_w = 4;
+  p.pad_top = 1, p.pad_bottom = 2, p.pad_left = 0, p.pad_right = 1;
+  p.stride_h = 2, p.stride_w = 1, p.dilation_w = 2, p.groups = 3;
+  for (int op : {CONV2D_DGRAD, CONV2D_WGRAD}) {
+    p.operation = op;
+    p.has_bias = op == CONV2D_WGRAD;
+    conv2d::Shape s = ShapeOf(p);
+    s.op = static_cast<conv2d::Op>(op);
+    s.has_bias = p.has_bias == 1;
+    // Host tensors: x, w, dy; device: x, w, dy and the written dx / dw / db.
+    const auto x = conv2d::RandomTensor(91, conv2d::kInputTensor, s.input_elements());
+    const auto w = conv2d::RandomTensor(91, conv2d::kFilterTensor, s.filter_elements());
+    const auto dy = conv2d::RandomTensor(91, conv2d::kGradTensor, s.output_elements());
+    conv2d::Tensors in;
+    in.x = x.data(), in.w = w.data(), in.dy = dy.data();
+    const std::vector<double> want = conv2d::Reference(s, in);
+    float *dx = nullptr, *dwt = nullptr, *ddy = nullptr, *out = nullptr;
+    DeviceTensors::Copy(op == CONV2D_DGRAD ? w : x, op == CONV2D_DGRAD ? &dwt : &dx);
+    DeviceTensors::Copy(dy, &ddy);
+    const size_t written = static_cast<size_t>(s.written_elements());
+    ASSERT_EQ(cudaMalloc(&out, written * 4), cudaSuccess);
+    std::vector<std::string> names = {"auto"};
+    for (int a = 0; a < conv2d_algorithm_count(); ++a) names.push_back(conv2d_algorithm_name(a));
+    int ran = 0;
+    for (const std::string& name : names) {
+      SCOPED_TRACE(name + " " + conv2d::OpName(s.op));
+      conv2d_plan* plan = nullptr;
+      const int rc = conv2d_plan_create_ex(&p, name.c_str(), &plan);
+      if (rc == CONV2D_UNIMPLEMENTED || rc == CONV2D_OUT_OF_RANGE ||
+          rc == CONV2D_RESOURCE_EXHAUSTED) {
+        continue;
+      }
+      ASSERT_EQ(rc, CONV2D_OK) << conv2d_last_error();
+      size_t ws_bytes = 0;
+      ASSERT_EQ(conv2d_plan_workspace_size(plan, &ws_bytes), CONV2D_OK);
+      void* ws = nullptr;
+      if (ws_bytes) ASSERT_EQ(cudaMalloc(&ws, ws_bytes), cudaSuccess);
+      ASSERT_EQ(cudaMemset(out, 0x5A, written * 4), cudaSuccess);
+      float* db = op == CONV2D_WGRAD ? out + s.filter_elements() : nullptr;
+      // Refused, nothing written: the forward's entry point, the other operation's, a written
+      // tensor over dy, db missing.
+      EXPECT_EQ(conv2d_plan_run(plan, dx, dwt, out, ws, ws_bytes, nullptr), CONV2D_INVALID_ARGUMENT);
+      EXPECT_TRUE(Says("the plan is for")) << conv2d_last_error();
+      if (op == CONV2D_DGRAD) {
+        EXPECT_EQ(conv2d_plan_run_wgrad(plan, dx, ddy, out, nullptr, ws, ws_bytes, nullptr),
+                  CONV2D_INVALID_ARGUMENT);
+        EXPECT_EQ(conv2d_plan_run_dgrad(plan, ddy, dwt, ddy + 5, ws, ws_bytes, nullptr),
+                  CONV2D_INVALID_ARGUMENT);
+        EXPECT_TRUE(Says("overlap")) << conv2d_last_error();
+      } else {
+        EXPECT_EQ(conv2d_plan_run_dgrad(plan, ddy, dx, out, ws, ws_bytes, nullptr),
+                  CONV2D_INVALID_ARGUMENT);
+        EXPECT_EQ(conv2d_plan_run_wgrad(plan, dx, ddy, out, nullptr, ws, ws_bytes, nullptr),
+                  CONV2D_INVALID_ARGUMENT);
+        EXPECT_TRUE(Says("db pointer is null")) << conv2d_last_error();
+        EXPECT_EQ(conv2d_plan_run_wgrad(plan, dx, ddy, out, out + 3, ws, ws_bytes, nullptr),
+                  CONV2D_INVALID_ARGUMENT);
+        EXPECT_TRUE(Says("overlap")) << conv2d_last_error();
+      }
+      ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
+      std::vector<uint32_t> bits(written);
+      ASSERT_EQ(cudaMemcpy(bits.data(), out, written * 4, cudaMemcpyDeviceToHost), cudaSuccess);
+      for (uint32_t v : bits) ASSERT_EQ(v, 0x5A5A5A5Au) << "written on error";
+      const int run = op == CONV2D_DGRAD
+                          ? conv2d_plan_run_dgrad(plan, ddy, dwt, out, ws, ws_bytes, nullptr)
+                          : conv2d_plan_run_wgrad(plan, dx, ddy, out, db, ws, ws_bytes, nullptr);
+      ASSERT_EQ(run, CONV2D_OK) << conv2d_last_error();
+      ASSERT_EQ(cudaDeviceSynchronize(), cudaSuccess);
+      std::vector<float> got(written);
+      ASSERT_EQ(cudaMemcpy(got.data(), out, written * 4, cudaMemcpyDeviceToHost), cudaSuccess);
+      int64_t bad = 0;
+      for (size_t i = 0; i < written; ++i) {
+        bad += !(std::abs(got[i] - want[i]) <= conv2d::kAbsTol + conv2d::kRelTol * std::abs(want[i]));
+      }
+      EXPECT_EQ(bad, 0) << conv2d_plan_algorithm(plan);
+      std::printf("  %-24s %s (%s) matches the CPU reference at %zu elements\n", name.c_str(),
+                  conv2d::OpName(s.op), conv2d_plan_algorithm(plan), written);
+      ++ran;
+      cudaFree(ws);
+      conv2d_plan_destroy(plan);
+    }
+    EXPECT_GE(ran, 2) << "direct and auto take every geometry";
+    cudaFree(dx);
+    cudaFree(dwt);
+    cudaFree(ddy);
+    cudaFree(out);
+  }
+}
+
+}  // namespace

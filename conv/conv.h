@@ -41,6 +41,27 @@
 //   - The geometry (padding, stride, dilation, groups, bias: conv/shape.h) changes none of this:
 //     the families that take it (Algorithm::geometry) meet the same bar, measured on the H200 at
 //     every layer of ResNet-50, ConvNeXt-T and EfficientNet-B0 (docs/PERF.md, round 86).
+//
+// The backward (shape.op dgrad or wgrad: conv/shape.h) has the same contract, element by element
+// of what it writes (dx; dw and db), against the fp64 gradient g64:
+//   - |g - g64| <= 1e-3 + 1e-3*|g64| on randn and on the input classes of the two tensors the
+//     operation reads (reference/input_classes.h: dy takes x's classes in dgrad and w's in
+//     wgrad), for every algorithm within the contract on the shape (MeetsContract).
+//   - dgrad sums (Cout/groups) * ceil(Kh/sh) * ceil(Kw/sw) terms at most (Shape::terms): the
+//     forward's rule applies as it is. A stride-1 dgrad run as the forward of dy with the flipped
+//     filter (conv/core/transposed_dgrad.h) is the forward's computation and meets its bar.
+//   - wgrad sums batch * out_h * out_w terms (100,352 on ResNet-50's 56x56 layers at batch 32),
+//     more than one fp32 accumulator can hold within the bar on large-mean data: it is summed
+//     in blocks (fp32 within a slice of at most 4608 terms, the slices added in double in a fixed
+//     order), so its error is one slice's whatever the batch; db is summed in double.
+//   - Non-finite: an element whose terms hold a NaN or an infinity is non-finite. In wgrad the
+//     padding is zeros that are multiplied, as in the forward: a non-finite dy reaches every tap
+//     of its output channel's dw.
+//
+// Determinism: every operation, the forward included, gives bitwise the same result for the same
+// inputs on every call, stream and workspace: no floating-point atomics, and every split of a
+// reduction (wgrad's slices, the forward's stream-K pieces) is a function of the shape alone and
+// summed in a fixed order.
 #ifndef CONV2D_CONV_CONV_H_
 #define CONV2D_CONV_CONV_H_
 

@@ -171,6 +171,7 @@ struct Role {
   size_t bytes;
   bool written;
   bool used;  // by the shape's operation
+  bool bias = false;  // the operation's bias role (fprop's bias, wgrad's db): used iff has_bias
 };
 
 // The seven roles of a call on `s` (Tensors' fields), with whether `s.op` uses each: the one
@@ -183,12 +184,12 @@ std::array<Role, 8> RolesOf(const Shape& s, const Tensors& t) {
   const bool fprop = s.op == Op::kFprop, dgrad = s.op == Op::kDgrad, wgrad = s.op == Op::kWgrad;
   return {Role{"x", t.x, x, false, fprop || wgrad},
           {"w", t.w, w, false, fprop || dgrad},
-          {"bias", t.bias, b, false, fprop && s.has_bias},
+          {"bias", t.bias, b, false, fprop && s.has_bias, fprop},
           {"y", t.y, y, true, fprop},
           {"dy", t.dy, y, false, dgrad || wgrad},
           {"dx", t.dx, x, true, dgrad},
           {"dw", t.dw, w, true, wgrad},
-          {"db", t.db, b, true, wgrad && s.has_bias}};
+          {"db", t.db, b, true, wgrad && s.has_bias, wgrad}};
 }
 
 }  // namespace
@@ -198,17 +199,20 @@ absl::Status ValidateTensors(const Shape& s, const Tensors& t, const void* works
   // Fixed arrays: Run's checks are on the host's per-call path (no allocation).
   const std::array<Role, 8> roles = RolesOf(s, t);
   for (const Role& r : roles) {
+    const bool bias_role = r.bias;
     if (r.used && r.p == nullptr) {
-      return absl::InvalidArgumentError(absl::StrCat(
-          r.name, " is null; ", OpName(s.op), " on ", s.ToString(), " needs it"));
+      return absl::InvalidArgumentError(
+          bias_role ? absl::StrCat("the shape ", s.ToString(), " has a bias but the ", r.name,
+                                   " pointer is null")
+                    : absl::StrCat(r.name, " is null; ", OpName(s.op), " on ", s.ToString(),
+                                   " needs it"));
     }
     if (!r.used && r.p != nullptr) {
-      const bool bias = r.name[0] == 'b' || r.name[1] == 'b';  // "bias", "db"
-      return absl::InvalidArgumentError(absl::StrCat(
-          r.name, " was given but ", OpName(s.op), " on ", s.ToString(),
-          bias && (s.op == Op::kFprop || s.op == Op::kWgrad)
-              ? " has no bias; make the plan with has_bias = true"
-              : " does not use it; pass null"));
+      return absl::InvalidArgumentError(
+          bias_role ? absl::StrCat("a bias was given (", r.name, ") but the shape ", s.ToString(),
+                                   " has none; make the plan with has_bias = true")
+                    : absl::StrCat(r.name, " was given but ", OpName(s.op), " on ",
+                                   s.ToString(), " does not use it; pass null"));
     }
     // A misaligned pointer would fault the kernel and with it the caller's CUDA context.
     if (reinterpret_cast<uintptr_t>(r.p) % alignof(float) != 0) {

@@ -451,7 +451,7 @@ TEST(RunArgsTest, TheBackwardsRoles) {
   EXPECT_TRUE(ValidateTensors(s, g, nullptr, 0, 0).ok());
   wrong = g;
   wrong.db = nullptr;
-  EXPECT_TRUE(says(ValidateTensors(s, wrong, nullptr, 0, 0), "db is null"));
+  EXPECT_TRUE(says(ValidateTensors(s, wrong, nullptr, 0, 0), "has a bias but the db pointer is null"));
   wrong = g;
   wrong.db = w + 46;  // db over dw's end
   EXPECT_TRUE(says(ValidateTensors(s, wrong, nullptr, 0, 0), "and db overlap"));
