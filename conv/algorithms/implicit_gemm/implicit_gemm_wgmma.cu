@@ -36,7 +36,9 @@
 //    stage's "empty", fold the partial chunk. The unit's stores (BN = 32 and 128) are deferred
 //    into the next unit's first k-tile, a quarter of the registers after each k8 step's wgmma are
 //    issued, so that the tensor core is not idle while they issue; the CTA's last unit stores
-//    at once.
+//    at once. A stream-K piece short of its tile stores its sums to the workspace at once, and
+//    the tile's last-arriving warps add the pieces in k order and store y (TailPiece): every
+//    call gives the same bits.
 #include <cuda_runtime.h>
 
 #include <cstdint>
@@ -125,18 +127,17 @@ Params MakeParams(const Shape& s, int bn, int slots) {
 namespace {
 
 // The filter split into the workspace: one block per (N tile, k-tile), see SplitFilterTarget;
-// then one block per tail tile sets its outputs to the bias (zero without one) for the main
-// kernel's atomics (ForEachTailZero), which saves a separate launch. Runs on any GPU.
+// then blocks that zero the tail's counters (TailZeroBlocks), which saves a separate launch.
+// Runs on any GPU.
 template <int BN, bool kGrouped>
 __global__ void __launch_bounds__(kSplitThreads)
-    SplitFilterKernel(const float* __restrict__ w, float* __restrict__ ws, const Params p,
-                      float* __restrict__ y) {
+    SplitFilterKernel(const float* __restrict__ w, float* __restrict__ ws, const Params p) {
   PdlLaunchDependents();
   const int block = static_cast<int>(blockIdx.x);
   const int split_blocks = p.n_tiles * p.k_tiles;
   if (block >= split_blocks) {
-    ForEachTailZero<kGrouped>(p, BN, block - split_blocks, static_cast<int>(threadIdx.x),
-                    [&](int at, int n) { y[at] = p.bias != nullptr ? p.bias[n] : 0.f; });
+    const int i = (block - split_blocks) * kSplitThreads + static_cast<int>(threadIdx.x);
+    if (i < TailCounters(p)) p.tail_counters[i] = 0;
     return;
   }
   // Every load of the thread first, then the splits and stores: the filter comes from DRAM, and
@@ -276,18 +277,32 @@ __device__ __forceinline__ void CopyStages(const float* __restrict__ x, const fl
   // which completes only once all of that stage's copies have landed, so the CTA outlives them.
 }
 
-// Where a unit's results go: the y offsets of the thread's two rows (-1 past M), the unit's
-// channels [n0, n_end), and whether it is a tail piece (added with atomics).
+// Where a unit's results go: the y offsets of the thread's two rows (-1 past M) and the unit's
+// channels [n0, n_end).
 struct UnitStore {
   int row[2] = {-1, -1};
   int n0 = 0, n_end = 0;
-  bool atomic = false;
 };
+template <int BN, bool kGrouped>
+__device__ __forceinline__ UnitStore UnitStoreOf(const WorkUnit& wu, int wg, int warp, int lane,
+                                                 const Params& p) {
+  UnitStore to;
+#pragma unroll
+  for (int h = 0; h < 2; ++h) {
+    int ml, nl;
+    AccCoord(wg, warp, lane, 2 * h, &ml, &nl);
+    const int m = wu.m_tile * kBM + ml;
+    to.row[h] = m < p.m ? YRowBase(p, m) : -1;
+  }
+  const NTile nt = NTileOf<kGrouped>(p, BN, wu.n_tile);
+  to.n0 = nt.n0;
+  to.n_end = nt.n_end;
+  return to;
+}
 
-// The epilogue of one work unit, a quarter q (0..3) of the accumulator registers at a time:
-// sum[r] to y (a store, or for a tail piece an atomic add of its part), then sum[r] = 0
-// for the next unit. For one register index a warp stores 8 consecutive pixels x 4 channels, four
-// 32-byte segments.
+// The epilogue of one work unit (or of a tail tile's added pieces), a quarter q (0..3) of the
+// accumulator registers at a time: sum[r] plus the bias to y, then sum[r] = 0 for the next unit.
+// For one register index a warp stores 8 consecutive pixels x 4 channels, four 32-byte segments.
 template <int BN, bool kGrouped>
 __device__ __forceinline__ void StoreQuarter(int q, float (&sum)[BN / 2], const UnitStore& to,
                                              int wg, int warp, int lane,
@@ -305,15 +320,76 @@ __device__ __forceinline__ void StoreQuarter(int q, float (&sum)[BN / 2], const 
     const int row = to.row[(r >> 1) & 1];
     const int n = to.n0 + nl;
     if (row >= 0 && n < (kGrouped ? to.n_end : p.cout)) {
-      if (!to.atomic) {
-        // The bias as the separate pass added it (y + bias, one rounding); a tail tile's pieces
-        // add into the bias the split kernel wrote.
-        y[row + n * plane] = p.bias != nullptr ? __fadd_rn(sum[r], __ldg(p.bias + n)) : sum[r];
-      } else {
-        atomicAdd(y + row + n * plane, sum[r]);  // a RED: the pieces' partial sums, any order
-      }
+      // The bias as the separate pass added it (y + bias, one rounding).
+      y[row + n * plane] = p.bias != nullptr ? __fadd_rn(sum[r], __ldg(p.bias + n)) : sum[r];
     }
     sum[r] = 0.f;
+  }
+}
+
+// atom.add with acquire and release semantics at GPU scope: the arrival publishes the warp's
+// slot stores (ordered before it by __syncwarp) and, for the last warp, makes every earlier
+// arrival's stores visible to the loads that follow its next __syncwarp.
+__device__ __forceinline__ int AtomicAddAcqRelGpu(int* p, int v) {
+  int old;
+  asm volatile("atom.acq_rel.gpu.global.add.s32 %0, [%1], %2;\n"
+               : "=r"(old)
+               : "l"(p), "r"(v)
+               : "memory");
+  return old;
+}
+
+// A tail piece short of its tile (The tail's pieces, in the internal header), by one consumer
+// warp: its sums to the piece's slot, its arrival on the tile's counter; the tile's last warp to
+// arrive adds the pieces' slots in k order (its own slot too, reread: the order must not depend
+// on which piece arrives last) and stores y with the bias. Leaves sum zero. The stores happen at
+// once, not deferred into the next unit: the arrival must follow them.
+template <int BN, bool kGrouped>
+__device__ __forceinline__ void TailPiece(float (&sum)[BN / 2], const WorkUnit& wu, int wg,
+                                          int warp, int lane, float* __restrict__ y,
+                                          const Params& p) {
+  constexpr int kRegs = BN / 2;
+  constexpr int kPerQuarter = kRegs / 4;
+  const int t = TailTileOf(p, wu);
+  const int tid = (wg * 4 + warp) * 32 + lane;  // consumer thread, 0..255
+  float* mine = p.tail_partials +
+                PartialAt(BN, PartialSlot(static_cast<int>(blockIdx.x), t), 0, tid);
+#pragma unroll
+  for (int r = 0; r < kRegs; ++r) __stcg(mine + r * kConsumerThreads, sum[r]);
+  __syncwarp();
+  int arrived = 0;
+  if (lane == 0) {
+    arrived = AtomicAddAcqRelGpu(p.tail_counters + TailCounter(t, tid / 32), 1);
+  }
+  arrived = __shfl_sync(0xffffffffu, arrived, 0);
+  const TailPieces pieces = PiecesOf(p, t);
+  if (arrived != pieces.count - 1) {
+#pragma unroll
+    for (int r = 0; r < kRegs; ++r) sum[r] = 0.f;
+    return;
+  }
+  __syncwarp();  // lane 0's acquire, for every lane's loads
+  const UnitStore to = UnitStoreOf<BN, kGrouped>(wu, wg, warp, lane, p);
+  const float* first =
+      p.tail_partials + PartialAt(BN, PartialSlot(pieces.first_cta, t), 0, tid);
+  constexpr int64_t kSlotFloats = int64_t{kRegs} * kConsumerThreads;
+#pragma unroll
+  for (int q = 0; q < 4; ++q) {
+    // A quarter of the registers at a time: one piece's loads in flight together, few live.
+#pragma unroll
+    for (int rr = 0; rr < kPerQuarter; ++rr) {
+      const int r = q * kPerQuarter + rr;
+      sum[r] = __ldcg(first + r * kConsumerThreads);
+    }
+#pragma unroll 1
+    for (int c = 1; c < pieces.count; ++c) {
+#pragma unroll
+      for (int rr = 0; rr < kPerQuarter; ++rr) {
+        const int r = q * kPerQuarter + rr;
+        sum[r] = __fadd_rn(sum[r], __ldcg(first + c * kSlotFloats + r * kConsumerThreads));
+      }
+    }
+    StoreQuarter<BN, kGrouped>(q, sum, to, wg, warp, lane, y, p);
   }
 }
 
@@ -350,7 +426,7 @@ __global__ void __launch_bounds__(kThreads, Config<BN>::kMinBlocks)
     FenceMbarInit();  // the bulk copies complete "full" through the async proxy
   }
   __syncthreads();  // the barriers are initialised before anyone uses them
-  PdlWait();  // the split filter and the zeroed y come from SplitFilterKernel (not kSplitB)
+  PdlWait();  // the split filter and the zeroed tail counters come from SplitFilterKernel
 
   if (tid >= kConsumerThreads) {
     GiveRegisters<C::kCopyRegs>();
@@ -441,17 +517,11 @@ __global__ void __launch_bounds__(kThreads, Config<BN>::kMinBlocks)
 #pragma unroll
       for (int r = 0; r < C::kAccRegs; ++r) sum[r] = __fadd_rn(sum[r], acc[r]);
     }
-#pragma unroll
-    for (int h = 0; h < 2; ++h) {
-      int ml, nl;
-      AccCoord(wg, warp, lane, 2 * h, &ml, &nl);
-      const int m = wu.m_tile * kBM + ml;
-      store.row[h] = m < p.m ? YRowBase(p, m) : -1;
+    if (kTail && IsPartial(p, wu)) {
+      TailPiece<BN, kGrouped>(sum, wu, wg, warp, lane, y, p);
+      continue;
     }
-    const NTile nt = NTileOf<kGrouped>(p, BN, wu.n_tile);
-    store.n0 = nt.n0;
-    store.n_end = nt.n_end;
-    store.atomic = wu.atomic;
+    store = UnitStoreOf<BN, kGrouped>(wu, wg, warp, lane, p);
     store_pending = true;
     if (!C::kDeferStores) {
 #pragma unroll
@@ -514,11 +584,13 @@ class ImplicitGemmWgmmaRunner : public Runner {
   ImplicitGemmWgmmaRunner(int bn, const Params& p, int64_t split_bytes, bool split_b)
       : bn_(bn), p_(p), split_bytes_(split_bytes), split_b_(split_b) {}
   size_t workspace_bytes() const override {
-    return split_b_ ? 0 : static_cast<size_t>(split_bytes_) + kWorkspaceAlign;
+    return split_b_ ? 0
+                    : static_cast<size_t>(split_bytes_ + TailWorkspaceBytes(p_, bn_)) +
+                          kWorkspaceAlign;
   }
 
-  // The bias in the epilogue (StoreQuarter) and in the tail's initial values: the separate
-  // pass over y would be a third launch.
+  // The bias in the epilogue (StoreQuarter, also after a tail tile's pieces are added): the
+  // separate pass over y would be a third launch.
   bool adds_bias() const override { return true; }
   bool records_launches() const override { return true; }
 
@@ -543,13 +615,20 @@ class ImplicitGemmWgmmaRunner : public Runner {
     if (split_b_) return GemmSplitB<BN>(p, vec_a, grid, a);
     const uintptr_t base = reinterpret_cast<uintptr_t>(a.workspace);
     float* ws = reinterpret_cast<float*>((base + kWorkspaceAlign - 1) & ~(kWorkspaceAlign - 1));
+    Params q = p;
+    if (p.tail_ctas > 0) {
+      // After the split filter (a multiple of 1024 bytes): the counters, then the slots.
+      unsigned char* tail = reinterpret_cast<unsigned char*>(ws) + split_bytes_;
+      q.tail_counters = reinterpret_cast<int*>(tail);
+      q.tail_partials = reinterpret_cast<float*>(tail + TailCounterBytes(p));
+    }
     const unsigned split_blocks = static_cast<unsigned>(p.n_tiles * p.k_tiles + TailZeroBlocks(p));
     RETURN_IF_ERROR(CudaStatus(
         LaunchPdl(/*pdl=*/false,
                   p.groups > 1 ? &SplitFilterKernel<BN, true> : &SplitFilterKernel<BN, false>,
-                  split_blocks, kSplitThreads, 0, a.stream, a.w, ws, p, a.y),
+                  split_blocks, kSplitThreads, 0, a.stream, a.w, ws, q),
         "implicit_gemm_wgmma filter split"));
-    return Gemm<BN>(p, vec_a, grid, a, ws);
+    return Gemm<BN>(q, vec_a, grid, a, ws);
   }
 
   // The main kernel, started while the split kernel's last blocks still run (pdl.cuh).
@@ -630,7 +709,9 @@ class ImplicitGemmWgmma : public AlgorithmWithConfig<WgmmaConfig> {
   // plus a prologue and epilogue per unit) at three TF32 products per term and ~300 TFLOP/s per
   // H200 (three fifths of the dense TF32 peak; an SM shared by its CTAs; the cnn suite measured
   // ~1.08x the model's times at 330), plus the minimal bytes, the split filter's writes and reads
-  // and the tail's zeroing at 3 TB/s, plus 8 us for the two launches.
+  // and one pass over the tail's outputs at 3 TB/s, plus 8 us for the two launches. (That pass
+  // was the zeroing the atomics' tail needed; the fixed-order tail instead sends its pieces
+  // through the workspace, mostly in L2. The term is kept as fitted, so auto's picks stand.)
   absl::StatusOr<WgmmaConfig> Choose(const Shape& s, const DeviceInfo& device,
                                      double* seconds) const override {
     RETURN_IF_ERROR(CheckIndexing(s));

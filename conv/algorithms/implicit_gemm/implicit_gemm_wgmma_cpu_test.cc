@@ -4,8 +4,9 @@
 // bulk copy and every thread's cp.async into a shared-memory image addressed like the kernel's, the wgmma operands
 // read the way the PTX ISA defines them (A from the lanes' registers by the register-fragment
 // table, B through the matrix descriptor and the 128-byte swizzle; both coded here independently
-// of the kernel's helpers), the accumulator table, the fold schedule, the epilogue's stores --
-// and compared with the fp64 reference. Plus the descriptor's bit fields, the swizzle bijection,
+// of the kernel's helpers), the accumulator table, the fold schedule, the epilogue's stores and
+// the stream-K tail's pieces through the workspace -- and compared with the fp64 reference, and
+// bit for bit across CTA completion orders. Plus the descriptor's bit fields, the swizzle bijection,
 // the full/empty ring protocol between the copy warpgroup and the consumers (random
 // interleavings, within a work unit and across units), the work-unit walk (every (tile, k-tile)
 // once), bank conflicts and the shape limits.
@@ -15,6 +16,7 @@
 #include <cstdint>
 #include <cstdio>
 #include <limits>
+#include <map>
 #include <optional>
 #include <string>
 #include <vector>
@@ -113,12 +115,20 @@ std::vector<float> SplitFilter(const Shape& s, const Params& p, int bn,
 template <int BN, bool kVecA, bool kGeometry>
 using KernelGather = AGather<kVecA, Config<BN>::kUnmaskedGather && !kGeometry, kGeometry>;
 
+// The tail's workspace as the kernel uses it (The tail's pieces): the slots, NaN until written,
+// with a count of writes per float, and the counters, poisoned until the split kernel's zeroing.
+struct TailWorkspace {
+  std::vector<float> partials;
+  std::vector<int> slot_writes;
+  std::vector<int> counters;
+};
+
 template <int BN, bool kVecA, bool kGeometry, class At>
-void EmulateUnit(const Shape& s, const Params& p, const WorkUnit& wu, int g0,
+void EmulateUnit(const Shape& s, const Params& p, int cta, const WorkUnit& wu, int g0,
                  const std::vector<float>& x, const std::vector<float>& ws,
                  std::vector<KernelGather<BN, kVecA, kGeometry>>& ag, At& at,
                  std::vector<double>& acc, std::vector<double>& sum, std::vector<double>& y,
-                 std::vector<int>& writes) {
+                 std::vector<int>& writes, TailWorkspace& tail) {
   using C = Config<BN>;
   const NTile tile = TileOf(p, BN, wu.n_tile);
   const int m0 = wu.m_tile * kBM, n0 = tile.n0;
@@ -229,9 +239,36 @@ void EmulateUnit(const Shape& s, const Params& p, const WorkUnit& wu, int g0,
   if (fold_count != 0) {
     for (size_t i = 0; i < sum.size(); ++i) sum[i] += acc[i];
   }
-  // Epilogue: each thread's registers, stored where the kernel stores them.
+  // Epilogue: each thread's registers, stored where the kernel stores them: y, or for a tail piece
+  // short of its tile the piece's slot (the kernel's fp32 register values), after which each
+  // consumer warp arrives on its counter and the tile's last one adds the slots in k order.
   for (int wg = 0; wg < 2; ++wg)
-    for (int warp = 0; warp < 4; ++warp)
+    for (int warp = 0; warp < 4; ++warp) {
+      const int cwarp = wg * 4 + warp;  // the consumer warp, tid / 32
+      bool reduce = false;
+      TailPieces pieces;
+      if (IsPartial(p, wu)) {
+        for (int lane = 0; lane < 32; ++lane) {
+          const int tid = cwarp * 32 + lane;
+          for (int reg = 0; reg < C::kAccRegs; ++reg) {
+            int ml, nl;
+            AccCoord(wg, warp, lane, reg, &ml, &nl);
+            const int idx = wg * 64 * BN + (ml - wg * 64) * BN + nl;
+            const int64_t at_slot = PartialAt(BN, PartialSlot(cta, TailTileOf(p, wu)), reg, tid);
+            ASSERT_TRUE(at_slot >= 0 && at_slot < static_cast<int64_t>(tail.partials.size()));
+            ASSERT_EQ(tail.slot_writes[at_slot]++, 0) << "a slot float written twice";
+            tail.partials[at_slot] = static_cast<float>(sum[idx]);
+          }
+        }
+        const int c = TailCounter(TailTileOf(p, wu), cwarp);
+        ASSERT_TRUE(c >= 0 && c < static_cast<int>(tail.counters.size()));
+        pieces = PiecesOf(p, TailTileOf(p, wu));
+        ASSERT_GE(pieces.count, 2);
+        const int arrived = tail.counters[c]++;
+        ASSERT_LT(arrived, pieces.count) << "more arrivals than pieces";
+        reduce = arrived == pieces.count - 1;
+        if (!reduce) continue;
+      }
       for (int lane = 0; lane < 32; ++lane)
         for (int reg = 0; reg < C::kAccRegs; ++reg) {
           int ml, nl;
@@ -243,10 +280,23 @@ void EmulateUnit(const Shape& s, const Params& p, const WorkUnit& wu, int g0,
           if (m >= p.m || n >= tile.n_end) continue;
           const int64_t y_at = YRowBase(p, m) + int64_t{n} * p.p;
           ASSERT_TRUE(y_at >= 0 && y_at < s.output_elements());
-          const double v = sum[idx];
-          y[y_at] = wu.atomic ? y[y_at] + v : v;
+          if (reduce) {
+            // The pieces' slots in k order, fp32 additions (the kernel's __fadd_rn).
+            const int tid = cwarp * 32 + lane;
+            float v = 0;
+            for (int k = 0; k < pieces.count; ++k) {
+              const int64_t a =
+                  PartialAt(BN, PartialSlot(pieces.first_cta + k, TailTileOf(p, wu)), reg, tid);
+              ASSERT_EQ(tail.slot_writes[a], 1) << "reads a slot its piece has not written";
+              v = k == 0 ? tail.partials[a] : v + tail.partials[a];
+            }
+            y[y_at] = v;
+          } else {
+            y[y_at] = sum[idx];
+          }
           ++writes[y_at];
         }
+    }
   // StoreQuarter zeroes every register it handles, stored or not (rows past M, channels past
   // Cout): the next unit starts from zero sums.
   std::fill(sum.begin(), sum.end(), 0.0);
@@ -255,12 +305,12 @@ void EmulateUnit(const Shape& s, const Params& p, const WorkUnit& wu, int g0,
 // One persistent CTA replayed: its work units (UnitWalk), its stages numbered across units so
 // that stage g uses ring slot g % kStages as in the kernel, its shared memory kept from unit to
 // unit, and its fold sums likewise (the deferred epilogue stores a unit's sums and zeroes them for
-// the next). y: NaN-initialised, the tail tiles zeroed as the split kernel does; writes counts
-// stores per element; covered counts the k-tiles computed per tile, pieces its units.
+// the next). y: NaN-initialised; writes counts stores per element; covered counts the k-tiles
+// computed per tile, pieces its units; tail: the tail's workspace, shared by the CTAs.
 template <int BN, bool kVecA, bool kGeometry>
 void EmulateCta(const Shape& s, const Params& p, int cta, const std::vector<float>& x,
                 const std::vector<float>& ws, std::vector<double>& y, std::vector<int>& writes,
-                std::vector<int>& covered, std::vector<int>& pieces) {
+                std::vector<int>& covered, std::vector<int>& pieces, TailWorkspace& tail) {
   using C = Config<BN>;
   const uint32_t base = AlignSmemBase(kSmemRaw);
   ASSERT_EQ(base % 1024, 0u);
@@ -290,7 +340,8 @@ void EmulateCta(const Shape& s, const Params& p, int cta, const std::vector<floa
     ASSERT_LE(wu.kt_begin + wu.stages, p.k_tiles);
     covered[static_cast<size_t>(wu.m_tile) * p.n_tiles + wu.n_tile] += wu.stages;
     ++pieces[static_cast<size_t>(wu.m_tile) * p.n_tiles + wu.n_tile];
-    EmulateUnit<BN, kVecA, kGeometry>(s, p, wu, g, x, ws, ag, at, acc, sum, y, writes);
+    ASSERT_TRUE(!IsPartial(p, wu) || TailTileOf(p, wu) >= 0) << "a partial unit of the rounds";
+    EmulateUnit<BN, kVecA, kGeometry>(s, p, cta, wu, g, x, ws, ag, at, acc, sum, y, writes, tail);
     if (::testing::Test::HasFatalFailure()) return;
     g += wu.stages;
   }
@@ -299,8 +350,11 @@ void EmulateCta(const Shape& s, const Params& p, int cta, const std::vector<floa
 // slots: the GPU's CTA slots (SMs x CTAs per SM) the persistent grid is sized for; the default,
 // a small GPU of 3, gives every CTA several units, so the ring runs on across unit boundaries,
 // and often a tail. tail: whether the schedule must have a stream-K tail (unset: either).
+// cta_order: the order the CTAs are replayed in, which is the order their tail pieces arrive
+// (default 0, 1, ...); y_out: the outputs.
 template <int BN, bool kVecA, bool kGeometry = false>
-void CheckShape(const Shape& s, uint64_t seed, int slots = 3, std::optional<bool> tail = {}) {
+void CheckShape(const Shape& s, uint64_t seed, int slots = 3, std::optional<bool> tail = {},
+                const std::vector<int>* cta_order = nullptr, std::vector<double>* y_out = nullptr) {
   SCOPED_TRACE(s.ToString() + " BN " + std::to_string(BN) + (kVecA ? " vecA" : " scalarA") +
                " slots " + std::to_string(slots));
   ASSERT_TRUE(CheckIndexing(s).ok());
@@ -318,28 +372,38 @@ void CheckShape(const Shape& s, uint64_t seed, int slots = 3, std::optional<bool
   const std::vector<float> w = RandomTensor(seed, kFilterTensor, s.filter_elements());
   const std::vector<float> ws = SplitFilter(s, p, BN, w);
   std::vector<double> y(s.output_elements(), std::numeric_limits<double>::quiet_NaN());
-  // The split kernel's zeroing of the tail tiles: each of their outputs once, nothing else.
-  std::vector<int> zeroed(s.output_elements(), 0);
+  // The tail's workspace: the counters poisoned, then zeroed by the split kernel's extra blocks,
+  // each once.
+  TailWorkspace tail_ws;
+  tail_ws.partials.assign(static_cast<size_t>(PartialSlots(p) * (BN / 2) * kConsumerThreads),
+                       std::numeric_limits<float>::quiet_NaN());
+  tail_ws.slot_writes.assign(tail_ws.partials.size(), 0);
+  tail_ws.counters.assign(static_cast<size_t>(TailCounters(p)), -777);
+  ASSERT_EQ(TailWorkspaceBytes(p, BN),
+            TailCounterBytes(p) + static_cast<int64_t>(tail_ws.partials.size()) * 4);
+  ASSERT_GE(TailCounterBytes(p), static_cast<int64_t>(tail_ws.counters.size()) * 4);
   for (int z = 0; z < TailZeroBlocks(p); ++z) {
     for (int t = 0; t < kSplitThreads; ++t) {
-      auto zero = [&](int at, int n) {
-        ASSERT_EQ(at / (s.out_h() * s.out_w()) % s.out_channels, n) << "the channel of " << at;
-        ASSERT_TRUE(at >= 0 && at < s.output_elements());
-        ASSERT_EQ(zeroed[at]++, 0) << "zeroed twice";
-        y[at] = 0.0;
-      };
-      if (p.groups > 1) {
-        ForEachTailZero<true>(p, BN, z, t, zero);
-      } else {
-        ForEachTailZero<false>(p, BN, z, t, zero);
+      const int i = z * kSplitThreads + t;  // SplitFilterKernel's zeroing thread
+      if (i < TailCounters(p)) {
+        ASSERT_EQ(tail_ws.counters[i], -777) << "counter " << i << " zeroed twice";
+        tail_ws.counters[i] = 0;
       }
-      if (::testing::Test::HasFatalFailure()) return;
     }
   }
+  for (int c : tail_ws.counters) ASSERT_EQ(c, 0) << "a counter left unzeroed";
   std::vector<int> writes(s.output_elements(), 0);
   std::vector<int> covered(static_cast<size_t>(p.tiles), 0), pieces(static_cast<size_t>(p.tiles), 0);
-  for (int cta = 0; cta < p.grid; ++cta) {
-    EmulateCta<BN, kVecA, kGeometry>(s, p, cta, x, ws, y, writes, covered, pieces);
+  std::vector<int> order(p.grid);
+  for (int cta = 0; cta < p.grid; ++cta) order[cta] = cta;
+  if (cta_order != nullptr) {
+    order = *cta_order;
+    std::vector<int> sorted = order;
+    std::sort(sorted.begin(), sorted.end());
+    for (int cta = 0; cta < p.grid; ++cta) ASSERT_EQ(sorted.at(cta), cta) << "not a permutation";
+  }
+  for (int cta : order) {
+    EmulateCta<BN, kVecA, kGeometry>(s, p, cta, x, ws, y, writes, covered, pieces, tail_ws);
     if (::testing::Test::HasFatalFailure()) return;
   }
   for (int t = 0; t < p.tiles; ++t) ASSERT_EQ(covered[t], p.k_tiles) << "tile " << t;
@@ -353,20 +417,15 @@ void CheckShape(const Shape& s, uint64_t seed, int slots = 3, std::optional<bool
   const std::vector<double> mag = ReferenceConv(s, ax.data(), aw.data());
   int64_t bad = 0;
   for (int64_t i = 0; i < s.output_elements(); ++i) {
-    // Stored once (a whole tile), or zeroed and added into once by every piece of its tile.
-    const int64_t n = (i / p.p) % p.cout, m = (i / (int64_t{p.p} * p.cout)) * p.p + i % p.p;
-    const int64_t g = n / p.cout_g;  // the channel's group, its N tiles g*n_tiles_g ...
-    const int tile = static_cast<int>(m / kBM) * p.n_tiles +
-                     static_cast<int>(g * p.n_tiles_g + (n - g * p.cout_g) / BN);
-    ASSERT_EQ(zeroed[i] == 1, tile >= p.dp_tiles) << "output " << i;
-    ASSERT_EQ(writes[i], tile >= p.dp_tiles ? pieces[tile] : 1)
-        << "output " << i << " written " << writes[i] << " times";
+    // Stored once: by its whole tile, or by the tail tile's last warp to arrive.
+    ASSERT_EQ(writes[i], 1) << "output " << i << " written " << writes[i] << " times";
     if (!(std::abs(y[i] - ref[i]) <= std::ldexp(mag[i], -19) + 1e-30) && bad++ < 5) {
       ADD_FAILURE() << "output " << i << ": emulated " << y[i] << " reference " << ref[i]
                     << " bound " << std::ldexp(mag[i], -19);
     }
   }
   EXPECT_EQ(bad, 0);
+  if (y_out != nullptr) *y_out = y;
 }
 
 // Keep the replay quick: the shapes whose padded GEMM is small.
@@ -501,8 +560,8 @@ TEST(ImplicitGemmWgmmaEmulationTest, GroupedGemmMatchesReference) {
 }
 
 // The stream-K tail: pieces cut at arbitrary k-tiles (folds restart in each piece, partial
-// chunks), several pieces per CTA and per tile, added into the zeroed tail tiles; with and
-// without whole tiles before it.
+// chunks), several pieces per CTA and per tile, added through the workspace's slots by each
+// tile's last warps; with and without whole tiles before it.
 TEST(ImplicitGemmWgmmaEmulationTest, StreamKTailMatchesReference) {
   for (int slots : {4, 8, 16}) {
     CheckShape<64, false>(Shape{2, 40, 8, 20, 20, 4, 4}, 11, slots, /*tail=*/true);  // 5 tiles x 20 k-tiles
@@ -516,8 +575,58 @@ TEST(ImplicitGemmWgmmaEmulationTest, StreamKTailMatchesReference) {
   CheckShape<64, false>(Shape{1, 3, 40, 12, 12, 3, 3}, 11, 1, false);     // one CTA: whole tiles
 }
 
+// Every call must give bitwise the same y, whatever order the persistent CTAs run and finish in.
+// The replay runs the CTAs in different orders (the order their tail pieces arrive) with the
+// kernel's fp32 arithmetic where pieces meet, and requires the same bits (fp32 atomics into a
+// zeroed y, the tail before, fail it on every shape below): the shape measured
+// non-deterministic on an H100 (x (16, 32, 32, 32), w (64, 32, 3, 3), stride 2, padding 1, at
+// its 132 SMs x 2 CTAs: 32 tiles of 9 k-tiles cut into runs of 4, three pieces a tile), and
+// tails of other shapes and widths.
+template <int BN, bool kVecA, bool kGeometry>
+void ExpectOrderIndependent(const Shape& s, int slots) {
+  SCOPED_TRACE(s.ToString() + " slots " + std::to_string(slots));
+  const Params p = MakeParams(s, BN, slots);
+  ASSERT_GT(p.tail_ctas, 0) << "no stream-K tail: nothing to check";
+  std::vector<int> forward(p.grid), backward(p.grid), shuffled(p.grid);
+  for (int c = 0; c < p.grid; ++c) forward[c] = c, backward[c] = p.grid - 1 - c;
+  shuffled = forward;
+  uint64_t state = 12345;  // a fixed Fisher-Yates shuffle (64-bit LCG steps)
+  for (int c = p.grid - 1; c > 0; --c) {
+    state = state * 6364136223846793005ull + 1442695040888963407ull;
+    std::swap(shuffled[c], shuffled[static_cast<int>((state >> 33) % static_cast<uint64_t>(c + 1))]);
+  }
+  std::vector<double> y_forward, y_other;
+  CheckShape<BN, kVecA, kGeometry>(s, 31, slots, /*tail=*/true, &forward, &y_forward);
+  if (::testing::Test::HasFatalFailure()) return;
+  for (const std::vector<int>* order : {&backward, &shuffled}) {
+    CheckShape<BN, kVecA, kGeometry>(s, 31, slots, /*tail=*/true, order, &y_other);
+    if (::testing::Test::HasFatalFailure()) return;
+    ASSERT_EQ(y_other.size(), y_forward.size());
+    int64_t differ = 0;
+    double worst = 0;
+    for (size_t i = 0; i < y_forward.size(); ++i) {
+      differ += y_other[i] != y_forward[i];
+      worst = std::max(worst, std::abs(y_other[i] - y_forward[i]));
+    }
+    EXPECT_EQ(differ, 0) << "outputs depend on the order the CTAs finish in (by up to " << worst
+                         << ")";
+  }
+}
+
+TEST(ImplicitGemmWgmmaEmulationTest, TailResultDoesNotDependOnCtaOrder) {
+  Shape measured{16, 32, 64, 32, 32, 3, 3};
+  measured.pad_top = measured.pad_bottom = measured.pad_left = measured.pad_right = 1;
+  measured.stride_h = measured.stride_w = 2;
+  ExpectOrderIndependent<64, false, true>(measured, 132 * Config<64>::kMinBlocks);
+  ExpectOrderIndependent<64, false, false>(Shape{2, 40, 8, 20, 20, 4, 4}, 16);
+  ExpectOrderIndependent<32, false, false>(Shape{2, 40, 40, 20, 20, 4, 4}, 8);
+  ExpectOrderIndependent<128, false, false>(Shape{1, 64, 136, 10, 12, 3, 3}, 3);
+  ExpectOrderIndependent<128, true, false>(Shape{2, 256, 136, 8, 12, 1, 1}, 3);
+}
+
 // The persistent CTAs' static walk: over every CTA, every (tile, k-tile) exactly once, no empty
-// unit, tail pieces (atomic) exactly on the tail tiles, and every CTA's k-tiles within the
+// unit, tail units exactly on the tail tiles (partial exactly where short of the tile), each
+// tail tile's units those PiecesOf names with distinct slots, and every CTA's k-tiles within the
 // schedule's bound; for the cnn and KernelBot shapes, on grids of 1, 3, 7 and the H200's slots.
 TEST(ImplicitGemmWgmmaPlanTest, WorkUnitWalkCoversEveryKTileOnce) {
   std::vector<Shape> shapes = EdgeShapes();
@@ -545,6 +654,8 @@ TEST(ImplicitGemmWgmmaPlanTest, WorkUnitWalkCoversEveryKTileOnce) {
       ASSERT_LE(p.tail_ctas, p.grid);
       ASSERT_EQ(p.tail_ctas > 0, p.dp_tiles < p.tiles);
       std::vector<uint8_t> seen(static_cast<size_t>(pairs), 0);
+      std::map<int, int> slot_owner;  // the tail's slots: each used by one piece
+      std::vector<int> tail_units(static_cast<size_t>(p.tiles - p.dp_tiles), 0);
       const int64_t tail_run = p.tail_ctas > 0 ? (p.tail_k + p.tail_ctas - 1) / p.tail_ctas : 0;
       const int64_t dp_rounds = (p.dp_tiles + p.grid - 1) / p.grid;
       for (int cta = 0; cta < p.grid; ++cta) {
@@ -558,7 +669,19 @@ TEST(ImplicitGemmWgmmaPlanTest, WorkUnitWalkCoversEveryKTileOnce) {
           ASSERT_GE(wu.kt_begin, 0);
           ASSERT_LE(wu.kt_begin + wu.stages, p.k_tiles);
           const int tile = wu.m_tile * p.n_tiles + wu.n_tile;
-          ASSERT_EQ(wu.atomic, tile >= p.dp_tiles);
+          ASSERT_EQ(TailTileOf(p, wu), tile - p.dp_tiles);
+          if (tile < p.dp_tiles) ASSERT_FALSE(IsPartial(p, wu)) << "a whole tile cut";
+          if (tile >= p.dp_tiles) {
+            // The pieces' arithmetic: this CTA among the tile's, its slot its own.
+            const TailPieces tp = PiecesOf(p, TailTileOf(p, wu));
+            ASSERT_TRUE(cta >= tp.first_cta && cta < tp.first_cta + tp.count) << "cta " << cta;
+            ASSERT_EQ(tp.count == 1, !IsPartial(p, wu));
+            ASSERT_EQ(TailCtaOf(p, TailTileOf(p, wu) * p.k_tiles + wu.kt_begin), cta);
+            const int slot = PartialSlot(cta, TailTileOf(p, wu));
+            ASSERT_TRUE(slot >= 0 && slot < PartialSlots(p));
+            ASSERT_TRUE(slot_owner.emplace(slot, tile).second) << "slot " << slot << " shared";
+            ++tail_units[TailTileOf(p, wu)];
+          }
           for (int kt = wu.kt_begin; kt < wu.kt_begin + wu.stages; ++kt) {
             uint8_t& v = seen[static_cast<size_t>(int64_t{tile} * p.k_tiles + kt)];
             ASSERT_EQ(v, 0) << "k-tile computed twice";
@@ -581,12 +704,14 @@ TEST(ImplicitGemmWgmmaPlanTest, WorkUnitWalkCoversEveryKTileOnce) {
               ASSERT_EQ(ua.n_tile, ub.n_tile);
               ASSERT_EQ(ua.kt_begin, ub.kt_begin);
               ASSERT_EQ(ua.stages, ub.stages);
-              ASSERT_EQ(ua.atomic, ub.atomic);
             }
           } while (more);
         }
       }
       for (uint8_t v : seen) ASSERT_EQ(v, 1);
+      for (int t = 0; t < p.tiles - p.dp_tiles; ++t) {
+        ASSERT_EQ(tail_units[t], PiecesOf(p, t).count) << "tail tile " << t;
+      }
     }
   }
   EXPECT_GE(tail_shapes, 3);

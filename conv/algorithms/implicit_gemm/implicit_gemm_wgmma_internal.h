@@ -21,8 +21,12 @@
 //    K-major tile with the 128-byte swizzle, hi then lo. The stage copy is one bulk copy of
 //    those contiguous bytes (the copy engine; x's gather is per-thread cp.async).
 //  - The tiles that would leave SMs idle in a last round are split along K evenly over all CTAs
-//    (ChooseSchedule); the pieces add into a y zeroed by the filter split kernel, with fp32
-//    atomics (any order: not bit-reproducible).
+//    (ChooseSchedule). A piece that is not a whole tile leaves its fp32 sums in a workspace slot
+//    of its own; the warp that arrives last at the tile adds the pieces' sums in k order and
+//    stores y ("The tail's pieces", below). The order of the additions is fixed by the shape and
+//    the grid, not by which CTA finishes first: every call gives the same bits. (fp32 atomics
+//    into a zeroed y, as before, made the sum's order the arrival order: results varied by a few
+//    ulps from call to call.)
 #ifndef CONV2D_CONV_IMPLICIT_GEMM_WGMMA_INTERNAL_H_
 #define CONV2D_CONV_IMPLICIT_GEMM_WGMMA_INTERNAL_H_
 
@@ -168,7 +172,7 @@ struct Params {
   // The schedule (ChooseSchedule, UnitWalk): grid persistent CTAs; tiles [0, dp_tiles) whole,
   // tile c, c + grid, ... by CTA c with plain stores; the k-tiles of the other tiles ("the
   // tail", tail_k of them, tile by tile) cut into tail_ctas equal runs, one per CTA 0..tail_ctas-1,
-  // whose pieces add into y (zeroed there by the split kernel) with fp32 atomics.
+  // whose pieces meet in the workspace (The tail's pieces).
   int grid = 0;
   int dp_tiles = 0;
   int tail_ctas = 0;
@@ -186,8 +190,13 @@ struct Params {
   int n_tiles_g = 0;  // ceil(cout_g / BN)
   int cin_g_hw = 0;   // (cin / groups)*h*w: x's offset from one group's channels to the next
   // The call's bias [cout] or null, set per call by the runner (the plan's Params hold null):
-  // the epilogue adds it to a whole tile's sums; a tail tile starts from it instead of zero.
+  // the epilogue adds it to a tile's sums (a tail tile's: once its pieces are added).
   const float* bias = nullptr;
+  // The tail's workspace, set per call by the runner (null without a tail): a counter per tail
+  // tile and consumer warp, which the split kernel zeroes, and the pieces' slots
+  // (TailWorkspaceBytes).
+  int* tail_counters = nullptr;
+  float* tail_partials = nullptr;
 };
 
 // The output channels [n0, n_end) of N tile nt and the x offset x0 of its group's first input
@@ -240,8 +249,8 @@ struct Schedule {
   int grid = 0, dp_tiles = 0, tail_ctas = 0;
   double cost = 0;  // in k-tile times of one CTA
 };
-// margin: the tail's modelled cost must be below margin x whole tiles' (the tail's atomics and
-// y's zeroing are not in the model; see TailMargin).
+// margin: the tail's modelled cost must be below margin x whole tiles' (the pieces' trips
+// through the workspace are not in the model; see TailMargin).
 inline Schedule ChooseSchedule(int64_t tiles, int k_tiles, int slots, double margin = 0.95) {
   Schedule whole;
   whole.dp_tiles = static_cast<int>(tiles);
@@ -273,10 +282,19 @@ inline Schedule ChooseSchedule(int64_t tiles, int k_tiles, int slots, double mar
 // k-tile), so the results do not depend on which CTA runs it.
 struct WorkUnit {
   int m_tile = 0, n_tile = 0;
-  int kt_begin = 0;     // first k-tile
-  int stages = 0;       // k-tiles: >= 1
-  bool atomic = false;  // a tail piece: added into y with atomics (else stored)
+  int kt_begin = 0;  // first k-tile
+  int stages = 0;    // k-tiles: >= 1
 };
+// A unit short of its tile's k-tiles (only a tail piece can be): its sums go through the
+// workspace (The tail's pieces, below). Derived, not carried: the kernels keep a unit's fields
+// live across its k-tile loop, and registers are short there (BN = 64).
+CONV2D_HOST_DEVICE_INLINE bool IsPartial(const Params& p, const WorkUnit& w) {
+  return w.stages < p.k_tiles;
+}
+// A tail unit's tile, counted from the first tail tile (dp_tiles).
+CONV2D_HOST_DEVICE_INLINE int TailTileOf(const Params& p, const WorkUnit& w) {
+  return w.m_tile * p.n_tiles + w.n_tile - p.dp_tiles;
+}
 // Whole tiles only (no tail): the walk of the kernels compiled without the tail's state.
 struct WholeTileWalk {
   int next_tile = 0;
@@ -287,7 +305,6 @@ struct WholeTileWalk {
     w->n_tile = next_tile - w->m_tile * p.n_tiles;
     w->kt_begin = 0;
     w->stages = p.k_tiles;
-    w->atomic = false;
     next_tile += p.grid;
     return true;
   }
@@ -308,13 +325,11 @@ struct UnitWalk {
       next_tile += p.grid;
       w->kt_begin = 0;
       w->stages = p.k_tiles;
-      w->atomic = false;
     } else if (r < r_end) {
       const int t = r / p.k_tiles;
       w->kt_begin = r - t * p.k_tiles;
       const int left = p.k_tiles - w->kt_begin;
-      w->stages = r_end - r < left ? r_end - r : left;
-      w->atomic = true;
+      w->stages = r_end - r < left ? r_end - r : left;  // a whole tile here is stored as such
       r += w->stages;
       tile = p.dp_tiles + t;
     } else {
@@ -348,7 +363,7 @@ CONV2D_HOST_DEVICE_INLINE int64_t WorkspaceTile(int bn, int k_tiles, int nt, int
   return ((int64_t{nt} * k_tiles + kt) * 2 + plane) * int64_t{bn} * kBK;
 }
 // The split kernel runs one block of kSplitThreads per (N tile, k-tile), blockIdx.x = nt*k_tiles
-// + kt, then the tail's zeroing blocks (TailZeroBlocks) (no 64-bit division per element: an earlier one-thread-per-float form was ALU bound, 20 us
+// + kt, then the tail counters' zeroing blocks (TailZeroBlocks) (no 64-bit division per element: an earlier one-thread-per-float form was ALU bound, 20 us
 // for a 512x4608 filter). Element e of the block (e < bn*kBK, stepping by kSplitThreads) is
 // w[*n][*k], read along k (a warp reads whole 128-byte filter rows), and its hi half goes to
 // float *hi_at of the workspace, its lo half bn*kBK floats further (the lo plane). *n >= *n_end
@@ -405,25 +420,58 @@ CONV2D_HOST_DEVICE_INLINE void AccCoord(int wg, int warp, int lane, int reg, int
   *n = (reg >> 2) * 8 + 2 * tig + (reg & 1);
 }
 
-// The tail tiles' outputs, which the split kernel zeroes for the pieces' atomics: one block of
-// kSplitThreads per tail tile, after the split's own blocks. (An element-wise grid-stride loop
-// over all tail outputs, two 64-bit divisions per element, ran by the split's few blocks, took
-// 10-12 us on the cnn suite's BN = 128 shapes, more than the split itself; round 52.)
-CONV2D_HOST_DEVICE_INLINE int TailZeroBlocks(const Params& p) { return p.tiles - p.dp_tiles; }
-// Calls f(y offset, channel) for each output that thread t of zero block z zeroes: pixel row t % kBM of
-// tail tile dp_tiles + z, every (kSplitThreads / kBM)-th of its channels from t / kBM. The
-// threads of a warp write consecutive pixels of one channel (coalesced); rows past M and
-// channels past Cout are skipped.
-static_assert(kSplitThreads % kBM == 0, "whole pixel rows per zero block");
-template <bool kGrouped, typename F>
-CONV2D_HOST_DEVICE_INLINE void ForEachTailZero(const Params& p, int bn, int z, int t, F&& f) {
-  const int tile = p.dp_tiles + z;
-  const int m_tile = tile / p.n_tiles;
-  const NTile nt = NTileOf<kGrouped>(p, bn, tile - m_tile * p.n_tiles);
-  const int m = m_tile * kBM + t % kBM;
-  if (m >= p.m) return;
-  const int base = YRowBase(p, m);
-  for (int n = nt.n0 + t / kBM; n < nt.n_end; n += kSplitThreads / kBM) f(base + n * p.p, n);
+// ---- The tail's pieces. Tail tile t (tile dp_tiles + t) is cut by the CTAs' runs into one
+// piece per CTA whose run meets it: CTAs PiecesOf(t).first_cta, +1, ..., in k order. A tile that
+// one run holds whole is a whole unit (stored as such). Otherwise each piece's consumer threads
+// store their BN/2 sums to slot PartialSlot(cta, t) of the workspace, [register][thread] (a warp's
+// 32 values of one register fill one 128-byte line), and each consumer warp then counts itself on
+// the tile's counter for that warp: each warp holds the same (pixel, channel) positions in every
+// piece, so no warp waits for another, nor any CTA for another. The warp whose arrival is the
+// tile's last adds the pieces' sums from the first CTA's on, in fp32 (__fadd_rn), then the
+// bias, and stores y. The order is the tile's k order whichever CTA finishes first, so the bits
+// of y are the same on every call. (cta, t) -> cta + t is one-to-one over the pieces: along the
+// tail each next piece belongs to the next CTA, the next tile, or both.
+constexpr int kConsumerWarps = kConsumerThreads / 32;
+CONV2D_HOST_DEVICE_INLINE int TailTiles(const Params& p) { return p.tiles - p.dp_tiles; }
+// The CTA whose run holds tail k-tile r (0 <= r < tail_k): the largest c with
+// floor(c * tail_k / tail_ctas) <= r, UnitWalk's first k-tile of run c.
+CONV2D_HOST_DEVICE_INLINE int TailCtaOf(const Params& p, int r) {
+  return static_cast<int>((int64_t{r + 1} * p.tail_ctas - 1) / p.tail_k);
+}
+struct TailPieces {
+  int first_cta = 0, count = 0;
+};
+CONV2D_HOST_DEVICE_INLINE TailPieces PiecesOf(const Params& p, int t) {
+  const int first = TailCtaOf(p, t * p.k_tiles);
+  return TailPieces{first, TailCtaOf(p, (t + 1) * p.k_tiles - 1) - first + 1};
+}
+CONV2D_HOST_DEVICE_INLINE int PartialSlot(int cta, int t) { return cta + t; }
+// Slots: every (cta, t) of the tail (cta < tail_ctas, t < TailTiles) maps below this.
+CONV2D_HOST_DEVICE_INLINE int64_t PartialSlots(const Params& p) {
+  return p.tail_ctas > 0 ? int64_t{p.tail_ctas} + TailTiles(p) - 1 : 0;
+}
+// Consumer thread tid's register r of slot `slot`, as a float offset from the first slot.
+CONV2D_HOST_DEVICE_INLINE int64_t PartialAt(int bn, int slot, int r, int tid) {
+  return (int64_t{slot} * (bn / 2) + r) * kConsumerThreads + tid;
+}
+CONV2D_HOST_DEVICE_INLINE int TailCounters(const Params& p) {
+  return p.tail_ctas > 0 ? TailTiles(p) * kConsumerWarps : 0;
+}
+// The counter of consumer warp `warp` (0..7: tid / 32) of tail tile t.
+CONV2D_HOST_DEVICE_INLINE int TailCounter(int t, int warp) { return t * kConsumerWarps + warp; }
+// The tail's workspace, after the split filter: the counters (int32), padded to kTailAlign
+// bytes, then the slots. 0 without a tail.
+constexpr int64_t kTailAlign = 256;
+inline int64_t TailCounterBytes(const Params& p) {
+  return (int64_t{TailCounters(p)} * 4 + kTailAlign - 1) / kTailAlign * kTailAlign;
+}
+inline int64_t TailWorkspaceBytes(const Params& p, int bn) {
+  return TailCounterBytes(p) + PartialSlots(p) * (bn / 2) * kConsumerThreads * 4;
+}
+// The split kernel's blocks after its split's: they zero the counters, one per thread (the
+// pieces' sums need no zeroing: every slot that is read was written in the same call).
+CONV2D_HOST_DEVICE_INLINE int TailZeroBlocks(const Params& p) {
+  return (TailCounters(p) + kSplitThreads - 1) / kSplitThreads;
 }
 
 // ---- The im2col gather of one copy thread (x offset of A[m][k] = mbase(m) + kofs(k)); t is the

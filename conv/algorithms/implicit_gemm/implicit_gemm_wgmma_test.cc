@@ -3,20 +3,25 @@
 // overhang, all elements, uniform and normal inputs; the long KernelBot reductions and the "cnn"
 // shapes at 4096 sampled positions; inputs changed between calls; and (not pass/fail) the
 // effective TFLOP/s on the cnn shapes. Grids with a partial last round take a stream-K tail
-// (atomics into zeroed tail tiles: edge shapes of 8 or more k-tiles, (32,512,512,9,3),
-// (32,256,256,14,3), ...), others whole tiles only, so both kernel builds and both epilogues
-// are covered; every case again with a bias; the in-kernel filter split (the lab's forced
-// variant) on every case it takes, bit for bit against the split kernel. Needs a Hopper GPU: elsewhere main() fails (no device) or every case fails with
-// Initialize's FailedPrecondition (not sm_90).
+// (pieces added through the workspace in k order: edge shapes of 8 or more k-tiles,
+// (32,512,512,9,3), (32,256,256,14,3), ...), others whole tiles only, so both kernel builds and
+// both epilogues are covered; every case again with a bias; the in-kernel filter split (the
+// lab's forced variant) on every case it takes, bit for bit against the split kernel; and
+// repeated calls bit for bit the same, whatever the workspace and y held before, calls back to
+// back, another stream. Needs a Hopper GPU: elsewhere main() fails (no device) or every case
+// fails with Initialize's FailedPrecondition (not sm_90).
 #include <cuda_runtime_api.h>
 
 #include <algorithm>
+#include <cmath>
 #include <cstdio>
 #include <cstring>
 #include <string>
 #include <vector>
 
 #include "conv/algorithms/implicit_gemm/implicit_gemm_testing.h"
+#include "conv/algorithms/implicit_gemm/implicit_gemm_wgmma_internal.h"
+#include "conv/core/device_buffer.h"
 #include "conv/conv.h"
 #include "conv/testing/expect_reference.h"
 #include "conv/testing/shapes.h"
@@ -180,6 +185,118 @@ TEST(ImplicitGemmWgmmaGpuTest, RuleTakesTheInKernelSplitOnTinyProblems) {
   absl::StatusOr<Plan> larger = Plan::Create(padded, kAlgorithm);
   ASSERT_TRUE(larger.ok()) << larger.status();
   EXPECT_GT(larger->workspace_bytes(), 0u);
+}
+
+// The schedule this GPU gives a shape, for the messages: "tail: C CTAs over T tiles" or "whole
+// tiles".
+std::string ScheduleOf(const Shape& s) {
+  int device = 0, sms = 0;
+  if (cudaGetDevice(&device) != cudaSuccess ||
+      cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, device) != cudaSuccess) {
+    return "schedule unknown";
+  }
+  using namespace implicit_gemm_wgmma_internal;  // NOLINT: the kernel's own schedule
+  const int bn = ChooseBN(s);
+  const Params p = MakeParams(s, bn, sms * CtasPerSm(bn));
+  if (p.tail_ctas == 0) return "BN " + std::to_string(bn) + ", whole tiles";
+  return "BN " + std::to_string(bn) + ", stream-K tail: " + std::to_string(p.tail_ctas) +
+         " CTAs over " + std::to_string(p.tiles - p.dp_tiles) + " tiles of " +
+         std::to_string(p.k_tiles) + " k-tiles";
+}
+
+// Calls of one plan on the same inputs give the same bits, however the workspace and y were
+// left: before each call the workspace is zeros, NaN bits (0xff), huge finite values (0x7f),
+// -0 / tiny (0x80) or what the previous call left, at several offsets from an aligned address
+// (the runner aligns inside it), and y is poisoned with a different pattern; the last calls are
+// enqueued back to back on the stream with nothing in between (a call that overlapped the one
+// before, or read what it left, would show there), and one runs on a second stream (the plan's
+// graph for that stream). Each output is compared with the first call's, element for element.
+void ExpectRepeatable(const Shape& s, const std::string& algorithm) {
+  SCOPED_TRACE(s.ToString() + " (" + ScheduleOf(s) + ")");
+  absl::StatusOr<Plan> plan = Plan::Create(s, algorithm);
+  ASSERT_TRUE(plan.ok()) << plan.status();
+  absl::StatusOr<DeviceProblem> problem = DeviceProblem::Create(s, 23, Distribution::kNormal);
+  ASSERT_TRUE(problem.ok()) << problem.status();
+  const size_t ws = plan->workspace_bytes();
+  const size_t n = static_cast<size_t>(s.output_elements());
+  constexpr int kCalls = 9;
+  constexpr int kBackToBack = 5;  // calls kBackToBack.. are enqueued without a sync between
+  const int fill[kCalls] = {0x00, 0xff, 0x7f, -1, 0x80, 0xff, -1, 0x3c, 0x00};  // -1: as left
+  const int poison[kCalls] = {0xff, 0x00, 0x7f, 0xff, 0x80, 0x01, 0xff, 0x00, 0x7f};
+  const size_t offset[kCalls] = {0, 0, 4, 4, 128, 36, 36, 0, 252};
+  absl::StatusOr<DeviceBuffer> work = DeviceBuffer::Allocate(ws + 256);
+  ASSERT_TRUE(work.ok()) << work.status();
+  std::vector<DeviceBuffer> ys;
+  for (int i = 0; i < kCalls; ++i) {
+    absl::StatusOr<DeviceBuffer> y = DeviceBuffer::Allocate(n * sizeof(float));
+    ASSERT_TRUE(y.ok()) << y.status();
+    ys.push_back(std::move(*y));
+  }
+  cudaStream_t streams[2];
+  ASSERT_EQ(cudaStreamCreateWithFlags(&streams[0], cudaStreamNonBlocking), cudaSuccess);
+  ASSERT_EQ(cudaStreamCreateWithFlags(&streams[1], cudaStreamNonBlocking), cudaSuccess);
+  for (int i = 0; i < kCalls; ++i) {
+    cudaStream_t stream = streams[i == kCalls - 1 ? 1 : 0];
+    if (i == kCalls - 1) ASSERT_EQ(cudaStreamSynchronize(streams[0]), cudaSuccess);
+    unsigned char* w = ws > 0 ? work->as<unsigned char>() + offset[i] : nullptr;
+    if (fill[i] >= 0 && ws > 0) ASSERT_EQ(cudaMemsetAsync(w, fill[i], ws, stream), cudaSuccess);
+    ASSERT_EQ(cudaMemsetAsync(ys[i].p, poison[i], n * sizeof(float), stream), cudaSuccess);
+    absl::Status st = plan->Run(problem->x(), problem->w(), problem->bias(), ys[i].as<float>(),
+                                w, ws, stream);
+    ASSERT_TRUE(st.ok()) << "call " << i << ": " << st;
+    if (i < kBackToBack) ASSERT_EQ(cudaStreamSynchronize(stream), cudaSuccess);
+  }
+  for (cudaStream_t stream : streams) {
+    ASSERT_EQ(cudaStreamSynchronize(stream), cudaSuccess);
+    cudaStreamDestroy(stream);
+  }
+  std::vector<std::vector<float>> out(kCalls, std::vector<float>(n));
+  for (int i = 0; i < kCalls; ++i) {
+    ASSERT_EQ(cudaMemcpy(out[i].data(), ys[i].p, n * sizeof(float), cudaMemcpyDeviceToHost),
+              cudaSuccess);
+  }
+  for (int i = 1; i < kCalls; ++i) {
+    int64_t differ = 0, first = -1;
+    double worst = 0;
+    for (size_t e = 0; e < n; ++e) {
+      if (std::memcmp(&out[i][e], &out[0][e], sizeof(float)) != 0) {
+        if (differ++ == 0) first = static_cast<int64_t>(e);
+        worst = std::max(worst, static_cast<double>(std::fabs(out[i][e] - out[0][e])));
+      }
+    }
+    EXPECT_EQ(differ, 0) << "call " << i << " differs from call 0 at " << differ << " of " << n
+                         << " outputs (first " << first << ", by up to " << worst << ")";
+  }
+}
+
+// The shape measured non-deterministic on an H100 (x (16, 32, 32, 32), w (64, 32, 3, 3), stride
+// 2, padding 1: a stream-K tail of three pieces a tile there), with a bias; tails at each tile
+// width; odd sizes with asymmetric padding and stride, dilation, groups, a 1x1 (the 16-byte
+// gather), a tiny problem (the in-kernel split, no workspace); and the edge and KernelBot test
+// shapes. Each shape's schedule on this GPU is in its messages.
+TEST(ImplicitGemmWgmmaGpuTest, RepeatedCallsGiveTheSameBits) {
+  std::vector<Shape> shapes = {
+      WithGeometry(Shape{16, 32, 64, 32, 32, 3, 3}, 1, 1, 1, 1, 2, 2),
+      WithGeometry(Shape{16, 32, 64, 32, 32, 3, 3}, 1, 1, 1, 1, 2, 2, 1, 1, 1, /*bias=*/true),
+      WithGeometry(Shape{32, 128, 128, 28, 28, 3, 3}, 1, 1, 1, 1, 1, 1),  // BN 128, tail
+      WithGeometry(Shape{8, 64, 32, 28, 28, 3, 3}, 1, 1, 1, 1, 1, 1),     // BN 32, tail
+      WithGeometry(Shape{3, 7, 45, 29, 31, 3, 5}, 1, 2, 0, 1, 2, 1),
+      WithGeometry(Shape{4, 64, 64, 33, 33, 3, 3}, 2, 2, 2, 2, 1, 1, 2, 2),
+      GroupedShape(2, 256, 256, 32, 14, 14, 3, 3, 1, 1, 1, true),
+      GroupedShape(4, 128, 128, 2, 28, 28, 3, 3, 1, 2, 1, false),
+      Shape{16, 64, 64, 32, 32, 1, 1},
+      WithGeometry(Shape{1, 8, 8, 16, 16, 3, 3}, 1, 1, 1, 1, 1, 1),
+  };
+  for (const std::vector<Shape>& list : {EdgeShapes(), KernelBotTestShapes()}) {
+    shapes.insert(shapes.end(), list.begin(), list.end());
+  }
+  int tails = 0;
+  for (const Shape& s : shapes) {
+    ASSERT_TRUE(ValidateShape(s).ok()) << s.ToString();
+    tails += ScheduleOf(s).find("tail") != std::string::npos;
+    ExpectRepeatable(s, kAlgorithm);
+  }
+  EXPECT_GE(tails, 3) << "too few shapes take a stream-K tail on this GPU to test it";
 }
 
 TEST(ImplicitGemmWgmmaGpuTest, InputsChangeBetweenCalls) {
