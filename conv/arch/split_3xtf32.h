@@ -1,7 +1,9 @@
 // The 3xTF32 split, written once for every tensor-core kernel that reaches fp32 accuracy with
 // TF32 products (implicit_gemm_3xtf32, implicit_gemm_wgmma, the FFT variants' channel mix
 // cgemm_3xtf32 and cgemm_3xtf32_sm90), and for their CPU replays, which run this very code.
-// Plain C++, host and device.
+// Plain C++, host and device. SplitTf32 takes any fp32 value; SplitTf32Finite, two instructions
+// shorter, only values known to be finite and below the overflow edge (the mixes' spectra:
+// "Non-finite values" below).
 //
 // Formats. fp32 has 1 sign, 8 exponent and 23 mantissa bits (24 significant). TF32 is fp32 with
 // the low 13 mantissa bits zero: 10 explicit mantissa bits, 11 significant. A .tf32 operand of
@@ -45,20 +47,45 @@
 // for accuracy, if by little, which says the tensor core does not simply truncate lo; the bounds
 // above are upper bounds.
 //
-// Non-finite values (all checked in split_3xtf32_test):
-//  - x NaN: hi is whatever the bit addition gives, a NaN, +-inf or +-0 (the GPU's NaN 0x7fffffff
-//    carries into the sign bit and becomes -0; 0xffffffff wraps to +0), but lo = x - hi is NaN,
-//    a quiet one, whose top mantissa bit survives the truncation. lo_x times
-//    the other operand's hi is NaN whatever that hi is, so a NaN reaches every output whose sum
-//    uses x. (Rounding lo as well, as the old split did, turned that NaN into a zero: the poisoned
-//    input vanished into a finite answer; PERF.md round 80.)
-//  - x = +-inf: hi = x, lo = inf - inf = NaN: every output that uses x is NaN, not +-inf.
-//  - finite x with |x| >= 2^128 - 2^116 (within half a TF32 ulp of the top): hi rounds to +-inf,
-//    as cvt.rna does, lo = -+inf, and the outputs that use x are NaN.
-// For finite x below that, hi and lo are finite and hi + lo == x exactly.
+// Non-finite values (all checked in split_3xtf32_test). A product must come out as fp32's x*y
+// does: +-inf where x is infinite and y finite and nonzero, NaN where either is NaN. The plain
+// rounding (SplitTf32Finite) gives an infinite x hi = x and lo = x - hi = inf - inf = NaN: every
+// product with it NaN (64 of 131072 outputs of a 1x1 layer with one infinity in x, measured).
+// lo = 0 instead would not do either: hi_x lo_y is inf * 0 = NaN where y is a TF32 value, and an
+// infinity of the wrong sign where lo_y's sign is not y's (about half the time). So SplitTf32
+// carries the infinity in lo, which meets only the other operand's hi (lo_x hi_y), and sets hi
+// to -0 for every x at or past the overflow edge (|x| >= 2^128 - 2^116, where the rounding would
+// reach inf) and for NaN. (-0, not +0: x - (+0) may be folded to x, x - (-0) = x + 0 may not,
+// since it is +0 for x = -0; so the FADD, which quiets a signalling NaN, is always there.)
+//  - x = +-inf: hi = -0, lo = x. The products: lo_x hi_y = +-inf with x's sign times y's, the
+//    others zeros: fp32's x * y for every finite y but 0 (NaN, as in fp32) and |y| < 2^-137
+//    (subnormals whose hi is 0: NaN where fp32 gives +-inf). inf * inf gives NaN (hi_y = -0),
+//    not fp32's +-inf: both operands of one product infinite.
+//  - finite x at or past the edge: hi = -0, lo = x exactly (hi + lo == x), which the tensor
+//    core reads as TF32: those products are TF32's (2^-10 relative), where the plain rounding
+//    made them NaN (hi = +-inf, lo = -+inf). Data near 3.4e38 is outside the contract anyway.
+//  - x NaN, whatever its bits: hi = -0, lo = x + 0, a quiet NaN (the add sets the top mantissa
+//    bit of a signalling one), which survives the tensor core's truncation: every product with
+//    x is NaN, so a NaN reaches every output whose sum uses x. (Rounding lo as well, as the
+//    split before round 81 did, turned that NaN into a zero.)
+// For finite x below the edge, hi and lo are exactly those of the plain rounding above.
+// The cost: a comparison of |x| with the edge (FSETP, beside the rounding's add) and a select
+// of hi (SEL, after the mask): five instructions where SplitTf32Finite takes three (IADD3, LOP3,
+// FADD), the dependency chain one longer; no register. PERF.md round 44 measured 1-4% on
+// implicit_gemm_wgmma for two instructions of this split (cvt.rna's four against two), which
+// is on the kernels' inner loop. Forms of four exist only with a register: clamping x to the
+// largest TF32 value (FMNMX) and the rounded bits by an unsigned min fused with the add
+// (VIADDMNMX on sm_90) needs 0x1000 in a register, which ptxas rematerialises at BN = 128 and
+// spills around in the BN = 64 tail kernels (sm_90a SASS: +25 and +18 instructions a k-tile
+// against this form's +32, with a spill store and load a k-tile at BN = 64), and leaves hi =
+// +-3.4e38 times lo_y overflowing to the wrong infinity for |y| >= 2^12. No form of three was
+// found: a constant added to the bits and a mask make inf's hi finite only by carrying out of
+// the exponent (adding 2^23 ulps, i.e. doubling x), which also moves 0 to 2^-126, so that zeros
+// would add 2^-126 lo_y to the sums.
 #ifndef CONV2D_ARCH_SPLIT_3XTF32_H_
 #define CONV2D_ARCH_SPLIT_3XTF32_H_
 
+#include <cmath>
 #include <cstdint>
 #include <cstring>
 
@@ -84,14 +111,32 @@ CONV2D_HOST_DEVICE_INLINE float TensorCoreTf32(uint32_t bits) {
   return BitsFloat(bits & kTf32Mask);
 }
 
-// x = hi + lo (bit patterns, as the mma operands take them): see the top of the file.
-CONV2D_HOST_DEVICE_INLINE void SplitTf32(float x, uint32_t& hi, uint32_t& lo) {
-  hi = RoundToTf32Bits(FloatBits(x));
+// The overflow edge, 2^128 - 2^116: from here up the rounding's hi is +-inf.
+constexpr uint32_t kTf32OverflowEdgeBits = 0x7f7ff000u;
+
+// lo = x - hi, an FADD, never fused into an FMA.
+CONV2D_HOST_DEVICE_INLINE uint32_t SplitLo(float x, uint32_t hi) {
 #if defined(__CUDA_ARCH__)
-  lo = __float_as_uint(__fsub_rn(x, __uint_as_float(hi)));  // an FADD, never fused into an FMA
+  return __float_as_uint(__fsub_rn(x, __uint_as_float(hi)));
 #else
-  lo = FloatBits(x - BitsFloat(hi));
+  return FloatBits(x - BitsFloat(hi));
 #endif
+}
+
+// x = hi + lo (bit patterns, as the mma operands take them), for any x: see the top of the file.
+CONV2D_HOST_DEVICE_INLINE void SplitTf32(float x, uint32_t& hi, uint32_t& lo) {
+  // False for NaN too: hi = -0 past the edge, for +-inf and for NaN.
+  const bool below_edge = fabsf(x) < BitsFloat(kTf32OverflowEdgeBits);
+  hi = below_edge ? RoundToTf32Bits(FloatBits(x)) : 0x80000000u;
+  lo = SplitLo(x, hi);
+}
+
+// The same for x known to be finite with |x| < 2^128 - 2^116 (the FFT mixes' spectra, whose
+// non-finite inputs fft_fused takes out before its transforms); elsewhere it does what the plain
+// rounding does: hi = +-inf and lo NaN for x = +-inf, a NaN product where SplitTf32 gives +-inf.
+CONV2D_HOST_DEVICE_INLINE void SplitTf32Finite(float x, uint32_t& hi, uint32_t& lo) {
+  hi = RoundToTf32Bits(FloatBits(x));
+  lo = SplitLo(x, hi);
 }
 
 }  // namespace conv2d

@@ -94,23 +94,25 @@ __device__ __forceinline__ void ComputeStage(const float2* __restrict__ sb,
     // This lane's k slots (t, t+4) are complex l = 4*ks + t: real and imaginary part.
     const float2* rb = sb + (4 * ks + t) * kLdsB + g;
     const float2* ra = sa + (4 * ks + t) * kLdsA + g;
+    // The finite-only split (split_3xtf32.h): the spectra are finite, fft_fused having taken
+    // the non-finite inputs out of the transforms, and it is one instruction shorter.
     uint32_t ahi[2][4], alo[2][4];
 #pragma unroll
     for (int wn = 0; wn < 2; ++wn) {
       const float2 v0 = rb[16 * wn];      // row g
       const float2 v1 = rb[16 * wn + 8];  // row g + 8
-      SplitTf32(v0.x, ahi[wn][0], alo[wn][0]);
-      SplitTf32(v1.x, ahi[wn][1], alo[wn][1]);
-      SplitTf32(v0.y, ahi[wn][2], alo[wn][2]);
-      SplitTf32(v1.y, ahi[wn][3], alo[wn][3]);
+      SplitTf32Finite(v0.x, ahi[wn][0], alo[wn][0]);
+      SplitTf32Finite(v1.x, ahi[wn][1], alo[wn][1]);
+      SplitTf32Finite(v0.y, ahi[wn][2], alo[wn][2]);
+      SplitTf32Finite(v1.y, ahi[wn][3], alo[wn][3]);
     }
     // (Ar, Ai): {Ar, Ai} feeds the real accumulator, {Ai, -Ar} the imaginary one.
     uint32_t bhi[4][2], blo[4][2];
 #pragma unroll
     for (int wm = 0; wm < 4; ++wm) {
       const float2 u = ra[8 * wm];  // column g
-      SplitTf32(u.x, bhi[wm][0], blo[wm][0]);
-      SplitTf32(u.y, bhi[wm][1], blo[wm][1]);
+      SplitTf32Finite(u.x, bhi[wm][0], blo[wm][0]);
+      SplitTf32Finite(u.y, bhi[wm][1], blo[wm][1]);
     }
     // Small terms first (lo*hi, hi*lo), then hi*hi; each pass over all 16 partials keeps the
     // dependent MMAs of one partial 16 issues apart.

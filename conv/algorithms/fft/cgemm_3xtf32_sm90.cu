@@ -167,8 +167,9 @@ __device__ __forceinline__ void SplitStages(unsigned char* smem, uint64_t* loade
 #pragma unroll
       for (int t = 0; t < 4; ++t) {
         const float2 x = raw_in[StagedOffset(kT.ld_input, g.c, 4 * g.s + t)];
-        SplitTf32(x.x, re_hi[t], re_lo[t]);
-        SplitTf32(x.y, im_hi[t], im_lo[t]);
+        // The finite-only split: fft_fused takes non-finite inputs out of its spectra.
+        SplitTf32Finite(x.x, re_hi[t], re_lo[t]);
+        SplitTf32Finite(x.y, im_hi[t], im_lo[t]);
       }
       // Column c (Re form): slots (Ar, Ai); column c + kN (Im form): slots (Ai, -Ar). Slots 4-7
       // are one core matrix on (kLeadingBytes); column + kN is kN / 8 column groups on.
@@ -227,10 +228,10 @@ __device__ __forceinline__ void Consume(const Params& p, unsigned char* smem, ui
     uint32_t a_hi[kSteps][4], a_lo[kSteps][4];
 #pragma unroll
     for (int s = 0; s < kSteps; ++s) {
-      SplitTf32(fa[s][0].x, a_hi[s][0], a_lo[s][0]);
-      SplitTf32(fa[s][1].x, a_hi[s][1], a_lo[s][1]);
-      SplitTf32(fa[s][0].y, a_hi[s][2], a_lo[s][2]);
-      SplitTf32(fa[s][1].y, a_hi[s][3], a_lo[s][3]);
+      SplitTf32Finite(fa[s][0].x, a_hi[s][0], a_lo[s][0]);
+      SplitTf32Finite(fa[s][1].x, a_hi[s][1], a_lo[s][1]);
+      SplitTf32Finite(fa[s][0].y, a_hi[s][2], a_lo[s][2]);
+      SplitTf32Finite(fa[s][1].y, a_hi[s][3], a_lo[s][3]);
     }
     // The stage on the tensor cores, small terms first; the first product starts the partials.
     // Columns [0, kN) of the product are Re C, [kN, 2 kN) Im C.

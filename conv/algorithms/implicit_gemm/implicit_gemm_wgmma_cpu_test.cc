@@ -19,6 +19,7 @@
 #include <map>
 #include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "conv/algorithms/implicit_gemm/implicit_gemm_testing.h"
@@ -351,10 +352,13 @@ void EmulateCta(const Shape& s, const Params& p, int cta, const std::vector<floa
 // a small GPU of 3, gives every CTA several units, so the ring runs on across unit boundaries,
 // and often a tail. tail: whether the schedule must have a stream-K tail (unset: either).
 // cta_order: the order the CTAs are replayed in, which is the order their tail pieces arrive
-// (default 0, 1, ...); y_out: the outputs.
+// (default 0, 1, ...); y_out: the outputs; x_set: x elements (flat index, value) set after the
+// seeded fill, infinities among them: an output whose fp64 reference is non-finite must then
+// be that infinity (or NaN where the reference is NaN), as fp32 summation gives.
 template <int BN, bool kVecA, bool kGeometry = false>
 void CheckShape(const Shape& s, uint64_t seed, int slots = 3, std::optional<bool> tail = {},
-                const std::vector<int>* cta_order = nullptr, std::vector<double>* y_out = nullptr) {
+                const std::vector<int>* cta_order = nullptr, std::vector<double>* y_out = nullptr,
+                const std::vector<std::pair<int64_t, float>>& x_set = {}) {
   SCOPED_TRACE(s.ToString() + " BN " + std::to_string(BN) + (kVecA ? " vecA" : " scalarA") +
                " slots " + std::to_string(slots));
   ASSERT_TRUE(CheckIndexing(s).ok());
@@ -368,7 +372,8 @@ void CheckShape(const Shape& s, uint64_t seed, int slots = 3, std::optional<bool
   if (kVecA) {
     ASSERT_TRUE(CanVectorizeA(p, 0));
   }
-  const std::vector<float> x = RandomTensor(seed, kInputTensor, s.input_elements());
+  std::vector<float> x = RandomTensor(seed, kInputTensor, s.input_elements());
+  for (const auto& [at, v] : x_set) x.at(static_cast<size_t>(at)) = v;
   const std::vector<float> w = RandomTensor(seed, kFilterTensor, s.filter_elements());
   const std::vector<float> ws = SplitFilter(s, p, BN, w);
   std::vector<double> y(s.output_elements(), std::numeric_limits<double>::quiet_NaN());
@@ -419,6 +424,13 @@ void CheckShape(const Shape& s, uint64_t seed, int slots = 3, std::optional<bool
   for (int64_t i = 0; i < s.output_elements(); ++i) {
     // Stored once: by its whole tile, or by the tail tile's last warp to arrive.
     ASSERT_EQ(writes[i], 1) << "output " << i << " written " << writes[i] << " times";
+    if (!std::isfinite(ref[i])) {
+      const bool same = std::isnan(ref[i]) ? std::isnan(y[i]) : y[i] == ref[i];
+      if (!same && bad++ < 5) {
+        ADD_FAILURE() << "output " << i << ": emulated " << y[i] << " reference " << ref[i];
+      }
+      continue;
+    }
     if (!(std::abs(y[i] - ref[i]) <= std::ldexp(mag[i], -19) + 1e-30) && bad++ < 5) {
       ADD_FAILURE() << "output " << i << ": emulated " << y[i] << " reference " << ref[i]
                     << " bound " << std::ldexp(mag[i], -19);
@@ -622,6 +634,29 @@ TEST(ImplicitGemmWgmmaEmulationTest, TailResultDoesNotDependOnCtaOrder) {
   ExpectOrderIndependent<32, false, false>(Shape{2, 40, 40, 20, 20, 4, 4}, 8);
   ExpectOrderIndependent<128, false, false>(Shape{1, 64, 136, 10, 12, 3, 3}, 3);
   ExpectOrderIndependent<128, true, false>(Shape{2, 256, 136, 8, 12, 1, 1}, 3);
+}
+
+// An infinity in x reaches the outputs whose window holds it as the infinity fp32 summation
+// gives (NaN where products of both signs meet), through the kernel's gathers, its split
+// (conv/arch/split_3xtf32.h) on both operands and the tail's pieces; every other output stays
+// within the bound. A 1x1 layer (the measured case: one infinity, 64 outputs), with two
+// infinities in one pixel and one of each sign in another; and a padded, strided 3x3 layer.
+TEST(ImplicitGemmWgmmaEmulationTest, InfinityInXGivesInfinity) {
+  const Shape one{2, 64, 64, 8, 8, 1, 1};
+  const int64_t plane = 8 * 8;
+  const std::vector<std::pair<int64_t, float>> spikes = {
+      {5 * plane + 9, INFINITY},                                  // b 0, c 5, pixel 9
+      {plane * 64 + 3 * plane + 20, -INFINITY},                   // b 1, c 3, pixel 20
+      {7 * plane + 30, INFINITY}, {40 * plane + 30, INFINITY},    // b 0, pixel 30: two
+      {11 * plane + 41, INFINITY}, {12 * plane + 41, -INFINITY},  // b 0, pixel 41: both signs
+  };
+  CheckShape<64, true>(one, 41, 3, {}, nullptr, nullptr, spikes);
+  CheckShape<64, false>(one, 41, 8, {}, nullptr, nullptr, spikes);
+  Shape geo{2, 8, 24, 15, 13, 3, 3};
+  geo.pad_top = geo.pad_bottom = geo.pad_left = geo.pad_right = 1;
+  geo.stride_h = geo.stride_w = 2;
+  CheckShape<32, false, true>(geo, 43, 5, {}, nullptr, nullptr,
+                              {{2 * 15 * 13 + 7 * 13 + 6, INFINITY}, {8 * 195 + 0, -INFINITY}});
 }
 
 // The persistent CTAs' static walk: over every CTA, every (tile, k-tile) exactly once, no empty

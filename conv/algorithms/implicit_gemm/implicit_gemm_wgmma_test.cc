@@ -6,9 +6,9 @@
 // (pieces added through the workspace in k order: edge shapes of 8 or more k-tiles,
 // (32,512,512,9,3), (32,256,256,14,3), ...), others whole tiles only, so both kernel builds and
 // both epilogues are covered; every case again with a bias; the in-kernel filter split (the
-// lab's forced variant) on every case it takes, bit for bit against the split kernel; and
+// lab's forced variant) on every case it takes, bit for bit against the split kernel;
 // repeated calls bit for bit the same, whatever the workspace and y held before, calls back to
-// back, another stream. Needs a Hopper GPU: elsewhere main() fails (no device) or every case
+// back, another stream; and infinities in x giving the infinities of fp32 summation. Needs a Hopper GPU: elsewhere main() fails (no device) or every case
 // fails with Initialize's FailedPrecondition (not sm_90).
 #include <cuda_runtime_api.h>
 
@@ -17,6 +17,7 @@
 #include <cstdio>
 #include <cstring>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "conv/algorithms/implicit_gemm/implicit_gemm_testing.h"
@@ -28,6 +29,7 @@
 #include "conv/testing/testbed.h"
 #include "gtest/gtest.h"
 #include "reference/input_classes.h"
+#include "reference/random.h"
 #include "tools/lab/lab.h"
 
 namespace conv2d {
@@ -297,6 +299,67 @@ TEST(ImplicitGemmWgmmaGpuTest, RepeatedCallsGiveTheSameBits) {
     ExpectRepeatable(s, kAlgorithm);
   }
   EXPECT_GE(tails, 3) << "too few shapes take a stream-K tail on this GPU to test it";
+}
+
+// Infinities in x: an output whose window holds them is the infinity fp32 summation gives (NaN
+// where products of both signs meet, as the fp64 reference says), every other output finite
+// and within the bar; for both implicit GEMMs (auto's picks for 1x1 layers, and the ones whose
+// 3xTF32 split once made every such output NaN) and auto. The measured case: x (2, 64, 32, 32),
+// w (64, 64, 1, 1), one infinity (64 outputs of 131072); here six, in four pixels; and a padded,
+// strided 3x3 layer.
+TEST(ImplicitGemmWgmmaGpuTest, InfinityInXGivesTheInfinity) {
+  struct InfCase {
+    Shape shape;
+    std::vector<std::pair<int64_t, float>> x_set;
+  };
+  const int64_t plane = 32 * 32;
+  std::vector<InfCase> cases = {
+      {Shape{2, 64, 64, 32, 32, 1, 1},
+       {{5 * plane + 9, INFINITY},
+        {64 * plane + 3 * plane + 20, -INFINITY},
+        {7 * plane + 300, INFINITY},
+        {40 * plane + 300, INFINITY},
+        {11 * plane + 777, INFINITY},
+        {12 * plane + 777, -INFINITY}}},
+      {WithGeometry(Shape{2, 16, 40, 31, 29, 3, 3}, 1, 1, 1, 1, 2, 2),
+       {{2 * 31 * 29 + 7 * 29 + 6, INFINITY}, {16 * 31 * 29, -INFINITY}}},
+  };
+  for (const InfCase& c : cases) {
+    std::vector<float> x = RandomTensor(5, kInputTensor, c.shape.input_elements());
+    for (const auto& [at, v] : c.x_set) x.at(static_cast<size_t>(at)) = v;
+    std::vector<float> w = RandomTensor(5, kFilterTensor, c.shape.filter_elements());
+    absl::StatusOr<DeviceProblem> problem = DeviceProblem::FromHost(c.shape, x, w);
+    ASSERT_TRUE(problem.ok()) << problem.status();
+    absl::StatusOr<std::vector<double>> y64 = GpuReference(*problem);
+    ASSERT_TRUE(y64.ok()) << y64.status();
+    int64_t infinite = 0;
+    for (double v : *y64) infinite += std::isinf(v);
+    ASSERT_GT(infinite, 0) << "no infinite reference output: the case tests nothing";
+    for (const char* algorithm : {kAlgorithm, "implicit_gemm_3xtf32", "auto"}) {
+      SCOPED_TRACE(c.shape.ToString() + " " + algorithm);
+      if (!Plan::Create(c.shape, algorithm).ok()) continue;  // 3xtf32: the basic form only
+      absl::StatusOr<std::vector<float>> y = RunOnce(*problem, algorithm, {});
+      ASSERT_TRUE(y.ok()) << y.status();
+      int64_t wrong = 0, first = -1;
+      std::vector<float> finite_y;
+      std::vector<double> finite_ref;
+      for (size_t i = 0; i < y->size(); ++i) {
+        const double r = (*y64)[i];
+        const float v = (*y)[i];
+        if (std::isfinite(r)) {
+          finite_y.push_back(v), finite_ref.push_back(r);
+          continue;
+        }
+        const bool same = std::isnan(r) ? std::isnan(v) : static_cast<double>(v) == r;
+        if (!same && wrong++ == 0) first = static_cast<int64_t>(i);
+      }
+      EXPECT_EQ(wrong, 0) << wrong << " non-finite outputs differ from fp32 summation's (first "
+                          << first << ": " << (*y)[first] << ", reference " << (*y64)[first]
+                          << ")";
+      const Comparison cmp = Compare(finite_y, finite_ref, {}, 1e-3, 1e-3);
+      EXPECT_TRUE(cmp.ok()) << cmp.ToString();
+    }
+  }
 }
 
 TEST(ImplicitGemmWgmmaGpuTest, InputsChangeBetweenCalls) {
