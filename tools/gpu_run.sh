@@ -68,7 +68,9 @@ for s in "${steps[@]}"; do
       # shapes, every input class, bitwise determinism across calls, streams and workspaces), the
       # core's, every variant over the backward's golden files and memcheck over the small ones,
       # then KernelBot's and the nets suite's three operations against cuDNN's fastest of each.
+      step test_determinism 600 tests/determinism_test
       step test_implicit_gemm_3xtf32 600 tests/implicit_gemm_3xtf32_test
+      step test_implicit_gemm_wgmma 600 tests/implicit_gemm_wgmma_test
       step test_plan 300 tests/plan_test
       step test_c_api 300 tests/c_api_test
       step regress_backward 600 bin/regress --testdata=testdata --filter=grad
@@ -76,6 +78,16 @@ for s in "${steps[@]}"; do
         bin/regress --testdata=testdata --filter=grad_s7 --variants=auto,direct,implicit_gemm_3xtf32
       step bench_train 600 bin/benchmark --op=train --variants=cudnn,auto --classes=false \
         --json_out="$OUT/bench_train.json"
+      # The forward before the backward's changes (bin/benchmark_base, when the bundle carries
+      # one: tools/make_gpu_subset.sh) against now, in the same call: KernelBot and cnn.
+      if [ -x bin/benchmark_base ]; then
+        for suite in kernelbot cnn; do
+          step "forward_base_$suite" 300 bin/benchmark_base --suite=$suite --variants=auto \
+            --classes=false --json_out="$OUT/fwd_base_$suite.json"
+          step "forward_now_$suite" 300 bin/benchmark --suite=$suite --variants=auto \
+            --classes=false --json_out="$OUT/fwd_now_$suite.json"
+        done
+      fi
       step bench_nets_train 900 bin/benchmark --suite=nets --op=train --variants=cudnn,auto \
         --classes=false --cooldown=0.2 --json_out="$OUT/bench_nets_train.json" ;;
     bench_cnn)
