@@ -38,26 +38,32 @@ absl::StatusOr<WgradTiling> WgradTilingFor(const Shape& s, int64_t smem_limit) {
   const int64_t oh = s.out_h(), ow = s.out_w();
   t.segs = AsInt(CeilDiv(ow, kSeg));
   // A stage holds about kItemsPerThread items a thread: whole images when an image has fewer,
-  // else even bands of one image.
-  const int64_t per_image = oh * t.segs, per_stage = int64_t{kWgradThreads} * kItemsPerThread;
-  if (per_image <= per_stage) {
-    t.images = AsInt(std::min<int64_t>(s.batch, per_stage / per_image));
-    t.rows = AsInt(oh);
-    t.bands = 1;
-    t.stages = CeilDiv(s.batch, t.images);
-  } else {
-    t.images = 1;
-    t.bands = AsInt(CeilDiv(per_image, per_stage));
-    t.rows = AsInt(CeilDiv(oh, t.bands));
-    t.bands = AsInt(CeilDiv(oh, t.rows));
-    t.stages = s.batch * t.bands;
+  // else even bands of one image; fewer (down to 32) where its window would pass kStageBudget
+  // (stride 2 stages twice the x columns), so that two buffers leave room for three CTAs an SM.
+  constexpr int64_t kStageBudget = 36 << 10;
+  const int64_t per_image = oh * t.segs;
+  for (int64_t per_stage = int64_t{kWgradThreads} * kItemsPerThread;; per_stage /= 2) {
+    if (per_image <= per_stage) {
+      t.images = AsInt(std::min<int64_t>(s.batch, per_stage / per_image));
+      t.rows = AsInt(oh);
+      t.bands = 1;
+      t.stages = CeilDiv(s.batch, t.images);
+    } else {
+      t.images = 1;
+      t.bands = AsInt(CeilDiv(per_image, per_stage));
+      t.rows = AsInt(CeilDiv(oh, t.bands));
+      t.bands = AsInt(CeilDiv(oh, t.rows));
+      t.stages = s.batch * t.bands;
+    }
+    t.x_rows = AsInt((t.rows - 1) * s.stride_h + (t.tile_p - 1) * s.dilation_h + 1);
+    t.x_cols =
+        AsInt((int64_t{t.segs} * kSeg - 1) * s.stride_w + (t.tile_q - 1) * s.dilation_w + 1);
+    t.x_pitch = t.x_cols | 1;  // odd: a warp's lanes on consecutive rows hit different banks
+    t.dy_pitch = t.segs * kSeg + 1;
+    t.x_plane = t.x_rows * t.x_pitch;
+    t.dy_plane = t.rows * t.dy_pitch;
+    if (4 * int64_t{t.images} * (t.x_plane + t.dy_plane) <= kStageBudget || per_stage <= 32) break;
   }
-  t.x_rows = AsInt((t.rows - 1) * s.stride_h + (t.tile_p - 1) * s.dilation_h + 1);
-  t.x_cols = AsInt((int64_t{t.segs} * kSeg - 1) * s.stride_w + (t.tile_q - 1) * s.dilation_w + 1);
-  t.x_pitch = t.x_cols | 1;  // odd: a warp's lanes on consecutive rows hit different banks
-  t.dy_pitch = t.segs * kSeg + 1;
-  t.x_plane = t.x_rows * t.x_pitch;
-  t.dy_plane = t.rows * t.dy_pitch;
   // Slices: enough CTAs to fill the GPU, and few enough stages per slice that a thread's fp32
   // sum stays within kMaxContractReduction terms per tap.
   const int64_t items_per_thread = CeilDiv(t.items_per_stage(), kWgradThreads);
