@@ -9,6 +9,7 @@
 #include <random>
 #include <vector>
 
+#include "conv/algorithms/depthwise/depthwise_layers.h"
 #include "conv/algorithms/depthwise/depthwise_wgrad.h"
 #include "conv/testing/shapes.h"
 #include "gtest/gtest.h"
@@ -118,12 +119,13 @@ void ExpectValid(const Shape& s, const WgradTiling& t) {
 }
 
 TEST(DepthwiseWgradTilingTest, NetworksLayers) {
-  const std::vector<Shape> layers = {
-      Wg(32, 96, 56, 7, 3, 1),   Wg(32, 192, 28, 7, 3, 1),  Wg(32, 384, 14, 7, 3, 1),
-      Wg(32, 768, 7, 7, 3, 1),   Wg(32, 32, 112, 3, 1, 1),  Wg(32, 96, 112, 3, 1, 2),
-      Wg(32, 144, 56, 3, 1, 1),  Wg(32, 144, 56, 5, 2, 2),  Wg(32, 240, 28, 5, 2, 1),
-      Wg(32, 240, 28, 3, 1, 2),  Wg(32, 480, 14, 3, 1, 1),  Wg(32, 672, 14, 5, 2, 2),
-      Wg(32, 1152, 7, 5, 2, 1),  Wg(32, 1152, 7, 3, 1, 1),  Wg(2, 128, 56, 31, 15, 1)};
+  // The replay counts every term: the large kernels at batch 2.
+  std::vector<Shape> layers;
+  for (Shape s : DepthwiseNetworkLayers()) {
+    if (s.kernel_h > 8) s.batch = 2;
+    s.op = Op::kWgrad;
+    layers.push_back(s);
+  }
   for (const Shape& s : layers) {
     absl::StatusOr<WgradTiling> t = WgradTilingFor(s, kH200Smem);
     ASSERT_TRUE(t.ok()) << t.status();

@@ -6,6 +6,7 @@
 // calls, streams and poisoned outputs and workspaces. Fails without a GPU.
 #include <cuda_runtime.h>
 
+#include <algorithm>
 #include <cstring>
 #include <vector>
 
@@ -82,9 +83,27 @@ TEST(DepthwiseWgradGpuTest, InputsChangeBetweenCalls) {
   EXPECT_TRUE(st.ok()) << st;
 }
 
-// The same plan four times, dw and the workspace filled with another byte before each call, on
-// two streams: identical bytes (no atomics; slices fixed by the shape, summed in order).
+// One call of `plan` on `stream` after dw and the workspace were filled with the byte `fill`
+// (and its complement): what it wrote, byte for byte.
+absl::StatusOr<std::vector<float>> RunOverFill(const Plan& plan, const DeviceProblem& problem,
+                                               void* ws, int fill, cudaStream_t stream) {
+  const Tensors t = problem.tensors();
+  const size_t dw_bytes = 4 * static_cast<size_t>(problem.shape().filter_elements());
+  if (cudaMemset(t.dw, fill, dw_bytes) != cudaSuccess ||
+      (ws != nullptr && cudaMemset(ws, 0xFF - fill, plan.workspace_bytes()) != cudaSuccess)) {
+    return absl::InternalError("cudaMemset");
+  }
+  absl::Status st = plan.Run(t, ws, plan.workspace_bytes(), stream);
+  if (!st.ok()) return st;
+  if (cudaStreamSynchronize(stream) != cudaSuccess) return absl::InternalError("synchronize");
+  return problem.ReadOutput({});
+}
+
+// The same plan four times, over other fills, alternating two streams: identical bytes (no
+// atomics; slices fixed by the shape, summed in order).
 TEST(DepthwiseWgradDeterminism, BitwiseIdenticalAcrossCalls) {
+  cudaStream_t other = nullptr;
+  ASSERT_EQ(cudaStreamCreate(&other), cudaSuccess);
   for (const Shape& s : {Wg(DepthwiseShape(32, 4, 1, 56, 56, 7, 7, 3)),
                          Wg(DepthwiseShape(8, 6, 2, 29, 31, 5, 5, 2, 2)),
                          Wg(DepthwiseShape(2, 2, 1, 56, 56, 31, 31, 15))}) {
@@ -93,38 +112,23 @@ TEST(DepthwiseWgradDeterminism, BitwiseIdenticalAcrossCalls) {
     ASSERT_TRUE(plan.ok()) << plan.status();
     absl::StatusOr<DeviceProblem> problem = DeviceProblem::Create(s, 5, Distribution::kNormal);
     ASSERT_TRUE(problem.ok()) << problem.status();
-    const Tensors t = problem->tensors();
-    const size_t out_bytes = 4 * static_cast<size_t>(s.filter_elements());
-    const size_t ws_bytes = plan->workspace_bytes();
     void* ws = nullptr;
-    if (ws_bytes > 0) {
-      ASSERT_EQ(cudaMalloc(&ws, ws_bytes), cudaSuccess);
-    }
-    cudaStream_t streams[2] = {nullptr, nullptr};
-    ASSERT_EQ(cudaStreamCreate(&streams[1]), cudaSuccess);
-    std::vector<float> first;
-    for (int call = 0; call < 4; ++call) {
-      const int fill = 0x11 * (call + 1);
-      ASSERT_EQ(cudaMemset(t.dw, fill, out_bytes), cudaSuccess);
-      if (ws != nullptr) {
-        ASSERT_EQ(cudaMemset(ws, 0xFF - fill, ws_bytes), cudaSuccess);
-      }
-      cudaStream_t stream = streams[call % 2];
-      absl::Status st = plan->Run(t, ws, ws_bytes, stream);
-      ASSERT_TRUE(st.ok()) << st;
-      ASSERT_EQ(cudaStreamSynchronize(stream), cudaSuccess);
-      absl::StatusOr<std::vector<float>> got = problem->ReadOutput({});
+    ASSERT_EQ(cudaMalloc(&ws, std::max<size_t>(plan->workspace_bytes(), 1)), cudaSuccess);
+    std::vector<std::vector<float>> runs;
+    for (int fill : {0x00, 0x7F, 0xFF, 0x5A}) {
+      absl::StatusOr<std::vector<float>> got =
+          RunOverFill(*plan, *problem, ws, fill, runs.size() % 2 ? other : nullptr);
       ASSERT_TRUE(got.ok()) << got.status();
-      if (call == 0) {
-        first = *std::move(got);
-        continue;
-      }
-      ASSERT_EQ(got->size(), first.size());
-      EXPECT_EQ(std::memcmp(got->data(), first.data(), 4 * first.size()), 0) << "call " << call;
+      runs.push_back(*std::move(got));
     }
-    cudaStreamDestroy(streams[1]);
-    if (ws != nullptr) cudaFree(ws);
+    for (size_t i = 1; i < runs.size(); ++i) {
+      ASSERT_EQ(runs[i].size(), runs[0].size());
+      EXPECT_EQ(std::memcmp(runs[i].data(), runs[0].data(), 4 * runs[0].size()), 0)
+          << "call " << i;
+    }
+    cudaFree(ws);
   }
+  cudaStreamDestroy(other);
 }
 
 // Stride-1 dgrad stays the forward's (transposed_dgrad.h): "depthwise" still proposes it
