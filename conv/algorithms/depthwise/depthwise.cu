@@ -44,6 +44,7 @@
 // serves four filters: with one a thread the group's inputs were re-read out_per_group times
 // through the L1 and L2, 2x slower at 8 and 32 channels per group (round 88).
 #include "conv/algorithms/depthwise/depthwise.h"
+#include "conv/algorithms/depthwise/depthwise_wgrad.h"
 
 #include <cuda_runtime.h>
 
@@ -581,6 +582,7 @@ struct Config {
   Tiling tiling;
   int64_t ctas = 0;
   bool grouped = false;  // grouped_direct's: the streaming kernel summing in_per_group channels
+  WgradTiling wgrad;     // depthwise's wgrad (depthwise_wgrad.h); the fields above unused
 };
 
 // The fields both kernels read: the sizes, the geometry and the plane arithmetic.
@@ -643,7 +645,15 @@ class Depthwise : public AlgorithmWithConfig<Config> {
     return path_ == Path::kByRule ? 2.06 : std::numeric_limits<double>::infinity();
   }
   Geometry geometry() const override { return Geometry{true, true, true, true}; }
+  // wgrad too (depthwise_wgrad.h), by the rule's instance only. Not dgrad: at stride 1 it is
+  // this forward on dy (transposed_dgrad.h), which Computes(kDgrad) would turn off.
+  bool Computes(Op op) const override {
+    return op == Op::kFprop || (op == Op::kWgrad && path_ == Path::kByRule);
+  }
+  // wgrad: each thread's fp32 sum is at most kMaxContractReduction terms per tap (the slice
+  // count sees to it) and the rest is summed in double: the blocked sum of conv.h.
   absl::Status WithinContract(const Shape& shape) const override {
+    if (shape.op == Op::kWgrad) return absl::OkStatus();
     return DirectSummationWithinContract(shape);
   }
 
@@ -664,6 +674,12 @@ class Depthwise : public AlgorithmWithConfig<Config> {
     }
     RETURN_IF_ERROR(CheckFitsInt32(s, "depthwise"));
     const int64_t smem_limit = static_cast<int64_t>(device.shared_memory_per_block_optin);
+    if (s.op == Op::kWgrad) {
+      Config c;
+      ASSIGN_OR_RETURN(c.wgrad, WgradTilingFor(s, smem_limit));
+      *seconds = WgradSeconds(s, c.wgrad);
+      return c;
+    }
     ASSIGN_OR_RETURN(const Tiling t,
                      path_ == Path::kStaged      ? StagedTilingFor(s, smem_limit)
                      : path_ == Path::kStreaming ? absl::StatusOr<Tiling>(StreamingTilingFor(s))
@@ -714,6 +730,9 @@ class Depthwise : public AlgorithmWithConfig<Config> {
 
   absl::StatusOr<std::unique_ptr<Runner>> Build(const Shape& s, const Config& c,
                                                 const DeviceInfo& device) const override {
+    if (s.op == Op::kWgrad) {
+      return MakeWgradRunner(s, c.wgrad, static_cast<int>(device.shared_memory_per_block_optin));
+    }
     if (c.tiling.staged) {  // (Choose kept the tile within the device's opt-in limit.)
       for (auto* kernel : {&DepthwiseKernel<true>, &DepthwiseKernel<false>}) {
         RETURN_IF_ERROR(AllowOptinSmem(reinterpret_cast<const void*>(kernel),

@@ -14,6 +14,7 @@
 #include <vector>
 
 #include "conv/algorithms/depthwise/depthwise.h"
+#include "conv/algorithms/depthwise/depthwise_layers.h"
 #include "conv/testing/shapes.h"
 #include "gtest/gtest.h"
 
@@ -99,13 +100,7 @@ void ExpectValid(const Shape& s, const Tiling& t) {
 }
 
 TEST(DepthwiseTilingTest, NetworksLayers) {
-  const std::vector<Shape> layers = {
-      Dw(32, 96, 56, 7, 3, 1),    Dw(32, 192, 28, 7, 3, 1),  Dw(32, 384, 14, 7, 3, 1),
-      Dw(32, 768, 7, 7, 3, 1),    Dw(32, 32, 112, 3, 1, 1),  Dw(32, 96, 112, 3, 1, 2),
-      Dw(32, 144, 56, 3, 1, 1),   Dw(32, 144, 56, 5, 2, 2),  Dw(32, 240, 28, 5, 2, 1),
-      Dw(32, 240, 28, 3, 1, 2),   Dw(32, 480, 14, 3, 1, 1),  Dw(32, 480, 14, 5, 2, 1),
-      Dw(32, 672, 14, 5, 2, 1),   Dw(32, 672, 14, 5, 2, 2),  Dw(32, 1152, 7, 5, 2, 1),
-      Dw(32, 1152, 7, 3, 1, 1),   Dw(32, 128, 56, 31, 15, 1), Dw(32, 1024, 7, 13, 6, 1)};
+  const std::vector<Shape> layers = DepthwiseNetworkLayers();
   for (const Shape& s : layers) {
     absl::StatusOr<Tiling> t = TilingFor(s, kH200Smem);
     ASSERT_TRUE(t.ok()) << t.status();

@@ -1,0 +1,370 @@
+// depthwise's weight gradient (depthwise_wgrad.h): the tiling, the slice kernel, the fixed-order
+// slice sum and the runner.
+#include "conv/algorithms/depthwise/depthwise_wgrad.h"
+
+#include <cuda_runtime.h>
+
+#include <algorithm>
+
+#include "absl/strings/str_cat.h"
+#include "conv/arch/cp_async.cuh"
+#include "conv/arch/fast_div.h"
+#include "conv/arch/int_math.h"
+#include "conv/arch/pdl.cuh"
+#include "conv/core/cuda_status.h"
+#include "conv/core/status_macros.h"
+
+namespace conv2d {
+namespace depthwise_internal {
+
+namespace {
+int AsInt(int64_t v) { return static_cast<int>(v); }
+bool Unrolled(int64_t k) { return k == 1 || k == 3 || k == 5 || k == 7; }
+}  // namespace
+
+absl::StatusOr<WgradTiling> WgradTilingFor(const Shape& s, int64_t smem_limit) {
+  WgradTiling t;
+  const bool square = s.kernel_h == s.kernel_w && Unrolled(s.kernel_h);
+  if (s.stride_w == 1 && s.dilation_w == 1) {
+    t.cols = WgradCols::kUnit;
+  } else if (s.stride_w == 2 && s.dilation_w == 1) {
+    t.cols = WgradCols::kStride2;
+  }
+  // The exact tile where the kernel is an unrolled square; 8x8 tiles otherwise (the taps past
+  // the kernel are summed and dropped: their window is staged, so they read nothing outside it).
+  t.tile_p = t.tile_q = square && t.cols != WgradCols::kRuntime ? AsInt(s.kernel_h) : 8;
+  t.tiles_p = AsInt(CeilDiv(s.kernel_h, t.tile_p));
+  t.tiles_q = AsInt(CeilDiv(s.kernel_w, t.tile_q));
+  const int64_t oh = s.out_h(), ow = s.out_w();
+  t.segs = AsInt(CeilDiv(ow, kSeg));
+  // A stage holds about kItemsPerThread items a thread: whole images when an image has fewer,
+  // else even bands of one image; fewer (down to 32) where its window would pass kStageBudget
+  // (stride 2 stages twice the x columns), so that two buffers leave room for three CTAs an SM.
+  constexpr int64_t kStageBudget = 36 << 10;
+  const int64_t per_image = oh * t.segs;
+  for (int64_t per_stage = int64_t{kWgradThreads} * kItemsPerThread;; per_stage /= 2) {
+    if (per_image <= per_stage) {
+      t.images = AsInt(std::min<int64_t>(s.batch, per_stage / per_image));
+      t.rows = AsInt(oh);
+      t.bands = 1;
+      t.stages = CeilDiv(s.batch, t.images);
+    } else {
+      t.images = 1;
+      t.bands = AsInt(CeilDiv(per_image, per_stage));
+      t.rows = AsInt(CeilDiv(oh, t.bands));
+      t.bands = AsInt(CeilDiv(oh, t.rows));
+      t.stages = s.batch * t.bands;
+    }
+    t.x_rows = AsInt((t.rows - 1) * s.stride_h + (t.tile_p - 1) * s.dilation_h + 1);
+    t.x_cols =
+        AsInt((int64_t{t.segs} * kSeg - 1) * s.stride_w + (t.tile_q - 1) * s.dilation_w + 1);
+    t.x_pitch = t.x_cols | 1;  // odd: a warp's lanes on consecutive rows hit different banks
+    t.dy_pitch = t.segs * kSeg + 1;
+    t.x_plane = t.x_rows * t.x_pitch;
+    t.dy_plane = t.rows * t.dy_pitch;
+    if (4 * int64_t{t.images} * (t.x_plane + t.dy_plane) <= kStageBudget || per_stage <= 32) break;
+  }
+  // Slices: enough CTAs to fill the GPU, and few enough stages per slice that a thread's fp32
+  // sum stays within kMaxContractReduction terms per tap.
+  const int64_t items_per_thread = CeilDiv(t.items_per_stage(), kWgradThreads);
+  const int64_t max_stages = std::max<int64_t>(
+      1, kMaxContractReduction / (items_per_thread * kSeg));
+  const int64_t per_slice_ctas = s.out_channels * t.tiles_p * t.tiles_q;
+  int64_t slices = std::max(CeilDiv(t.stages, max_stages), CeilDiv(kTargetCtas, per_slice_ctas));
+  slices = std::min(slices, t.stages);
+  t.stages_per_slice = AsInt(CeilDiv(t.stages, slices));
+  t.slices = AsInt(CeilDiv(t.stages, t.stages_per_slice));
+  t.terms_per_thread = int64_t{t.stages_per_slice} * items_per_thread * kSeg;
+  t.buffers = t.stages_per_slice > 1 ? 2 : 1;
+  t.ctas = per_slice_ctas * t.slices;
+  const int64_t stage_bytes = 4 * int64_t{t.images} * (t.x_plane + t.dy_plane);
+  t.smem_bytes = std::max<int64_t>(stage_bytes * t.buffers,
+                                   int64_t{kWgradThreads / 32} * 64 * sizeof(double));
+  if (stage_bytes > smem_limit) {
+    return absl::ResourceExhaustedError(absl::StrCat(
+        "depthwise wgrad: one stage needs ", stage_bytes, " bytes of shared memory; the device ",
+        "allows ", smem_limit));
+  }
+  if (t.smem_bytes > smem_limit) {  // one buffer: the copies then wait for the sums
+    t.buffers = 1;
+    t.smem_bytes = std::max<int64_t>(stage_bytes, int64_t{kWgradThreads / 32} * 64 * 8);
+  }
+  if (t.ctas > (int64_t{1} << 31) - 1) {
+    return absl::OutOfRangeError("depthwise wgrad: more than 2^31 - 1 CTAs");
+  }
+  return t;
+}
+
+// The FMAs the kernel issues (the tiles' dropped taps and the last segment's idle lanes
+// included) at 20 T/s where a tap row's x values sit in registers, 6 T/s where each term loads
+// one from shared memory (not measured: the forward's rate and a quarter-rate guess); the
+// staged windows (x once per tap tile and output channel) and dy at 3 TB/s; two launches.
+double WgradSeconds(const Shape& s, const WgradTiling& t) {
+  const double fmas = static_cast<double>(s.batch) * s.out_channels * s.out_h() * t.segs * kSeg *
+                      t.tile_p * t.tile_q * t.tiles_p * t.tiles_q;
+  const double rate = t.cols == WgradCols::kRuntime ? 6e12 : 20e12;
+  const double bytes = (4.0 * (s.output_elements() + static_cast<double>(s.batch) *
+                                                         s.out_channels * s.height * s.width)) *
+                           t.tiles_p * t.tiles_q +
+                       2.0 * static_cast<double>(t.workspace_bytes(s));
+  return std::max(fmas / rate, bytes / 3e12) + 5e-6;
+}
+
+namespace {
+
+struct WgradParams {
+  int h, w, kh, kw, sh, sw, dh, dw, pt, pl, oh, ow;
+  int batch, out_channels, multiplier;
+  int tiles_p, tiles_q, tile_p, tile_q;
+  int images, rows, bands, segs, stages, stages_per_slice, slices;
+  int x_rows, x_cols, x_pitch, dy_pitch, x_plane, dy_plane, buffers;
+  FastDiv by_x_plane, by_x_pitch, by_dy_plane, by_dy_pitch;
+};
+
+// Copies stage `stage` of channel `o` (tap tile origin p0, q0) into `buf`: the x windows then the
+// dy rows of its images, zeros where a window leaves the image or the batch.
+__device__ __forceinline__ void StageCopy(const WgradParams& p, const float* __restrict__ x,
+                                          const float* __restrict__ dy, int o, int p0, int q0,
+                                          int stage, float* buf) {
+  int64_t image0;
+  int row0;
+  WgradStageOrigin(stage, p.images, p.bands, p.rows, &image0, &row0);
+  const int c = o / p.multiplier;
+  const int gy0 = row0 * p.sh - p.pt + p0 * p.dh, gx0 = -p.pl + q0 * p.dw;
+  const int x_floats = p.images * p.x_plane;
+  for (int e = threadIdx.x; e < x_floats; e += blockDim.x) {
+    int g, rem, r, col;
+    p.by_x_plane.DivMod(e, &g, &rem);
+    p.by_x_pitch.DivMod(rem, &r, &col);
+    const int b = static_cast<int>(image0) + g, gy = gy0 + r, gx = gx0 + col;
+    const bool valid = b < p.batch && col < p.x_cols && static_cast<unsigned>(gy) < unsigned(p.h) &&
+                       static_cast<unsigned>(gx) < unsigned(p.w);
+    const float* src = valid ? x + ((int64_t{b} * (p.out_channels / p.multiplier) + c) * p.h + gy) *
+                                       p.w + gx
+                             : x;
+    CpAsync<4>(buf + e, src, valid);
+  }
+  float* dbuf = buf + x_floats;
+  for (int e = threadIdx.x; e < p.images * p.dy_plane; e += blockDim.x) {
+    int g, rem, r, col;
+    p.by_dy_plane.DivMod(e, &g, &rem);
+    p.by_dy_pitch.DivMod(rem, &r, &col);
+    const int b = static_cast<int>(image0) + g, i = row0 + r;
+    const bool valid = b < p.batch && i < p.oh && col < p.ow;
+    const float* src =
+        valid ? dy + ((int64_t{b} * p.out_channels + o) * p.oh + i) * p.ow + col : dy;
+    CpAsync<4>(dbuf + e, src, valid);
+  }
+}
+
+// One item: kSeg pixels of one dy row against every tap of the tile. kSw, kDw: the column step
+// compiled in (0: the run-time one, each term's x read from shared memory).
+template <int kTp, int kTq, int kSw, int kDw>
+__device__ __forceinline__ void Item(const WgradParams& p, const float* xs, const float* ds,
+                                     int nj, float (&acc)[kTp][kTq]) {
+  float d[kSeg];
+#pragma unroll
+  for (int j = 0; j < kSeg; ++j) d[j] = ds[j];
+#pragma unroll
+  for (int tp = 0; tp < kTp; ++tp) {
+    const float* xr = xs + tp * p.dh * p.x_pitch;
+    if constexpr (kSw > 0) {
+      constexpr int kSpan = (kSeg - 1) * kSw + (kTq - 1) * kDw + 1;
+      float xv[kSpan];
+#pragma unroll
+      for (int c = 0; c < kSpan; ++c) xv[c] = xr[c];
+#pragma unroll
+      for (int j = 0; j < kSeg; ++j) {
+        if (j < nj) {
+#pragma unroll
+          for (int tq = 0; tq < kTq; ++tq) acc[tp][tq] = fmaf(d[j], xv[j * kSw + tq * kDw], acc[tp][tq]);
+        }
+      }
+    } else {
+#pragma unroll
+      for (int j = 0; j < kSeg; ++j) {
+        if (j < nj) {
+#pragma unroll
+          for (int tq = 0; tq < kTq; ++tq) {
+            acc[tp][tq] = fmaf(d[j], xr[j * p.sw + tq * p.dw], acc[tp][tq]);
+          }
+        }
+      }
+    }
+  }
+}
+
+// CTA = (slice, channel, tap tile), slice outermost. Writes the CTA's double sums to
+// partial[(slice * Cout + o) * Kh*Kw + tap].
+template <int kTp, int kTq, int kSw, int kDw>
+__global__ void __launch_bounds__(kWgradThreads)
+    WgradSliceKernel(const float* __restrict__ x, const float* __restrict__ dy,
+                     double* __restrict__ partial, const WgradParams p) {
+  extern __shared__ float4 smem4[];
+  float* smem = reinterpret_cast<float*>(smem4);
+  const int tiles = p.tiles_p * p.tiles_q;
+  const int cta = static_cast<int>(blockIdx.x);
+  const int slice = cta / (p.out_channels * tiles);
+  const int rem = cta - slice * (p.out_channels * tiles);
+  const int o = rem / tiles, tile = rem - o * tiles;
+  const int p0 = tile / p.tiles_q * kTp, q0 = tile % p.tiles_q * kTq;
+  const int first = slice * p.stages_per_slice;
+  const int count = min(p.stages_per_slice, p.stages - first);
+  const int stage_floats = p.images * (p.x_plane + p.dy_plane);
+  const int items = p.images * p.rows * p.segs;
+
+  float acc[kTp][kTq];
+#pragma unroll
+  for (int a = 0; a < kTp; ++a)
+#pragma unroll
+    for (int b = 0; b < kTq; ++b) acc[a][b] = 0.0f;
+
+  PdlWait();
+  StageCopy(p, x, dy, o, p0, q0, first, smem);
+  CpAsyncCommit();
+  for (int k = 0; k < count; ++k) {
+    float* buf = smem + (k % p.buffers) * stage_floats;
+    if (p.buffers == 2 && k + 1 < count) {  // the next stage's copy overlaps this one's sums
+      StageCopy(p, x, dy, o, p0, q0, first + k + 1, smem + ((k + 1) % 2) * stage_floats);
+      CpAsyncCommit();
+      CpAsyncWait<1>();
+    } else {
+      CpAsyncWait<0>();
+    }
+    __syncthreads();
+    int64_t image0;
+    int row0;
+    WgradStageOrigin(first + k, p.images, p.bands, p.rows, &image0, &row0);
+    for (int it = threadIdx.x; it < items; it += kWgradThreads) {
+      const WgradItem item = WgradItemOf(it, p.rows, p.segs);
+      if (image0 + item.image >= p.batch || row0 + item.row >= p.oh) continue;
+      const int j0 = item.seg * kSeg;
+      const float* xs = buf + item.image * p.x_plane + item.row * p.sh * p.x_pitch + j0 * p.sw;
+      const float* ds = buf + p.images * p.x_plane + item.image * p.dy_plane +
+                        item.row * p.dy_pitch + j0;
+      Item<kTp, kTq, kSw, kDw>(p, xs, ds, min(kSeg, p.ow - j0), acc);
+    }
+    __syncthreads();  // the buffer is refilled next
+    if (p.buffers == 1 && k + 1 < count) {
+      StageCopy(p, x, dy, o, p0, q0, first + k + 1, smem);
+      CpAsyncCommit();
+    }
+  }
+
+  // The threads' sums in double: a shuffle tree within each warp, then the warps in order.
+  double* red = reinterpret_cast<double*>(smem);
+  const int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
+#pragma unroll
+  for (int a = 0; a < kTp; ++a) {
+#pragma unroll
+    for (int b = 0; b < kTq; ++b) {
+      double v = acc[a][b];
+#pragma unroll
+      for (int off = 16; off > 0; off /= 2) v += __shfl_xor_sync(0xffffffffu, v, off);
+      if (lane == 0) red[warp * (kTp * kTq) + a * kTq + b] = v;
+    }
+  }
+  __syncthreads();
+  const int taps = p.kh * p.kw;
+  for (int e = threadIdx.x; e < kTp * kTq; e += kWgradThreads) {
+    const int a = e / kTq, b = e % kTq;
+    if (p0 + a >= p.kh || q0 + b >= p.kw) continue;
+    double sum = 0;
+    for (int wi = 0; wi < kWgradThreads / 32; ++wi) sum += red[wi * (kTp * kTq) + e];
+    partial[(int64_t{slice} * p.out_channels + o) * taps + (p0 + a) * p.kw + q0 + b] = sum;
+  }
+  PdlLaunchDependents();
+}
+
+// dw[e] = the slices' partials of element e added in double in slice order, rounded once.
+__global__ void WgradSliceSum(const double* __restrict__ partial, float* __restrict__ dw,
+                              int elements, int slices) {
+  PdlWait();
+  const int e = static_cast<int>(blockIdx.x * blockDim.x + threadIdx.x);
+  if (e >= elements) return;
+  double sum = 0;
+  for (int s = 0; s < slices; ++s) sum += partial[int64_t{s} * elements + e];
+  dw[e] = static_cast<float>(sum);
+}
+
+using SliceKernelFn = void (*)(const float*, const float*, double*, const WgradParams);
+
+template <int kTp, int kTq>
+SliceKernelFn ForCols(WgradCols cols) {
+  return cols == WgradCols::kUnit ? &WgradSliceKernel<kTp, kTq, 1, 1>
+                                  : &WgradSliceKernel<kTp, kTq, 2, 1>;
+}
+
+// The kernel compiled for the tiling (WgradTilingFor's tiles: 1, 3, 5, 7 with a compiled
+// column step, 8 otherwise; the run-time column step only at 8).
+SliceKernelFn SliceKernelFor(const WgradTiling& t) {
+  if (t.cols == WgradCols::kRuntime) return &WgradSliceKernel<8, 8, 0, 0>;
+  switch (t.tile_p) {
+    case 1: return ForCols<1, 1>(t.cols);
+    case 3: return ForCols<3, 3>(t.cols);
+    case 5: return ForCols<5, 5>(t.cols);
+    case 7: return ForCols<7, 7>(t.cols);
+    default: return ForCols<8, 8>(t.cols);
+  }
+}
+
+WgradParams MakeParams(const Shape& s, const WgradTiling& t) {
+  WgradParams p = {};
+  p.h = AsInt(s.height), p.w = AsInt(s.width), p.kh = AsInt(s.kernel_h), p.kw = AsInt(s.kernel_w);
+  p.sh = AsInt(s.stride_h), p.sw = AsInt(s.stride_w);
+  p.dh = AsInt(s.dilation_h), p.dw = AsInt(s.dilation_w);
+  p.pt = AsInt(s.pad_top), p.pl = AsInt(s.pad_left);
+  p.oh = AsInt(s.out_h()), p.ow = AsInt(s.out_w());
+  p.batch = AsInt(s.batch), p.out_channels = AsInt(s.out_channels);
+  p.multiplier = AsInt(s.out_per_group());
+  p.tiles_p = t.tiles_p, p.tiles_q = t.tiles_q, p.tile_p = t.tile_p, p.tile_q = t.tile_q;
+  p.images = t.images, p.rows = t.rows, p.bands = t.bands, p.segs = t.segs;
+  p.stages = AsInt(t.stages), p.stages_per_slice = t.stages_per_slice, p.slices = t.slices;
+  p.x_rows = t.x_rows, p.x_cols = t.x_cols, p.x_pitch = t.x_pitch, p.dy_pitch = t.dy_pitch;
+  p.x_plane = t.x_plane, p.dy_plane = t.dy_plane, p.buffers = t.buffers;
+  p.by_x_plane = FastDiv(static_cast<uint32_t>(t.x_plane));
+  p.by_x_pitch = FastDiv(static_cast<uint32_t>(t.x_pitch));
+  p.by_dy_plane = FastDiv(static_cast<uint32_t>(t.dy_plane));
+  p.by_dy_pitch = FastDiv(static_cast<uint32_t>(t.dy_pitch));
+  return p;
+}
+
+class WgradRunner : public Runner {
+ public:
+  WgradRunner(const Shape& s, const WgradTiling& t) : s_(s), t_(t), p_(MakeParams(s, t)) {}
+  size_t workspace_bytes() const override { return t_.workspace_bytes(s_); }
+  absl::Status Run(const RunArgs& a) const override {
+    SliceKernelFn kernel = SliceKernelFor(t_);
+    double* partial = static_cast<double*>(a.workspace);
+    RETURN_IF_ERROR(CudaStatus(
+        LaunchPdl(/*pdl=*/false, kernel, static_cast<unsigned>(t_.ctas),
+                  static_cast<unsigned>(kWgradThreads), static_cast<size_t>(t_.smem_bytes),
+                  a.stream, a.x, a.dy, partial, p_),
+        "depthwise wgrad kernel launch"));
+    const int elements = AsInt(s_.filter_elements());
+    return CudaStatus(LaunchPdl(/*pdl=*/true, &WgradSliceSum, static_cast<unsigned>(
+                                                                  CeilDiv(elements, 256)),
+                                256u, size_t{0}, a.stream,
+                                static_cast<const double*>(partial), a.dw, elements,
+                                t_.slices),
+                      "depthwise wgrad slice sum launch");
+  }
+  bool records_launches() const override { return true; }
+
+ private:
+  Shape s_;
+  WgradTiling t_;
+  WgradParams p_;
+};
+
+}  // namespace
+
+absl::StatusOr<std::unique_ptr<Runner>> MakeWgradRunner(const Shape& s, const WgradTiling& t,
+                                                         int smem_optin) {
+  RETURN_IF_ERROR(AllowOptinSmem(reinterpret_cast<const void*>(SliceKernelFor(t)), smem_optin,
+                                 "depthwise wgrad: cudaFuncSetAttribute (shared memory size)"));
+  return std::unique_ptr<Runner>(new WgradRunner(s, t));
+}
+
+}  // namespace depthwise_internal
+}  // namespace conv2d

@@ -1,0 +1,108 @@
+// depthwise's weight gradient (shape.op = kWgrad, in_channels / groups = 1, any channel
+// multiplier): dw[o, p, q] = sum over b, i, j of dy[b, o, i, j] * x[b, o / m, i*sh - pt + p*dh,
+// j*sw - pl + q*dw]. Few outputs (Kh*Kw per channel), each a reduction of batch*out_h*out_w terms.
+//
+// A CTA takes one output channel, one tile of kTileP x kTileQ taps and one slice of the channel's
+// stages. A stage is what is in shared memory at once: `images` whole planes of the channel (small
+// planes), or one band of `rows` output rows of one image (large planes), x's window (padding
+// staged as zeros) and dy's rows. A thread owns every tap of the tile over items of kSeg
+// consecutive pixels of one dy row: it keeps the item's dy values and, per tap row, the x values
+// they meet in registers, so that an x value loaded from shared memory serves up to kTileQ taps
+// and a dy value kTileP*kTileQ (the reduction stays on the FMA pipe, not on shared-memory
+// bandwidth). The tile is the whole kernel up to 8x8; larger kernels are cut into 8x8 tiles, each
+// CTA of a tile staging its own window.
+//
+// The sum, deterministic and within the bar whatever batch*out_h*out_w: each thread sums at most
+// kMaxContractReduction terms per tap in fp32 (the slice count is raised until it does), the
+// CTA's threads are added in double in a fixed order (a shuffle tree, then the warps in order)
+// into a [slices][Cout][Kh*Kw] workspace, and a second kernel adds the slices in double in
+// order and rounds once. The slice count and every split are functions of the shape alone.
+#ifndef CONV2D_CONV_ALGORITHMS_DEPTHWISE_DEPTHWISE_WGRAD_H_
+#define CONV2D_CONV_ALGORITHMS_DEPTHWISE_DEPTHWISE_WGRAD_H_
+
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+
+#include "absl/status/statusor.h"
+#include "conv/arch/host_device.h"
+#include "conv/core/algorithm.h"
+#include "conv/shape.h"
+
+namespace conv2d {
+namespace depthwise_internal {
+
+// Pixels per item (one dy row segment).
+constexpr int kSeg = 16;
+constexpr int kWgradThreads = 128;
+// Items per thread in one stage, at most: a stage is sized for this many per thread.
+constexpr int kItemsPerThread = 2;
+// The CTAs the slice count aims at (about two waves of 4 CTAs on 132 SMs): a constant, so
+// that the split depends on the shape alone.
+constexpr int64_t kTargetCtas = 1024;
+
+// The column step the kernel is compiled for: (stride_w, dilation_w) = (1, 1) or (2, 1), the x
+// values of a tap row held in registers; kRuntime reads them from shared memory per term.
+enum class WgradCols : int { kUnit = 0, kStride2 = 1, kRuntime = 2 };
+
+struct WgradTiling {
+  int tile_p = 0, tile_q = 0;    // taps per CTA (the kernel's size up to 8, else 8)
+  int tiles_p = 0, tiles_q = 0;  // tap tiles over the kernel
+  WgradCols cols = WgradCols::kRuntime;
+  int segs = 0;                  // items per dy row: ceil(out_w / kSeg)
+  int images = 0, rows = 0;      // a stage: `images` planes of `rows` output rows
+  int bands = 0;                 // stages per image (images == 1), else 1
+  int64_t stages = 0;            // per channel
+  int slices = 0, stages_per_slice = 0;
+  int x_rows = 0, x_cols = 0, x_pitch = 0, dy_pitch = 0;
+  int x_plane = 0, dy_plane = 0;  // floats per image of a stage
+  int buffers = 0;               // 2 (double-buffered) when a slice has more than one stage
+  int64_t ctas = 0;
+  int64_t smem_bytes = 0;
+  // Terms one thread sums in fp32 per tap: at most kMaxContractReduction.
+  int64_t terms_per_thread = 0;
+  int64_t items_per_stage() const { return int64_t{images} * rows * segs; }
+  size_t workspace_bytes(const Shape& s) const {
+    return static_cast<size_t>(slices) * static_cast<size_t>(s.out_channels * s.kernel_h *
+                                                             s.kernel_w) * sizeof(double);
+  }
+};
+
+// The tiling for a depthwise wgrad shape; ResourceExhausted when one stage exceeds smem_limit.
+absl::StatusOr<WgradTiling> WgradTilingFor(const Shape& s, int64_t smem_limit);
+
+// Which (image, dy row, segment) of a stage item `item` is: segments outermost within an image
+// and rows innermost, so that a warp's lanes take consecutive rows (x rows a pitch apart, the
+// pitch odd: different banks). The kernel and the CPU test share it.
+struct WgradItem {
+  int image, row, seg;
+};
+CONV2D_HOST_DEVICE_INLINE WgradItem WgradItemOf(int item, int rows, int segs) {
+  const int per_image = rows * segs;
+  const int image = item / per_image, rem = item - image * per_image;
+  return WgradItem{image, rem % rows, rem / rows};
+}
+
+// The first image and output row of stage `stage` (< stages) of a channel.
+CONV2D_HOST_DEVICE_INLINE void WgradStageOrigin(int64_t stage, int images, int bands, int rows,
+                                                int64_t* image0, int* row0) {
+  if (bands > 1) {
+    *image0 = stage / bands;
+    *row0 = static_cast<int>(stage % bands) * rows;
+  } else {
+    *image0 = stage * images;
+    *row0 = 0;
+  }
+}
+
+// The runner of tiling `t` for shape `s` (a depthwise wgrad); lets its kernel use `smem_optin`
+// bytes of shared memory (the device's opt-in limit, as the forward's staged kernel does).
+absl::StatusOr<std::unique_ptr<Runner>> MakeWgradRunner(const Shape& s, const WgradTiling& t,
+                                                         int smem_optin);
+// The modelled time (seconds) of tiling `t` on `s`.
+double WgradSeconds(const Shape& s, const WgradTiling& t);
+
+}  // namespace depthwise_internal
+}  // namespace conv2d
+
+#endif  // CONV2D_CONV_ALGORITHMS_DEPTHWISE_DEPTHWISE_WGRAD_H_
