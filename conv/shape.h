@@ -22,7 +22,10 @@
 //   dw[o, c, p, q]  = sum_{b, i, j} dy[b, o, i, j] * x[b, g*Cg + c, i*sh - pt + p*dh, ...];
 //   db[o]           = sum_{b, i, j} dy[b, o, i, j]   (computed by wgrad when has_bias).
 // A dgrad problem has no bias (has_bias is wgrad's request for db). Input rows and columns that
-// no output window reaches (stride > 1 with a remainder) get dx = 0, as in PyTorch.
+// no output window reaches (stride > 1 with a remainder) get dx = 0, as in PyTorch. As the
+// forward multiplies its padding's zeros, dgrad multiplies the zeros of dy outside the output
+// and between a stride's outputs, and wgrad the padding's: a non-finite filter tap makes every dx
+// of its input channel non-finite, a non-finite dy every dw tap of its output channel.
 #ifndef CONV2D_CONV_SHAPE_H_
 #define CONV2D_CONV_SHAPE_H_
 

@@ -179,8 +179,10 @@ void ApplyToOther(InputClass c, uint64_t seed, int64_t outs, int64_t per_o, int6
 
 // The tensors `shape.op` reads, in class `c`, for `seed`: x, w and dy drawn from N(0, 1), then the
 // activation-like one (x; dy in dgrad) given the class's image form and the other (w; dy in wgrad)
-// its filter form. In wgrad: outliers in dy are one per output channel, large_mean makes each of
-// dy's planes zero-sum under x of mean 10, non-finite puts a NaN in the last channel's dy.
+// its filter form. In dgrad the filter's outliers are one per input channel (a dx element sums
+// over every output channel's filter at its channel). In wgrad: outliers in dy are one per output
+// channel, large_mean makes each of dy's planes zero-sum under x of mean 10, non-finite puts a NaN
+// in the last channel's dy.
 inline Inputs MakeInputs(const Shape& shape, uint64_t seed, InputClass c) {
   using namespace input_classes_internal;
   Inputs in;
@@ -204,7 +206,18 @@ inline Inputs MakeInputs(const Shape& shape, uint64_t seed, InputClass c) {
     ApplyToImage(c, seed, shape.in_channels, shape.height, shape.width, shape.span_h(),
                  shape.span_w(), in.x);
   }
-  if (shape.op == Op::kWgrad) {
+  if (dgrad) {
+    // A dx element meets every output channel's filter at its input channel: the outliers (and
+    // the non-finite tap) go one per input channel c, over the filters of c's group.
+    const int64_t taps = shape.kernel_h * shape.kernel_w, og = shape.out_per_group();
+    const int64_t cg = shape.in_per_group();
+    ApplyToOther(c, seed, shape.in_channels, og * taps, taps, shape.input_elements(),
+                 [&](int64_t ci, int64_t k) {
+                   const int64_t o = ci / cg * og + k / taps;
+                   return (o * cg + ci % cg) * taps + k % taps;
+                 },
+                 in.w);
+  } else if (shape.op == Op::kWgrad) {
     // o's values: plane b of channel o, for every image b.
     const int64_t cout = shape.out_channels;
     ApplyToOther(c, seed, cout, shape.batch * plane, plane, shape.input_elements(),

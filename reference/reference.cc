@@ -130,10 +130,30 @@ inline int64_t Tap(int64_t i, int64_t p, int64_t stride, int64_t pad, int64_t di
 
 // dx whole: the adjoint of the forward's gather. Per output row of a group, T = W_g^T dy_rows
 // (one double GEMM), then each of T's terms is added to the input pixel its tap read.
+// 0 * (the sum of the filters at input channel c): 0 where they are finite, NaN where one is
+// not. dgrad multiplies the zeros of dy outside the output (and between a stride's outputs), as the
+// forward multiplies its padding, so that a non-finite tap reaches every dx of its channel.
+double ZeroTermsOf(const Shape& s, const float* w, int64_t c) {
+  const int64_t cg = s.in_per_group(), og = s.out_per_group(), taps = s.kernel_h * s.kernel_w;
+  double sum = 0;
+  for (int64_t oo = 0; oo < og; ++oo) {
+    const float* f = w + ((c / cg * og + oo) * cg + c % cg) * taps;
+    for (int64_t t = 0; t < taps; ++t) sum += f[t];
+  }
+  return 0.0 * sum;
+}
+
 std::vector<double> ReferenceDgrad(const Shape& s, const float* dy, const float* w) {
   const int64_t oh = s.out_h(), ow = s.out_w(), og = s.out_per_group(), cg = s.in_per_group();
   const MatrixD wm = FilterMatrix(s, w);
   std::vector<double> dx(static_cast<size_t>(s.input_elements()), 0.0);
+  for (int64_t b = 0; b < s.batch; ++b) {
+    for (int64_t c = 0; c < s.in_channels; ++c) {
+      const double zero = ZeroTermsOf(s, w, c);
+      double* plane = dx.data() + (b * s.in_channels + c) * s.height * s.width;
+      for (int64_t i = 0; i < s.height * s.width; ++i) plane[i] = zero;
+    }
+  }
   MatrixD rows(og, ow), t(s.reduction(), ow);
   for (int64_t b = 0; b < s.batch; ++b) {
     for (int64_t g = 0; g < s.groups; ++g) {
@@ -203,7 +223,7 @@ double DgradAt(const Shape& s, const float* dy, const float* w, int64_t idx) {
   const int64_t b = idx / (s.width * s.height * s.in_channels);
   const int64_t cg = s.in_per_group(), og = s.out_per_group(), g = c / cg;
   const int64_t oh = s.out_h(), ow = s.out_w();
-  double sum = 0;
+  double sum = ZeroTermsOf(s, w, c);
   for (int64_t oo = 0; oo < og; ++oo) {
     const int64_t o = g * og + oo;
     for (int64_t p = 0; p < s.kernel_h; ++p) {

@@ -3,6 +3,7 @@
 
 #include <cmath>
 
+#include "conv/testing/shapes.h"
 #include "gtest/gtest.h"
 #include "reference/random.h"
 
@@ -229,11 +230,7 @@ INSTANTIATE_TEST_SUITE_P(
                       Geo(Shape{1, 5, 5, 8, 8, 7, 7}, 3, 3, 3, 3, 1, 1, 1, 1, 5, true),
                       Geo(Shape{3, 2, 3, 9, 8, 1, 1}, 0, 0, 0, 0, 2, 3, 1, 1, 1, true),
                       Geo(Shape{1, 3, 3, 6, 6, 6, 6}, 0, 0, 0, 0, 1, 1, 1, 1, 1, false)),
-    [](const auto& info) {
-      std::string name = info.param.ToString();
-      for (char& c : name) c = c == ',' ? '_' : c;
-      return name;
-    });
+    [](const auto& info) { return GtestName(info.param); });
 
 }  // namespace
 }  // namespace conv2d

@@ -6,6 +6,7 @@
 #include <string>
 #include <vector>
 
+#include "conv/testing/shapes.h"
 #include "gtest/gtest.h"
 #include "reference/random.h"
 #include "reference/reference.h"
@@ -56,11 +57,7 @@ INSTANTIATE_TEST_SUITE_P(
                       Dgrad(Shape{1, 4, 8, 9, 9, 5, 3}, 0, 0, 0, 0, 1, 2, 4),
                       Dgrad(Shape{3, 2, 2, 5, 5, 1, 1}, 0, 0, 0, 0, 1, 1, 1),
                       Dgrad(Shape{1, 3, 2, 6, 6, 6, 6}, 0, 0, 0, 0, 1, 1, 1)),
-    [](const auto& info) {
-      std::string name = info.param.ToString();
-      for (char& c : name) c = c == ',' ? '_' : c;
-      return name;
-    });
+    [](const auto& info) { return GtestName(info.param); });
 
 TEST(TransposedDgradTest, OnlyStrideOneWithinTheSpan) {
   Shape f;

@@ -331,11 +331,15 @@ WgradParams MakeParams(const Shape& s, const WgradTiling& t) {
 
 class WgradRunner : public Runner {
  public:
+  static constexpr uintptr_t kAlign = 16;
   WgradRunner(const Shape& s, const WgradTiling& t) : s_(s), t_(t), p_(MakeParams(s, t)) {}
-  size_t workspace_bytes() const override { return t_.workspace_bytes(s_); }
+  // The caller's workspace needs no alignment (Plan::Run's contract): the partials start at the
+  // first 16-byte boundary in it.
+  size_t workspace_bytes() const override { return t_.workspace_bytes(s_) + kAlign; }
   absl::Status Run(const RunArgs& a) const override {
     SliceKernelFn kernel = SliceKernelFor(t_);
-    double* partial = static_cast<double*>(a.workspace);
+    const uintptr_t base = reinterpret_cast<uintptr_t>(a.workspace);
+    double* partial = reinterpret_cast<double*>((base + kAlign - 1) / kAlign * kAlign);
     RETURN_IF_ERROR(CudaStatus(
         LaunchPdl(/*pdl=*/false, kernel, static_cast<unsigned>(t_.ctas),
                   static_cast<unsigned>(kWgradThreads), static_cast<size_t>(t_.smem_bytes),

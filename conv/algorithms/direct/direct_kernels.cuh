@@ -26,7 +26,8 @@ struct DirectGeometry {
 };
 
 // dx, one thread per element (grid-stride): the taps that reach input pixel (h, v) are those
-// whose offset h + pt - p*dh is a multiple of the stride landing inside the output.
+// whose offset h + pt - p*dh is a multiple of the stride landing inside the output; the others
+// multiply a zero.
 template <typename T>
 __global__ void DirectDgradKernel(const float* __restrict__ dy, const float* __restrict__ w,
                                   T* __restrict__ dx, DirectGeometry g) {
@@ -45,12 +46,15 @@ __global__ void DirectDgradKernel(const float* __restrict__ dy, const float* __r
       const float* wo = w + (o * g.cin_g + cl) * g.kh * g.kw;
       for (int64_t p = 0; p < g.kh; ++p) {
         const int64_t ih = h + g.pad_top - p * g.dilation_h;
-        if (ih < 0 || ih % g.stride_h != 0 || ih / g.stride_h >= g.oh) continue;
+        const bool row = ih >= 0 && ih % g.stride_h == 0 && ih / g.stride_h < g.oh;
         for (int64_t q = 0; q < g.kw; ++q) {
           const int64_t jw = v + g.pad_left - q * g.dilation_w;
-          if (jw < 0 || jw % g.stride_w != 0 || jw / g.stride_w >= g.ow) continue;
-          acc += static_cast<double>(dyo[ih / g.stride_h * g.ow + jw / g.stride_w]) *
-                 static_cast<double>(wo[p * g.kw + q]);
+          const bool in = row && jw >= 0 && jw % g.stride_w == 0 && jw / g.stride_w < g.ow;
+          // The zeros of dy outside the output are multiplied, as the forward's padding is: a
+          // non-finite tap reaches every dx of its channel (shape.h).
+          const double d = in ? static_cast<double>(dyo[ih / g.stride_h * g.ow + jw / g.stride_w])
+                              : 0.0;
+          acc += d * static_cast<double>(wo[p * g.kw + q]);
         }
       }
     }

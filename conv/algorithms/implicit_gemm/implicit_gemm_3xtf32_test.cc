@@ -56,7 +56,7 @@ TEST_P(ImplicitGemm3xTf32Test, MatchesFp64Reference) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Shapes, ImplicitGemm3xTf32Test, ::testing::ValuesIn(Cases()),
-                         [](const auto& info) { return info.param.shape.ToString(); });
+                         [](const auto& info) { return GtestName(info.param.shape); });
 
 using implicit_gemm_3xtf32_backward_testing::AsOp;
 using implicit_gemm_3xtf32_backward_testing::BackwardShapes;
@@ -82,7 +82,7 @@ TEST_P(ImplicitGemm3xTf32BackwardTest, EveryInputClassWithinBar) {
 
 INSTANTIATE_TEST_SUITE_P(Shapes, ImplicitGemm3xTf32BackwardTest,
                          ::testing::ValuesIn(BackwardCases()),
-                         [](const auto& info) { return info.param.ToString(); });
+                         [](const auto& info) { return GtestName(info.param); });
 
 // The long reductions: wgrad's 100352 terms split into slices, dgrad at full size.
 TEST(ImplicitGemm3xTf32BackwardLarge, Resnet64) {
