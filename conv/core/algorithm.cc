@@ -1,6 +1,8 @@
-// Algorithm's non-virtual entry points: the geometry and operation checks, and a stride-1 dgrad
-// offered to every forward algorithm as the forward it equals (transposed_dgrad.h).
+// Algorithm's non-virtual entry points: the geometry and operation checks, and a dgrad offered to
+// every forward algorithm as the forwards it equals (transposed_dgrad.h).
 #include "conv/core/algorithm.h"
+
+#include <utility>
 
 #include "conv/core/transposed_dgrad.h"
 
@@ -8,37 +10,108 @@ namespace conv2d {
 
 TransposedDgradFactory transposed_dgrad_factory = nullptr;
 
-bool DgradAsForward(const Shape& d, Shape* f) {
-  if (d.op != Op::kDgrad || d.strided()) return false;
-  const int64_t span_h = d.dilation_h * (d.kernel_h - 1), span_w = d.dilation_w * (d.kernel_w - 1);
-  Shape s = d;
-  s.op = Op::kFprop;
-  s.has_bias = false;
-  s.in_channels = d.out_channels;
-  s.out_channels = d.in_channels;
-  s.height = d.out_h();
-  s.width = d.out_w();
-  s.pad_top = span_h - d.pad_top;
-  s.pad_bottom = span_h - d.pad_bottom;
-  s.pad_left = span_w - d.pad_left;
-  s.pad_right = span_w - d.pad_right;
-  if (s.pad_top < 0 || s.pad_bottom < 0 || s.pad_left < 0 || s.pad_right < 0) return false;
-  if (!ValidateShape(s).ok()) return false;
-  *f = s;
+namespace {
+
+// The stride-1 forward of one phase along one axis: its taps p0 + s*t (t < taps), the padding
+// before (taps - 1 - c0) and after that make it cover `rows` outputs from `in` inputs; false
+// where the padding before would be negative.
+struct Axis {
+  int64_t taps = 0, pad_before = 0, pad_after = 0;
+};
+bool PhaseAxis(int64_t r, int64_t k, int64_t s, int64_t pad, int64_t in, int64_t rows,
+               int64_t p0, Axis* a) {
+  a->taps = p0 < k ? (k - 1 - p0) / s + 1 : 0;
+  if (a->taps == 0) return true;
+  const int64_t c0 = (r + pad - p0) / s;  // exact: p0 = (r + pad) mod s
+  a->pad_before = a->taps - 1 - c0;
+  if (a->pad_before < 0) return false;
+  const int64_t need = rows - in - a->pad_before + a->taps - 1;
+  a->pad_after = need > 0 ? need : 0;
   return true;
 }
 
-double TransposeFilterSeconds(const Shape& d) {
-  return 8.0 * static_cast<double>(d.filter_elements()) / 2e12 + 2e-6;
+}  // namespace
+
+bool DgradAsForwards(const Shape& d, std::vector<DgradPhase>* phases) {
+  if (d.op != Op::kDgrad) return false;
+  phases->clear();
+  Shape base = d;
+  base.op = Op::kFprop;
+  base.has_bias = false;
+  base.in_channels = d.out_channels;
+  base.out_channels = d.in_channels;
+  base.height = d.out_h();
+  base.width = d.out_w();
+  base.stride_h = base.stride_w = 1;
+  if (!d.strided()) {
+    const int64_t span_h = d.dilation_h * (d.kernel_h - 1), span_w = d.dilation_w * (d.kernel_w - 1);
+    DgradPhase p;
+    p.rows = d.height, p.cols = d.width;
+    p.forward = base;
+    p.forward.pad_top = span_h - d.pad_top;
+    p.forward.pad_bottom = span_h - d.pad_bottom;
+    p.forward.pad_left = span_w - d.pad_left;
+    p.forward.pad_right = span_w - d.pad_right;
+    if (p.forward.pad_top < 0 || p.forward.pad_bottom < 0 || p.forward.pad_left < 0 ||
+        p.forward.pad_right < 0 || !ValidateShape(p.forward).ok()) {
+      return false;
+    }
+    phases->push_back(p);
+    return true;
+  }
+  if (d.dilated()) return false;
+  int64_t offset = 0;
+  for (int64_t rh = 0; rh < d.stride_h && rh < d.height; ++rh) {
+    for (int64_t rw = 0; rw < d.stride_w && rw < d.width; ++rw) {
+      DgradPhase p;
+      p.rh = rh, p.rw = rw;
+      p.rows = (d.height - 1 - rh) / d.stride_h + 1;
+      p.cols = (d.width - 1 - rw) / d.stride_w + 1;
+      p.p0h = (rh + d.pad_top) % d.stride_h;
+      p.p0w = (rw + d.pad_left) % d.stride_w;
+      Axis h, w;
+      if (!PhaseAxis(rh, d.kernel_h, d.stride_h, d.pad_top, base.height, p.rows, p.p0h, &h) ||
+          !PhaseAxis(rw, d.kernel_w, d.stride_w, d.pad_left, base.width, p.cols, p.p0w, &w)) {
+        return false;
+      }
+      if (h.taps > 0 && w.taps > 0) {
+        p.forward = base;
+        p.forward.kernel_h = h.taps, p.forward.kernel_w = w.taps;
+        p.forward.pad_top = h.pad_before, p.forward.pad_bottom = h.pad_after;
+        p.forward.pad_left = w.pad_before, p.forward.pad_right = w.pad_after;
+        if (!ValidateShape(p.forward).ok()) return false;
+        p.filter_offset = offset;
+        offset += p.forward.filter_elements();
+      }
+      phases->push_back(p);
+    }
+  }
+  return true;
+}
+
+double TransposedDgradOverheadSeconds(const Shape& d, size_t phases) {
+  const double scatter = d.strided() ? 8.0 * static_cast<double>(d.input_elements()) : 0.0;
+  return (8.0 * static_cast<double>(d.filter_elements()) + scatter) / 2e12 +
+         2e-6 * static_cast<double>(phases);
 }
 
 absl::StatusOr<Proposal> Algorithm::Propose(const Shape& shape, const DeviceInfo& device) const {
-  Shape forward;
-  if (!Computes(shape.op) && DgradAsForward(shape, &forward)) {
-    absl::StatusOr<Proposal> inner = Propose(forward, device);
-    if (!inner.ok()) return inner.status();
-    const double seconds = inner->estimated_seconds + TransposeFilterSeconds(shape);
-    return MakeProposal(TransposedDgradProposal{forward, *std::move(inner)}, seconds);
+  std::vector<DgradPhase> phases;
+  if (!Computes(shape.op) && DgradAsForwards(shape, &phases)) {
+    TransposedDgradProposal t;
+    double seconds = TransposedDgradOverheadSeconds(shape, phases.size());
+    for (const DgradPhase& p : phases) {
+      if (p.empty()) {
+        t.inner.emplace_back();
+        continue;
+      }
+      absl::StatusOr<Proposal> inner = Propose(p.forward, device);
+      if (!inner.ok()) return inner.status();
+      seconds += inner->estimated_seconds;
+      t.inner.push_back(*std::move(inner));
+    }
+    t.phases = std::move(phases);
+    return MakeProposal(std::move(t), seconds);
   }
   absl::Status st = CheckGeometry(shape);
   if (!st.ok()) return st;
@@ -53,15 +126,29 @@ absl::StatusOr<std::unique_ptr<Runner>> Algorithm::Initialize(const Shape& shape
   if (transposed_dgrad_factory == nullptr) {
     return absl::InternalError("the transposed dgrad (//conv/core:transposed_dgrad) is not linked");
   }
-  absl::StatusOr<std::unique_ptr<Runner>> forward = InitializeFor(t->forward, t->inner, device);
-  if (!forward.ok()) return forward.status();
-  return transposed_dgrad_factory(shape, *std::move(forward));
+  std::vector<std::unique_ptr<Runner>> forwards;
+  for (size_t i = 0; i < t->phases.size(); ++i) {
+    if (t->phases[i].empty()) {
+      forwards.emplace_back();
+      continue;
+    }
+    absl::StatusOr<std::unique_ptr<Runner>> f =
+        InitializeFor(t->phases[i].forward, t->inner[i], device);
+    if (!f.ok()) return f.status();
+    forwards.push_back(*std::move(f));
+  }
+  return transposed_dgrad_factory(shape, t->phases, std::move(forwards));
 }
 
 absl::Status Algorithm::MeetsContract(const Shape& shape) const {
-  Shape forward;
-  if (!Computes(shape.op) && DgradAsForward(shape, &forward)) return WithinContract(forward);
-  return WithinContract(shape);
+  std::vector<DgradPhase> phases;
+  if (Computes(shape.op) || !DgradAsForwards(shape, &phases)) return WithinContract(shape);
+  for (const DgradPhase& p : phases) {
+    if (p.empty()) continue;
+    absl::Status st = WithinContract(p.forward);
+    if (!st.ok()) return st;
+  }
+  return absl::OkStatus();
 }
 
 }  // namespace conv2d

@@ -2,7 +2,10 @@
 
 #include <cuda_runtime.h>
 
+#include <algorithm>
 #include <cstdint>
+#include <utility>
+#include <vector>
 
 #include "conv/arch/pdl.cuh"
 #include "conv/core/cuda_status.h"
@@ -11,59 +14,140 @@
 namespace conv2d {
 namespace {
 
-// w'[g*Cg + c, o, p, q] = w[g*Cog + o, c, Kh-1-p, Kw-1-q], one thread per element of w' (the
-// writes coalesced; the reads of a warp span a few filters).
+// One phase's filter, one thread per element (the writes coalesced).
+struct PhaseFilter {
+  int64_t cg, og, kh, kw, th, tw, p0h, p0w, sh, sw, total;
+};
 __global__ void TransposeFilterKernel(const float* __restrict__ w, float* __restrict__ wt,
-                                      int64_t cg, int64_t og, int64_t kh, int64_t kw,
-                                      int64_t total) {
+                                      PhaseFilter f) {
   const int64_t e = blockIdx.x * int64_t{blockDim.x} + threadIdx.x;
-  if (e < total) wt[e] = w[TransposedFilterSource(e, cg, og, kh, kw)];
+  if (e < f.total) {
+    wt[e] = w[TransposedFilterSource(e, f.cg, f.og, f.kh, f.kw, f.th, f.tw, f.p0h, f.p0w, f.sh,
+                                     f.sw)];
+  }
 }
 
-constexpr size_t kAlign = 256;
-
-size_t FilterBytes(const Shape& s) {
-  return (static_cast<size_t>(s.filter_elements()) * sizeof(float) + kAlign - 1) / kAlign * kAlign;
+// zero[c] = 0 where every filter tap at input channel c is finite, else NaN: the zeros between a
+// stride's outputs times those taps (conv/shape.h), which no phase's forward multiplies.
+__global__ void ZeroTermsKernel(const float* __restrict__ w, float* __restrict__ zero,
+                                int64_t cin, int64_t cg, int64_t og, int64_t taps) {
+  const int64_t c = blockIdx.x * int64_t{blockDim.x} + threadIdx.x;
+  if (c >= cin) return;
+  bool finite = true;
+  for (int64_t o = 0; o < og; ++o) {
+    const float* f = w + ((c / cg * og + o) * cg + c % cg) * taps;
+    for (int64_t t = 0; t < taps; ++t) finite = finite && isfinite(f[t]);
+  }
+  zero[c] = finite ? 0.0f : __int_as_float(0x7fc00000);
 }
 
+// dx[b, c, rh + sh*u, rw + sw*v] = out[b, c, u, v] + zero[c] for the phase's pixels, one thread
+// per pixel; `out` null for a phase no tap reaches (dx = zero[c]).
+struct Scatter {
+  int64_t channels, h, w, rh, rw, sh, sw, rows, cols, out_rows, out_cols;
+};
+__global__ void ScatterKernel(const float* __restrict__ out, const float* __restrict__ zero,
+                              float* __restrict__ dx, Scatter s, int64_t total) {
+  const int64_t e = blockIdx.x * int64_t{blockDim.x} + threadIdx.x;
+  if (e >= total) return;
+  const int64_t v = e % s.cols, u = (e / s.cols) % s.rows, bc = e / (s.cols * s.rows);
+  const float z = zero[bc % s.channels];
+  const float y = out != nullptr ? out[(bc * s.out_rows + u) * s.out_cols + v] : 0.0f;
+  dx[(bc * s.h + s.rh + s.sh * u) * s.w + s.rw + s.sw * v] = y + z;
+}
+
+constexpr uintptr_t kAlign = 256;
+size_t Aligned(size_t bytes) { return (bytes + kAlign - 1) / kAlign * kAlign; }
+constexpr int kThreads = 256;
+dim3 Blocks(int64_t n) { return dim3(static_cast<unsigned>((n + kThreads - 1) / kThreads)); }
+
+// Workspace: [slack][filters of every phase][zero terms][one phase's output][the forwards']
+// (the phases run one after another on the stream, so the output and the forwards' workspace
+// are reused).
 class TransposedDgradRunner : public Runner {
  public:
-  TransposedDgradRunner(const Shape& dgrad, std::unique_ptr<Runner> forward)
-      : s_(dgrad), forward_(std::move(forward)) {}
-  size_t workspace_bytes() const override {
-    return kAlign + FilterBytes(s_) + forward_->workspace_bytes();
+  TransposedDgradRunner(const Shape& dgrad, std::vector<DgradPhase> phases,
+                        std::vector<std::unique_ptr<Runner>> forwards)
+      : s_(dgrad), phases_(std::move(phases)), forwards_(std::move(forwards)) {
+    for (size_t i = 0; i < phases_.size(); ++i) {
+      if (phases_[i].empty()) continue;
+      filters_ += static_cast<size_t>(phases_[i].forward.filter_elements());
+      out_ = std::max(out_, static_cast<size_t>(phases_[i].forward.output_elements()));
+      inner_ = std::max(inner_, forwards_[i]->workspace_bytes());
+      records_ = records_ && forwards_[i]->records_launches();
+    }
+    if (!s_.strided()) out_ = 0;  // the one forward writes dx
   }
-  bool records_launches() const override { return forward_->records_launches(); }
+  size_t workspace_bytes() const override {
+    return kAlign + Aligned(filters_ * 4) + Aligned(s_.in_channels * 4) + Aligned(out_ * 4) +
+           inner_;
+  }
+  bool records_launches() const override { return records_; }
 
   absl::Status Run(const RunArgs& a) const override {
-    const uintptr_t base = reinterpret_cast<uintptr_t>(a.workspace);
-    float* wt = reinterpret_cast<float*>((base + kAlign - 1) / kAlign * kAlign);
-    const int64_t total = s_.filter_elements();
-    constexpr int kThreads = 256;
-    RETURN_IF_ERROR(CudaStatus(
-        LaunchPdl(/*pdl=*/false, TransposeFilterKernel,
-                  dim3(static_cast<unsigned>((total + kThreads - 1) / kThreads)), kThreads, 0,
-                  a.stream, a.w, wt, s_.in_per_group(), s_.out_per_group(), s_.kernel_h,
-                  s_.kernel_w, total),
-        "transposed dgrad: filter transform"));
-    RunArgs f;
-    f.x = a.dy;
-    f.w = wt;
-    f.y = a.dx;
-    f.workspace = reinterpret_cast<char*>(wt) + FilterBytes(s_);
-    f.workspace_bytes = forward_->workspace_bytes();
-    f.stream = a.stream;
-    return forward_->Run(f);
+    char* p = reinterpret_cast<char*>(
+        (reinterpret_cast<uintptr_t>(a.workspace) + kAlign - 1) / kAlign * kAlign);
+    float* filters = reinterpret_cast<float*>(p);
+    float* zero = reinterpret_cast<float*>(p + Aligned(filters_ * 4));
+    float* out = reinterpret_cast<float*>(reinterpret_cast<char*>(zero) +
+                                          Aligned(s_.in_channels * 4));
+    void* inner = reinterpret_cast<char*>(out) + Aligned(out_ * 4);
+    const bool phased = s_.strided();
+    for (const DgradPhase& ph : phases_) {
+      if (ph.empty()) continue;
+      const Shape& f = ph.forward;
+      const PhaseFilter pf{s_.in_per_group(), s_.out_per_group(), s_.kernel_h, s_.kernel_w,
+                           f.kernel_h,        f.kernel_w,         ph.p0h,     ph.p0w,
+                           s_.stride_h,       s_.stride_w,        f.filter_elements()};
+      RETURN_IF_ERROR(CudaStatus(LaunchPdl(false, TransposeFilterKernel, Blocks(pf.total),
+                                           kThreads, 0, a.stream, a.w,
+                                           filters + ph.filter_offset, pf),
+                                 "transposed dgrad: filter transform"));
+    }
+    if (phased) {
+      RETURN_IF_ERROR(CudaStatus(
+          LaunchPdl(false, ZeroTermsKernel, Blocks(s_.in_channels), kThreads, 0, a.stream, a.w,
+                    zero, s_.in_channels, s_.in_per_group(), s_.out_per_group(),
+                    s_.kernel_h * s_.kernel_w),
+          "transposed dgrad: zero terms"));
+    }
+    for (size_t i = 0; i < phases_.size(); ++i) {
+      const DgradPhase& ph = phases_[i];
+      if (!ph.empty()) {
+        RunArgs f;
+        f.x = a.dy;
+        f.w = filters + ph.filter_offset;
+        f.y = phased ? out : a.dx;
+        f.workspace = inner;
+        f.workspace_bytes = inner_;
+        f.stream = a.stream;
+        RETURN_IF_ERROR(forwards_[i]->Run(f));
+      }
+      if (!phased) continue;
+      const Scatter sc{s_.in_channels, s_.height, s_.width, ph.rh, ph.rw, s_.stride_h,
+                       s_.stride_w, ph.rows, ph.cols,
+                       ph.empty() ? 0 : ph.forward.out_h(), ph.empty() ? 0 : ph.forward.out_w()};
+      const int64_t total = s_.batch * s_.in_channels * ph.rows * ph.cols;
+      RETURN_IF_ERROR(CudaStatus(LaunchPdl(false, ScatterKernel, Blocks(total), kThreads, 0,
+                                           a.stream, ph.empty() ? nullptr : out, zero, a.dx, sc,
+                                           total),
+                                 "transposed dgrad: scatter"));
+    }
+    return absl::OkStatus();
   }
 
  private:
   Shape s_;
-  std::unique_ptr<Runner> forward_;
+  std::vector<DgradPhase> phases_;
+  std::vector<std::unique_ptr<Runner>> forwards_;
+  size_t filters_ = 0, out_ = 0, inner_ = 0;
+  bool records_ = true;
 };
 
 std::unique_ptr<Runner> MakeTransposedDgradRunner(const Shape& dgrad,
-                                                  std::unique_ptr<Runner> forward) {
-  return std::make_unique<TransposedDgradRunner>(dgrad, std::move(forward));
+                                                  const std::vector<DgradPhase>& phases,
+                                                  std::vector<std::unique_ptr<Runner>> forwards) {
+  return std::make_unique<TransposedDgradRunner>(dgrad, phases, std::move(forwards));
 }
 
 // Linked into every binary that links the plan (alwayslink): Algorithm::Initialize finds it.

@@ -1,15 +1,22 @@
-// dgrad at stride 1 as a forward: dx = conv(dy, w') with w'[g*Cg + c, o, p, q] =
-// w[g*Cog + o, c, Kh-1-p, Kw-1-q] (the filter flipped, its in- and out-channel roles swapped within
-// each group) and the padding (K-1)*dilation - pad on each side, the dilation and groups as they
-// are (shared/BACKWARD.md's identity). So every forward algorithm computes such a dgrad with its
-// own kernels, after one pass over the filter (weight-sized: cheap next to the convolution):
-// Algorithm::Propose and Initialize (algorithm.cc) offer it for any algorithm that does not compute
-// dgrad itself, by the algorithm's own name. The forward's accuracy argument and determinism
-// carry over: it is the same computation on other tensors.
+// dgrad as forwards of dy (shared/BACKWARD.md's identity). At stride 1, dx = conv(dy, w') with
+// w'[g*Cg + c, o, p, q] = w[g*Cog + o, c, Kh-1-p, Kw-1-q] (the filter flipped, its in- and
+// out-channel roles swapped within each group) and the padding (K-1)*dilation - pad on each side,
+// the dilation and groups as they are. At stride s > 1 (dilation 1) dx splits into s_h x s_w stride
+// phases, the pixels (rh + sh*u, rw + sw*v): the taps that reach a phase are p = p0 + sh*t with
+// p0 = (rh + pad_top) mod sh, so each phase is a stride-1 forward of dy with that sub-filter
+// (flipped) and no inserted zero is multiplied; its output goes to the workspace and a scatter
+// writes it to the phase's pixels of dx (as CUTLASS's strided dgrad walks one phase at a time).
+// So every forward algorithm computes such a dgrad with its own kernels, after one pass over the
+// filter: Algorithm::Propose and Initialize (algorithm.cc) offer it for any algorithm that does not
+// compute dgrad itself, by the algorithm's own name. The forward's accuracy argument and
+// determinism carry over: each phase is the same computation on other tensors. The zeros between a
+// stride's outputs that the definition multiplies (conv/shape.h) are added by the scatter: 0 times
+// the channel's filters, NaN where one of them is not finite.
 #ifndef CONV2D_CONV_CORE_TRANSPOSED_DGRAD_H_
 #define CONV2D_CONV_CORE_TRANSPOSED_DGRAD_H_
 
 #include <memory>
+#include <vector>
 
 #include "conv/arch/host_device.h"
 #include "conv/core/algorithm.h"
@@ -17,39 +24,57 @@
 
 namespace conv2d {
 
-// The forward that equals `dgrad` (a dgrad shape), into *forward; false where there is none:
-// a stride other than 1, or a padding larger than (K-1)*dilation on some side (the forward would
-// need a negative padding).
-bool DgradAsForward(const Shape& dgrad, Shape* forward);
-
-// What Propose carries for such a dgrad: the forward and the algorithm's proposal for it.
-struct TransposedDgradProposal {
-  Shape forward;
-  Proposal inner;
+// One stride phase of a dgrad. The phase's filter is [Cin, Cout/groups, th, tw]:
+// w'[g*Cg + c, o, t, u] = w[g*Cog + o, c, p0h + sh*(th-1-t), p0w + sw*(tw-1-u)] at stride > 1, the
+// dilated flip at stride 1 (p0 = 0, sh = sw = 1).
+struct DgradPhase {
+  int64_t rh = 0, rw = 0;      // the phase's first dx row and column
+  int64_t rows = 0, cols = 0;  // its dx rows and columns (rh + sh*u < H, rw + sw*v < W)
+  int64_t p0h = 0, p0w = 0;    // its first tap
+  Shape forward;               // the stride-1 forward (filter th x tw); unset when empty()
+  int64_t filter_offset = 0;   // where its filter starts among the phases' (floats)
+  bool empty() const { return forward.kernel_h == 0; }  // no tap reaches it: dx = 0 there
 };
 
-// The runner: the filter transform into the front of the workspace, then `forward` (a runner of
-// the forward shape) on dy and the transformed filter, writing dx. Set by transposed_dgrad.cu
-// when it is linked (every binary that links the plan); null otherwise.
-using TransposedDgradFactory = std::unique_ptr<Runner> (*)(const Shape& dgrad,
-                                                           std::unique_ptr<Runner> forward);
+// The forwards that make `dgrad` (a dgrad shape), one per phase; false where there are none: a
+// stride > 1 with a dilation > 1, or a padding that would make a phase's forward pad negatively.
+// A stride-1 dgrad has one phase whose forward writes dx itself.
+bool DgradAsForwards(const Shape& dgrad, std::vector<DgradPhase>* phases);
+
+// What Propose carries for such a dgrad: the phases and the algorithm's proposal for each.
+struct TransposedDgradProposal {
+  std::vector<DgradPhase> phases;
+  std::vector<Proposal> inner;  // one per phase, none for an empty one
+};
+
+// The runner: the phases' filters into the workspace, then each phase's forward (a runner of the
+// phase's forward shape) on dy, writing dx (stride 1) or the workspace and a scatter into dx. Set
+// by transposed_dgrad.cu when it is linked (every binary that links the plan); null otherwise.
+using TransposedDgradFactory = std::unique_ptr<Runner> (*)(
+    const Shape& dgrad, const std::vector<DgradPhase>& phases,
+    std::vector<std::unique_ptr<Runner>> forwards);
 extern TransposedDgradFactory transposed_dgrad_factory;
 
-// The flat index into w ([Cout, Cg, Kh, Kw]) of element e of w' ([Cin, Cog, Kh, Kw]): the one
-// index map of the transform, for the kernel and the CPU test.
+// The flat index into w ([Cout, Cg, Kh, Kw]) of element e of a phase's filter ([Cin, Cog, th, tw])
+// whose taps start at (p0h, p0w) with steps (sh, sw): the one index map of the transform, for the
+// kernel and the CPU test.
 CONV2D_HOST_DEVICE_INLINE int64_t TransposedFilterSource(int64_t e, int64_t cg, int64_t og,
-                                                         int64_t kh, int64_t kw) {
-  const int64_t taps = kh * kw;
+                                                         int64_t kh, int64_t kw, int64_t th,
+                                                         int64_t tw, int64_t p0h, int64_t p0w,
+                                                         int64_t sh, int64_t sw) {
+  const int64_t taps = th * tw;
   const int64_t tap = e % taps;
   const int64_t o = (e / taps) % og;
   const int64_t gc = e / (taps * og);  // g*Cg + c
   const int64_t g = gc / cg, c = gc - g * cg;
-  const int64_t p = tap / kw, q = tap - p * kw;
-  return ((g * og + o) * cg + c) * taps + (kh - 1 - p) * kw + (kw - 1 - q);
+  const int64_t t = tap / tw, u = tap - t * tw;
+  const int64_t p = p0h + sh * (th - 1 - t), q = p0w + sw * (tw - 1 - u);
+  return ((g * og + o) * cg + c) * kh * kw + p * kw + q;
 }
 
-// The modelled time of the filter transform (read and write the filter once, and a launch).
-double TransposeFilterSeconds(const Shape& dgrad);
+// The modelled time of the transform and, at stride > 1, the scatter: the filter once, dx written
+// and read once more, a launch per phase.
+double TransposedDgradOverheadSeconds(const Shape& dgrad, size_t phases);
 
 }  // namespace conv2d
 

@@ -1,5 +1,6 @@
-// A stride-1 dgrad equals the forward DgradAsForward makes, on the filter TransposedFilterSource
-// rearranges: the CPU reference of both, element for element.
+// dgrad equals the forwards DgradAsForwards makes, on the filters TransposedFilterSource
+// rearranges, each phase's output scattered to its pixels: the CPU reference of both, element for
+// element, and every dx pixel in exactly one phase.
 #include "conv/core/transposed_dgrad.h"
 
 #include <cmath>
@@ -14,63 +15,130 @@
 namespace conv2d {
 namespace {
 
-Shape Dgrad(Shape s, int64_t pt, int64_t pb, int64_t pl, int64_t pr, int64_t dh, int64_t dw,
-            int64_t groups) {
+Shape Dgrad(Shape s, int64_t pt, int64_t pb, int64_t pl, int64_t pr, int64_t sh, int64_t sw,
+            int64_t dh, int64_t dw, int64_t groups) {
   s.pad_top = pt, s.pad_bottom = pb, s.pad_left = pl, s.pad_right = pr;
+  s.stride_h = sh, s.stride_w = sw;
   s.dilation_h = dh, s.dilation_w = dw, s.groups = groups;
   s.op = Op::kDgrad;
   return s;
+}
+
+// dx as the runner computes it, on the CPU: every phase's forward by the reference, scattered,
+// plus the zero terms (NaN for a channel with a non-finite tap) at stride > 1.
+std::vector<double> ByPhases(const Shape& d, const std::vector<float>& dy,
+                             const std::vector<float>& w, std::vector<int>* hits) {
+  std::vector<DgradPhase> phases;
+  EXPECT_TRUE(DgradAsForwards(d, &phases)) << d.ToString();
+  std::vector<double> dx(d.input_elements(), -7.0);
+  hits->assign(d.input_elements(), 0);
+  const int64_t sh = d.strided() ? d.stride_h : 1, sw = d.strided() ? d.stride_w : 1;
+  for (const DgradPhase& p : phases) {
+    std::vector<double> out;
+    const Shape& f = p.forward;
+    if (!p.empty()) {
+      EXPECT_EQ(f.op, Op::kFprop);
+      EXPECT_FALSE(f.strided());
+      std::vector<float> wt(f.filter_elements());
+      for (size_t e = 0; e < wt.size(); ++e) {
+        wt[e] = w[TransposedFilterSource(e, d.in_per_group(), d.out_per_group(), d.kernel_h,
+                                         d.kernel_w, f.kernel_h, f.kernel_w, p.p0h, p.p0w, sh,
+                                         sw)];
+      }
+      out = ReferenceConv(f, dy.data(), wt.data());
+      if (!d.strided()) {
+        EXPECT_EQ(f.output_elements(), d.input_elements());
+      } else {
+        EXPECT_GE(f.out_h(), p.rows);
+        EXPECT_GE(f.out_w(), p.cols);
+      }
+    }
+    for (int64_t bc = 0; bc < d.batch * d.in_channels; ++bc) {
+      const int64_t c = bc % d.in_channels;
+      double zero = 0;
+      if (d.strided()) {
+        for (int64_t o = 0; o < d.out_per_group(); ++o) {
+          for (int64_t t = 0; t < d.kernel_h * d.kernel_w; ++t) {
+            const float v = w[((c / d.in_per_group() * d.out_per_group() + o) * d.in_per_group() +
+                               c % d.in_per_group()) * d.kernel_h * d.kernel_w + t];
+            if (!std::isfinite(v)) zero = NAN;
+          }
+        }
+      }
+      for (int64_t u = 0; u < p.rows; ++u) {
+        for (int64_t v = 0; v < p.cols; ++v) {
+          const int64_t at = (bc * d.height + p.rh + sh * u) * d.width + p.rw + sw * v;
+          const double y = p.empty() ? 0.0 : out[(bc * f.out_h() + u) * f.out_w() + v];
+          dx[at] = y + zero;
+          ++(*hits)[at];
+        }
+      }
+    }
+  }
+  return dx;
 }
 
 class TransposedDgradTest : public ::testing::TestWithParam<Shape> {};
 
 TEST_P(TransposedDgradTest, EqualsTheReferenceDgrad) {
   const Shape d = GetParam();
-  Shape f;
-  ASSERT_TRUE(DgradAsForward(d, &f)) << d.ToString();
-  EXPECT_EQ(f.op, Op::kFprop);
-  EXPECT_EQ(f.output_elements(), d.input_elements());
-  EXPECT_EQ(f.input_elements(), d.output_elements());
   const auto dy = RandomTensor(3, kGradTensor, d.output_elements(), Distribution::kNormal);
-  const auto w = RandomTensor(3, kFilterTensor, d.filter_elements(), Distribution::kNormal);
-  std::vector<float> wt(w.size());
-  for (size_t e = 0; e < wt.size(); ++e) {
-    wt[e] = w[TransposedFilterSource(e, d.in_per_group(), d.out_per_group(), d.kernel_h,
-                                     d.kernel_w)];
-  }
+  auto w = RandomTensor(3, kFilterTensor, d.filter_elements(), Distribution::kNormal);
   Tensors in;
   in.dy = dy.data();
   in.w = w.data();
-  const std::vector<double> want = Reference(d, in);
-  const std::vector<double> got = ReferenceConv(f, dy.data(), wt.data());
-  ASSERT_EQ(got.size(), want.size());
+  std::vector<int> hits;
+  std::vector<double> want = Reference(d, in), got = ByPhases(d, dy, w, &hits);
   for (size_t i = 0; i < want.size(); ++i) {
+    ASSERT_EQ(hits[i], 1) << "dx pixel " << i << " is in " << hits[i] << " phases";
     ASSERT_NEAR(got[i], want[i], 1e-11 * (1 + std::abs(want[i]))) << "at " << i;
+  }
+  // A NaN tap reaches every dx of its input channel, in the reference and by the phases alike.
+  w[w.size() / 2] = NAN;
+  in.w = w.data();
+  want = Reference(d, in);
+  got = ByPhases(d, dy, w, &hits);
+  for (size_t i = 0; i < want.size(); ++i) {
+    ASSERT_EQ(std::isnan(got[i]), std::isnan(want[i])) << "at " << i;
   }
 }
 
 INSTANTIATE_TEST_SUITE_P(
     Shapes, TransposedDgradTest,
-    ::testing::Values(Dgrad(Shape{2, 3, 5, 9, 7, 3, 3}, 1, 1, 1, 1, 1, 1, 1),
-                      Dgrad(Shape{1, 4, 6, 11, 10, 3, 5}, 2, 0, 1, 3, 1, 1, 2),
-                      Dgrad(Shape{2, 6, 6, 12, 13, 3, 3}, 2, 2, 1, 3, 2, 2, 6),
-                      Dgrad(Shape{1, 4, 8, 9, 9, 5, 3}, 0, 0, 0, 0, 1, 2, 4),
-                      Dgrad(Shape{3, 2, 2, 5, 5, 1, 1}, 0, 0, 0, 0, 1, 1, 1),
-                      Dgrad(Shape{1, 3, 2, 6, 6, 6, 6}, 0, 0, 0, 0, 1, 1, 1)),
+    ::testing::Values(Dgrad(Shape{2, 3, 5, 9, 7, 3, 3}, 1, 1, 1, 1, 1, 1, 1, 1, 1),
+                      Dgrad(Shape{1, 4, 6, 11, 10, 3, 5}, 2, 0, 1, 3, 1, 1, 1, 1, 2),
+                      Dgrad(Shape{2, 6, 6, 12, 13, 3, 3}, 2, 2, 1, 3, 1, 1, 2, 2, 6),
+                      Dgrad(Shape{1, 4, 8, 9, 9, 5, 3}, 0, 0, 0, 0, 1, 1, 1, 2, 4),
+                      Dgrad(Shape{3, 2, 2, 5, 5, 1, 1}, 0, 0, 0, 0, 1, 1, 1, 1, 1),
+                      Dgrad(Shape{1, 3, 2, 6, 6, 6, 6}, 0, 0, 0, 0, 1, 1, 1, 1, 1),
+                      // strided: ResNet's 3x3 and 1x1 (a phase no tap reaches), the 7x7 stem,
+                      // ConvNeXt's patchify 4x4/4 and 2x2/2, depthwise 5x5/2, remainders,
+                      // asymmetric padding, stride 3x2, groups
+                      Dgrad(Shape{2, 4, 6, 12, 12, 3, 3}, 1, 1, 1, 1, 2, 2, 1, 1, 1),
+                      Dgrad(Shape{2, 6, 4, 11, 9, 1, 1}, 0, 0, 0, 0, 2, 2, 1, 1, 1),
+                      Dgrad(Shape{1, 3, 4, 23, 21, 7, 7}, 3, 3, 3, 3, 2, 2, 1, 1, 1),
+                      Dgrad(Shape{1, 3, 5, 16, 16, 4, 4}, 0, 0, 0, 0, 4, 4, 1, 1, 1),
+                      Dgrad(Shape{2, 4, 8, 10, 10, 2, 2}, 0, 0, 0, 0, 2, 2, 1, 1, 1),
+                      Dgrad(Shape{2, 6, 6, 15, 13, 5, 5}, 2, 2, 2, 2, 2, 2, 1, 1, 6),
+                      Dgrad(Shape{1, 4, 6, 17, 14, 5, 4}, 2, 1, 0, 3, 3, 2, 1, 1, 2)),
     [](const auto& info) { return GtestName(info.param); });
 
-TEST(TransposedDgradTest, OnlyStrideOneWithinTheSpan) {
-  Shape f;
-  Shape d = Dgrad(Shape{1, 2, 2, 9, 9, 3, 3}, 1, 1, 1, 1, 1, 1, 1);
-  EXPECT_TRUE(DgradAsForward(d, &f));
-  d.stride_h = 2;
-  EXPECT_FALSE(DgradAsForward(d, &f));
-  d.stride_h = 1;
+TEST(TransposedDgradTest, WhereThereIsNoForward) {
+  std::vector<DgradPhase> phases;
+  Shape d = Dgrad(Shape{1, 2, 2, 9, 9, 3, 3}, 1, 1, 1, 1, 1, 1, 1, 1, 1);
+  EXPECT_TRUE(DgradAsForwards(d, &phases));
+  EXPECT_EQ(phases.size(), 1u);
   d.pad_left = 3;  // more than (K-1)*dilation = 2: the forward would need padding -1
-  EXPECT_FALSE(DgradAsForward(d, &f));
+  EXPECT_FALSE(DgradAsForwards(d, &phases));
   d.pad_left = 1;
+  d.stride_h = 2;
+  EXPECT_TRUE(DgradAsForwards(d, &phases));
+  EXPECT_EQ(phases.size(), 2u);
+  d.dilation_w = 2;  // stride and dilation together: not by phases
+  EXPECT_FALSE(DgradAsForwards(d, &phases));
+  d.dilation_w = 1;
   d.op = Op::kWgrad;
-  EXPECT_FALSE(DgradAsForward(d, &f));
+  EXPECT_FALSE(DgradAsForwards(d, &phases));
 }
 
 }  // namespace
