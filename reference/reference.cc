@@ -268,6 +268,14 @@ double WgradAt(const Shape& s, const float* x, const float* dy, int64_t idx) {
 
 }  // namespace
 
+Tensors HostInputs(const std::vector<float>& x, const std::vector<float>& w,
+                   const std::vector<float>& bias, const std::vector<float>& dy) {
+  auto data = [](const std::vector<float>& v) { return v.empty() ? nullptr : v.data(); };
+  Tensors t;
+  t.x = data(x), t.w = data(w), t.bias = data(bias), t.dy = data(dy);
+  return t;
+}
+
 std::vector<double> Reference(const Shape& s, const Tensors& in) {
   switch (s.op) {
     case Op::kDgrad:

@@ -26,6 +26,10 @@ std::vector<double> ReferenceConvAt(const Shape& shape, const float* x, const fl
 // that the operation reads (fprop x, w, bias; dgrad dy, w; wgrad x, dy). Sums in double in a
 // fixed order: products of floats are exact in double.
 std::vector<double> Reference(const Shape& shape, const Tensors& in);
+// The roles of host tensors as Reference reads them: each non-empty vector's data, null for an
+// empty one (the roles the operation does not read).
+Tensors HostInputs(const std::vector<float>& x, const std::vector<float>& w,
+                   const std::vector<float>& bias, const std::vector<float>& dy);
 // The same at the given flat indices into the written elements.
 std::vector<double> ReferenceAt(const Shape& shape, const Tensors& in,
                                 const std::vector<int64_t>& positions);

@@ -6,6 +6,7 @@
 #include <utility>
 
 #include "absl/strings/str_cat.h"
+#include "reference/reference.h"
 
 namespace conv2d {
 
@@ -38,14 +39,7 @@ GoldenTensors GoldenInputs(const Golden& g) {
   return t;
 }
 
-Tensors GoldenTensors::inputs() const {
-  Tensors t;
-  t.x = x.empty() ? nullptr : x.data();
-  t.w = w.empty() ? nullptr : w.data();
-  t.bias = bias_or_null();
-  t.dy = dy.empty() ? nullptr : dy.data();
-  return t;
-}
+Tensors GoldenTensors::inputs() const { return HostInputs(x, w, bias, dy); }
 
 absl::Status WriteGolden(const Golden& g, const std::string& path) {
   std::ofstream f(path, std::ios::binary);

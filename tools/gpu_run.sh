@@ -64,22 +64,22 @@ for s in "${steps[@]}"; do
     bench)
       step bench 900 bin/benchmark --json_out="$OUT/bench.json" ;;
     backward)
-      # The backward (dgrad, wgrad; not by default): the 3xTF32 kernels' tests (fp64 on many
-      # shapes, every input class, bitwise determinism across calls, streams and workspaces), the
-      # core's, every variant over the backward's golden files and memcheck over the small ones,
-      # then KernelBot's and the nets suite's three operations against cuDNN's fastest of each.
-      step test_determinism 600 tests/determinism_test
-      step test_implicit_gemm_3xtf32 600 tests/implicit_gemm_3xtf32_test
-      step test_implicit_gemm_wgmma 600 tests/implicit_gemm_wgmma_test
-      step test_plan 300 tests/plan_test
-      step test_c_api 300 tests/c_api_test
+      # The backward (dgrad, wgrad; not by default): determinism over the registry, the backward
+      # kernels' tests (fp64 on many shapes, every input class, bitwise determinism), the C ABI's,
+      # every variant over the backward's golden files and memcheck over the small ones, then
+      # KernelBot's and the nets suite's three operations against cuDNN's fastest of each, and the
+      # forward before the backward's changes (bin/benchmark_base, when the bundle carries one:
+      # tools/make_gpu_subset.sh) against now in the same call.
+      for t in determinism_test implicit_gemm_3xtf32_test depthwise_wgrad_test c_api_test \
+          implicit_gemm_wgmma_test; do
+        [ -x "tests/$t" ] && TAIL=4 step "test_$t" 600 "tests/$t"
+      done
       step regress_backward 600 bin/regress --testdata=testdata --filter=grad
       step sanitize_backward 600 compute-sanitizer --tool memcheck --error-exitcode 99 \
-        bin/regress --testdata=testdata --filter=grad_s7 --variants=auto,direct,implicit_gemm_3xtf32
+        bin/regress --testdata=testdata --filter=grad_s7 \
+        --variants=auto,direct,implicit_gemm_3xtf32,implicit_gemm_wgmma,depthwise
       step bench_train 600 bin/benchmark --op=train --variants=cudnn,auto --classes=false \
         --json_out="$OUT/bench_train.json"
-      # The forward before the backward's changes (bin/benchmark_base, when the bundle carries
-      # one: tools/make_gpu_subset.sh) against now, in the same call: KernelBot and cnn.
       if [ -x bin/benchmark_base ]; then
         for suite in kernelbot cnn; do
           step "forward_base_$suite" 300 bin/benchmark_base --suite=$suite --variants=auto \

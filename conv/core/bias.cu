@@ -4,6 +4,7 @@
 
 #include <cstdint>
 
+#include "conv/arch/block_sum.cuh"
 #include "conv/arch/pdl.cuh"
 #include "conv/core/cuda_status.h"
 #include "conv/core/status_macros.h"
@@ -39,13 +40,8 @@ __global__ void __launch_bounds__(kBiasGradThreads)
     const float* p = dy + (b * channels + o) * plane;
     for (int64_t i = threadIdx.x; i < plane; i += kBiasGradThreads) sum += p[i];
   }
-  partial[threadIdx.x] = sum;
-  __syncthreads();
-  for (int half = kBiasGradThreads / 2; half > 0; half /= 2) {
-    if (static_cast<int>(threadIdx.x) < half) partial[threadIdx.x] += partial[threadIdx.x + half];
-    __syncthreads();
-  }
-  if (threadIdx.x == 0) db[o] = static_cast<float>(partial[0]);
+  const double total = BlockSum<kBiasGradThreads>(sum, partial);
+  if (threadIdx.x == 0) db[o] = static_cast<float>(total);
 }
 
 }  // namespace

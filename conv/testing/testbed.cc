@@ -108,12 +108,7 @@ absl::StatusOr<DeviceProblem> DeviceProblem::FromHost(const Shape& shape, std::v
 }
 
 Tensors DeviceProblem::host_inputs() const {
-  Tensors t;
-  t.x = x_.empty() ? nullptr : x_.data();
-  t.w = w_.empty() ? nullptr : w_.data();
-  t.bias = host_bias();
-  t.dy = dy_.empty() ? nullptr : dy_.data();
-  return t;
+  return HostInputs(x_, w_, shape_.has_bias ? bias_ : std::vector<float>(), dy_);
 }
 
 Tensors DeviceProblem::tensors() const {

@@ -13,21 +13,10 @@
 namespace conv2d {
 namespace {
 
-struct Geometry64 {
-  int64_t batch, cin, cout, h, w, kh, kw, oh, ow;
-  int64_t pad_top, pad_left, stride_h, stride_w, dilation_h, dilation_w, cin_g, cout_g;
-};
-
-Geometry64 GeometryOf(const Shape& s) {
-  return Geometry64{s.batch,      s.in_channels, s.out_channels, s.height,     s.width,
-                    s.kernel_h,   s.kernel_w,    s.out_h(),      s.out_w(),    s.pad_top,
-                    s.pad_left,   s.stride_h,    s.stride_w,     s.dilation_h, s.dilation_w,
-                    s.in_per_group(), s.out_per_group()};
-}
-
 // Every part of the geometry (conv/shape.h): taps outside the image read zero.
 __global__ void DirectKernel(const float* __restrict__ x, const float* __restrict__ w,
-                             const float* __restrict__ bias, float* __restrict__ y, Geometry64 g) {
+                             const float* __restrict__ bias, float* __restrict__ y,
+                             DirectGeometry g) {
   const int64_t total = g.batch * g.cout * g.oh * g.ow;
   for (int64_t idx = blockIdx.x * int64_t{blockDim.x} + threadIdx.x; idx < total;
        idx += int64_t{gridDim.x} * blockDim.x) {
@@ -68,7 +57,7 @@ class DirectRunner : public Runner {
     const int threads = 256;
     const int64_t blocks64 = (s_.output_elements() + threads - 1) / threads;
     const int blocks = static_cast<int>(blocks64 < (1 << 20) ? blocks64 : (1 << 20));
-    DirectKernel<<<blocks, threads, 0, a.stream>>>(a.x, a.w, a.bias, a.y, GeometryOf(s_));
+    DirectKernel<<<blocks, threads, 0, a.stream>>>(a.x, a.w, a.bias, a.y, DirectGeometry::Of(s_));
     return LaunchStatus("direct kernel launch");
   }
 

@@ -9,6 +9,7 @@
 
 #include <cstdint>
 
+#include "conv/arch/block_sum.cuh"
 #include "conv/shape.h"
 
 namespace conv2d {
@@ -98,17 +99,12 @@ __global__ void __launch_bounds__(kDirectWgradThreads)
       for (int64_t pix = threadIdx.x; pix < plane; pix += kDirectWgradThreads) acc += dyo[pix];
     }
   }
-  partial[threadIdx.x] = acc;
-  __syncthreads();
-  for (int half = kDirectWgradThreads / 2; half > 0; half /= 2) {
-    if (static_cast<int>(threadIdx.x) < half) partial[threadIdx.x] += partial[threadIdx.x + half];
-    __syncthreads();
-  }
+  const double sum = BlockSum<kDirectWgradThreads>(acc, partial);
   if (threadIdx.x != 0) return;
   if (e < filter) {
-    dw[e] = static_cast<T>(partial[0]);
+    dw[e] = static_cast<T>(sum);
   } else {
-    db[e - filter] = static_cast<T>(partial[0]);
+    db[e - filter] = static_cast<T>(sum);
   }
 }
 
