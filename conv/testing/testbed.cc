@@ -108,7 +108,8 @@ absl::StatusOr<DeviceProblem> DeviceProblem::FromHost(const Shape& shape, std::v
 }
 
 Tensors DeviceProblem::host_inputs() const {
-  return HostInputs(x_, w_, shape_.has_bias ? bias_ : std::vector<float>(), dy_);
+  // bias_ is empty without a bias (Create and FromHost see to it): the views point into members.
+  return HostInputs(x_, w_, bias_, dy_);
 }
 
 Tensors DeviceProblem::tensors() const {
