@@ -68,12 +68,14 @@ absl::StatusOr<Tuned> Measure(const Shape& shape, const DeviceInfo& device,
         " bytes of device memory for x, w, y and the bias; ", free_bytes, " are free"));
   }
   // Every buffer the operation reads holds randn (an FFT's spike handling depends on the data);
-  // the written one is overwritten.
+  // the written one is overwritten, so y (dy in the backward) is drawn only where it is read.
   std::vector<float> hx, hw, hy;
   try {
     hx = RandomTensor(1, kInputTensor, shape.input_elements(), Distribution::kNormal);
     hw = RandomTensor(1, kFilterTensor, shape.filter_elements(), Distribution::kNormal);
-    hy = RandomTensor(1, kGradTensor, shape.output_elements(), Distribution::kNormal);
+    if (shape.op != Op::kFprop) {
+      hy = RandomTensor(1, kGradTensor, shape.output_elements(), Distribution::kNormal);
+    }
   } catch (const std::bad_alloc&) {
     return absl::ResourceExhaustedError(
         absl::StrCat("autotune: no host memory for the random inputs of ", shape.ToString()));
@@ -95,8 +97,11 @@ absl::StatusOr<Tuned> Measure(const Shape& shape, const DeviceInfo& device,
       cudaMemcpy(x.p, hx.data(), hx.size() * sizeof(float), cudaMemcpyHostToDevice), "copy x"));
   RETURN_IF_ERROR(CudaStatus(
       cudaMemcpy(w.p, hw.data(), hw.size() * sizeof(float), cudaMemcpyHostToDevice), "copy w"));
-  RETURN_IF_ERROR(CudaStatus(
-      cudaMemcpy(y.p, hy.data(), hy.size() * sizeof(float), cudaMemcpyHostToDevice), "copy y"));
+  if (!hy.empty()) {
+    RETURN_IF_ERROR(CudaStatus(
+        cudaMemcpy(y.p, hy.data(), hy.size() * sizeof(float), cudaMemcpyHostToDevice),
+        "copy dy"));
+  }
   cudaStream_t stream;
   RETURN_IF_ERROR(CudaStatus(cudaStreamCreate(&stream), "cudaStreamCreate"));
   RunArgs args;
