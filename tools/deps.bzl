@@ -3,8 +3,8 @@ the Python package's fast path PyTorch's headers and Python's.
 
 Call conv2d_dependencies() from the WORKSPACE of this repository or of any repository that
 depends on it (README.md shows the snippet). One repository downloads: @pytorch_wheel, PyTorch's
-wheel from PyPI (sha256-pinned), fetched by what builds //python:fast_path: the wheel, so
-`bazel test //...` here (its wheel_test) needs PyPI once, unless --define=conv2d_fast_path=off
+wheel by package name through pip (version and sha256 pinned), fetched by what builds
+//python:fast_path: the wheel, so `bazel test //...` here (its wheel_test) needs PyPI once, unless --define=conv2d_fast_path=off
 leaves the fast path out; a repository that depends on conv2d's libraries does not fetch it.
 """
 
@@ -103,10 +103,12 @@ def _cc_library(name, hdrs = None, srcs = None, includes = "include", deps = Non
 # under this PyTorch minor version (python/conv2d/functional.py); any other uses ctypes.
 TORCH_VERSION = "2.11.0"
 TORCH_PYTHON = "3.12"
+# The wheel, by package name through pip's configured index, pinned by version and hash (pip
+# refuses any other file: --require-hashes); the tags of the GPU host's CPython and platform.
 _TORCH_WHEEL = struct(
-    url = "https://files.pythonhosted.org/packages/1a/c9/82638ef24d7877510f83baf821f5619a61" +
-          "b45568ce21c0a87a91576510aa/torch-2.11.0-cp312-cp312-manylinux_2_28_x86_64.whl",
+    requirement = "torch==" + TORCH_VERSION,
     sha256 = "0f68f4ac6d95d12e896c3b7a912b5871619542ec54d3649cf48cc1edd4dd2756",
+    platform = "manylinux_2_28_x86_64",
 )
 # What the fast path links against (by SONAME; `import torch` has loaded them when it loads),
 # and all it may name besides the system's (python/BUILD's packing and wheel_test check).
@@ -122,14 +124,38 @@ with zipfile.ZipFile(whl) as z:
             z.extract(m, ".")
 """
 
+def _pip(ctx):
+    # A pip to download with: python3's own, else a virtual environment's (Debian's python3 has
+    # no pip; python3-venv, which tools/setup.sh installs, brings one).
+    if ctx.execute(["python3", "-m", "pip", "--version"]).return_code == 0:
+        return ["python3", "-m", "pip"]
+    r = ctx.execute(["python3", "-m", "venv", "pip_env"], timeout = 300)
+    if r.return_code != 0:
+        fail("conv2d: no pip to fetch PyTorch's wheel with (python3 -m pip, python3 -m venv): " +
+             r.stderr + " (run tools/setup.sh)")
+    return [str(ctx.path("pip_env/bin/python")), "-m", "pip"]
+
 def _pytorch_wheel_impl(ctx):
     # The whole wheel is 530 MB; only the headers and the libraries above are kept (~1 GB
     # unpacked, libtorch_cpu.so most of it).
-    ctx.download(url = ctx.attr.url, sha256 = ctx.attr.sha256, output = "torch.whl")
+    ctx.file("requirements.txt", "%s --hash=sha256:%s\n" % (ctx.attr.requirement, ctx.attr.sha256))
+    r = ctx.execute(_pip(ctx) + [
+        "download", "--quiet", "--disable-pip-version-check", "--no-deps",
+        "--only-binary=:all:", "--implementation", "cp", "--python-version", TORCH_PYTHON,
+        "--platform", ctx.attr.platform, "--require-hashes", "-r", "requirements.txt",
+        "--dest", "wheel",
+    ], timeout = 1800, quiet = False)
+    wheels = ctx.path("wheel").readdir() if ctx.path("wheel").exists else []
+    if r.return_code != 0 or len(wheels) != 1:
+        fail("conv2d: pip could not fetch %s (sha256 %s): %s" % (
+            ctx.attr.requirement, ctx.attr.sha256, r.stderr))
+    ctx.symlink(wheels[0], "torch.whl")
     r = ctx.execute(["python3", "-c", _EXTRACT, "torch.whl"] + TORCH_LIBRARIES, timeout = 600)
     if r.return_code != 0:
         fail("conv2d: unpacking PyTorch's wheel failed: " + r.stderr)
     ctx.delete("torch.whl")
+    ctx.delete("wheel")
+    ctx.delete("pip_env")
     libraries = ", ".join(['"torch/lib/%s"' % l for l in TORCH_LIBRARIES])
     ctx.file("BUILD.bazel", """
 cc_library(
@@ -148,7 +174,11 @@ filegroup(
 
 _pytorch_wheel = repository_rule(
     implementation = _pytorch_wheel_impl,
-    attrs = {"url": attr.string(mandatory = True), "sha256": attr.string(mandatory = True)},
+    attrs = {
+        "requirement": attr.string(mandatory = True),
+        "sha256": attr.string(mandatory = True),
+        "platform": attr.string(mandatory = True),
+    },
 )
 
 def _python_minor(ctx, include):
@@ -277,5 +307,6 @@ def conv2d_dependencies():
         ),
     )
     _maybe(cuda_configure, "local_cuda")
-    _maybe(_pytorch_wheel, "pytorch_wheel", url = _TORCH_WHEEL.url, sha256 = _TORCH_WHEEL.sha256)
+    _maybe(_pytorch_wheel, "pytorch_wheel", requirement = _TORCH_WHEEL.requirement,
+           sha256 = _TORCH_WHEEL.sha256, platform = _TORCH_WHEEL.platform)
     _maybe(_python_headers, "python_headers", version = TORCH_PYTHON)
