@@ -4,6 +4,10 @@
     y = conv2d.conv2d(x, w, bias, stride=1, padding=0, dilation=1, groups=1)  # F.conv2d's call
     model = conv2d.convert(model).model   # every nn.Conv2d the library serves, swapped in place
     conv2d.nn.Conv2d(...)                 # a drop-in torch.nn.Conv2d
+    conv2d.grad.conv2d_input(...), conv2d.grad.conv2d_weight(...)  # torch.nn.grad's
+
+Gradients (autograd through conv2d.conv2d, and conv2d.grad) come from the library's own data
+and weight gradients, within the same bar and bitwise reproducible.
 
 Every result is within |y - y64| <= 1e-3 + 1e-3·|y64| of float64 truth. The library is
 lib/libconv2d.so inside this package (its Abseil libraries beside it); it needs the CUDA
@@ -30,8 +34,8 @@ except ImportError as _missing:
     __all__ = ["Error", "algorithms", "conv2d", "convert", "device_status", "library_path",
                "plan_algorithm"]
 else:
-    from . import nn
+    from . import grad, nn
     from .functional import conv2d, plan_algorithm
     from .nn import convert
-    __all__ = ["Error", "algorithms", "conv2d", "convert", "device_status", "library_path",
-               "nn", "plan_algorithm"]
+    __all__ = ["Error", "algorithms", "conv2d", "convert", "device_status", "grad",
+               "library_path", "nn", "plan_algorithm"]

@@ -10,6 +10,8 @@ import threading
 
 CONV2D_UNIMPLEMENTED = 12  # conv/conv2d_c.h's error codes that this layer acts on
 CONV2D_FAILED_PRECONDITION = 9
+# conv2d_operation (conv/conv2d_c.h): which convolution of training a problem is.
+FPROP, DGRAD, WGRAD = 0, 1, 2
 _INT32_LIMIT = 2**31
 
 # conv2d_problem's int64 fields, in order (conv/conv2d_c.h).
@@ -23,7 +25,7 @@ class _Problem(ctypes.Structure):
     binding's own size (conv2d_problem_init is inline in the header, not in the library)."""
     _fields_ = ([("struct_size", ctypes.c_size_t)] +
                 [(name, ctypes.c_int64) for name in PROBLEM_FIELDS] +
-                [("has_bias", ctypes.c_int32)])
+                [("has_bias", ctypes.c_int32), ("operation", ctypes.c_int64)])
 
 
 class Error(RuntimeError):
@@ -58,6 +60,8 @@ def lib():
                 l.conv2d_plan_workspace_size.argtypes = [vp, ctypes.POINTER(sz)]
                 l.conv2d_plan_run.argtypes = [vp, vp, vp, vp, vp, sz, vp]
                 l.conv2d_plan_run_ex.argtypes = [vp, vp, vp, vp, vp, vp, sz, vp]
+                l.conv2d_plan_run_dgrad.argtypes = [vp, vp, vp, vp, vp, sz, vp]
+                l.conv2d_plan_run_wgrad.argtypes = [vp, vp, vp, vp, vp, vp, sz, vp]
                 l.conv2d_plan_destroy.argtypes = [vp]
                 l.conv2d_plan_destroy.restype = None
                 l.conv2d_plan_algorithm.argtypes = [vp]
@@ -86,17 +90,21 @@ class Plan:
     with its own workspace."""
     __slots__ = ("handle", "workspace_bytes", "algorithm")
 
-    def __init__(self, fields, has_bias, algorithm):
+    def __init__(self, fields, has_bias, algorithm, operation=FPROP):
+        """operation: FPROP (has_bias: the call takes a bias), DGRAD (no bias) or WGRAD
+        (has_bias: the call writes db as well as dw)."""
         l, handle = lib(), ctypes.c_void_p()
         p = _Problem()  # zeroed by ctypes, padding included
         p.struct_size = ctypes.sizeof(_Problem)
         for name, value in zip(PROBLEM_FIELDS, fields):
             setattr(p, name, value)
         p.has_bias = 1 if has_bias else 0
+        p.operation = operation
         rc = l.conv2d_plan_create_ex(ctypes.byref(p), algorithm.encode(), ctypes.byref(handle))
         if rc != 0:
             raise Error(f"conv2d_plan_create_ex({dict(zip(PROBLEM_FIELDS, fields))}, "
-                        f"has_bias={bool(has_bias)}, {algorithm!r})", rc, last_error())
+                        f"has_bias={bool(has_bias)}, operation={operation}, {algorithm!r})", rc,
+                        last_error())
         size = ctypes.c_size_t()
         rc = l.conv2d_plan_workspace_size(handle, ctypes.byref(size))
         if rc != 0:
@@ -108,9 +116,12 @@ class Plan:
         self.algorithm = l.conv2d_plan_algorithm(handle).decode()
 
 
-def run_function():
-    """conv2d_plan_run_ex(plan, x, w, bias, y, workspace, workspace_bytes, stream) -> code."""
-    return lib().conv2d_plan_run_ex
+def run_function(operation=FPROP):
+    """The operation's run: conv2d_plan_run_ex(plan, x, w, bias, y, ...), or
+    conv2d_plan_run_dgrad(plan, dy, w, dx, ...), or conv2d_plan_run_wgrad(plan, x, dy, dw, db,
+    ...), each ending (workspace, workspace_bytes, stream) and returning an error code."""
+    l = lib()
+    return (l.conv2d_plan_run_ex, l.conv2d_plan_run_dgrad, l.conv2d_plan_run_wgrad)[operation]
 
 
 def device_status():

@@ -3,7 +3,8 @@ libconv2d, registered as the PyTorch custom op conv2d::conv2d.
 
 Two ways in, one kernel call:
 - the op (torch.library.custom_op), with a fake implementation (shapes for torch.compile,
-  torch.export and meta tensors) and an autograd formula (PyTorch's own convolution backward);
+  torch.export and meta tensors) and an autograd formula: the library's dgrad and wgrad
+  through conv2d.grad's ops, each only where a gradient is asked for;
   taken whenever torch.compile traces, a tensor needs a gradient, or a tensor subclass or a
   dispatch mode (FakeTensor, functorch, make_fx) is in play;
 - otherwise the direct path: one dictionary lookup per call signature, y from PyTorch's caching
@@ -33,6 +34,9 @@ import torch
 from . import _native
 
 _ALGORITHM = os.environ.get("CONV2D_ALGORITHM", "auto")
+# The backward's (dgrad, wgrad; conv2d.grad): auto unless named, since an algorithm named for
+# the forward may compute neither.
+_BACKWARD_ALGORITHM = os.environ.get("CONV2D_BACKWARD_ALGORITHM", "auto")
 _F32 = torch.float32
 _current_stream = torch._C._cuda_getCurrentRawStream
 _current_device = torch._C._cuda_getDevice
@@ -54,11 +58,14 @@ _OUT_GRAD = ("conv2d(): functions with out=... arguments don't support automatic
 
 
 class _Call:
-    """What every call of one signature (shapes, dtypes, devices, geometry) needs, made once."""
+    """What every call of one signature (shapes, dtypes, devices, geometry, operation) needs,
+    made once. op: the forward (_native.FPROP), or the backward's DGRAD or WGRAD (conv2d.grad),
+    whose has_bias says whether the call writes db."""
     __slots__ = ("out_shape", "out_strides", "fields", "has_bias", "device", "index", "plan",
-                 "run", "kind", "fast")
+                 "run", "kind", "fast", "op")
 
-    def __init__(self, x_shape, w_shape, has_bias, device, stride, pad, dilation, groups):
+    def __init__(self, x_shape, w_shape, has_bias, device, stride, pad, dilation, groups,
+                 op=_native.FPROP):
         unbatched = len(x_shape) == 3
         x4 = (1, *x_shape) if unbatched else tuple(x_shape)
         self.fields, (oh, ow) = _native.problem(x4, tuple(w_shape), stride, pad, dilation, groups)
@@ -67,11 +74,16 @@ class _Call:
         self.out_strides = (oh * ow, ow, 1) if unbatched else (o * oh * ow, oh * ow, ow, 1)
         self.has_bias = has_bias
         self.device, self.index = device, device.index
+        self.op = op
         self.plan = None
         self.run = None  # (plan handle, workspace bytes), published together once made
         self.fast = None  # the fast path's Call for the plan, once made (where it loads)
-        # "empty": nothing to compute; "bias": no input channels, y = bias (or 0); "run".
-        self.kind = "empty" if b == 0 or o == 0 else "bias" if c == 0 else "run"
+        # "empty": nothing to compute; "bias": no input channels, y = bias (or 0); "run". The
+        # backward with a zero size anywhere: "empty" (conv2d.grad computes it without a plan).
+        if op != _native.FPROP:
+            self.kind = "run" if b and c and o else "empty"
+        else:
+            self.kind = "empty" if b == 0 or o == 0 else "bias" if c == 0 else "run"
 
     def make_plan(self):
         """Makes the plan once, whichever thread asks first; returns self.run."""
@@ -85,15 +97,16 @@ class _Call:
             raise RuntimeError(
                 "conv2d: the first call of a problem made its plan during CUDA graph capture; "
                 "run it once before capturing (a warm-up call), as CUDA graphs require")
+        algorithm = _ALGORITHM if self.op == _native.FPROP else _BACKWARD_ALGORITHM
         with torch.cuda.device(self.index):
             try:
-                plan = _native.Plan(self.fields, self.has_bias, _ALGORITHM)
+                plan = _native.Plan(self.fields, self.has_bias, algorithm, self.op)
             except _native.Error as e:
-                if e.code != _native.CONV2D_UNIMPLEMENTED or _ALGORITHM != "auto":
+                if e.code != _native.CONV2D_UNIMPLEMENTED or algorithm != "auto":
                     raise
                 # No algorithm auto may pick takes this geometry: the library's direct oracle
                 # (every geometry, fp64 accumulation; slow) rather than no result.
-                plan = _native.Plan(self.fields, self.has_bias, "direct")
+                plan = _native.Plan(self.fields, self.has_bias, "direct", self.op)
                 warnings.warn(f"conv2d: no fast algorithm takes this problem ({e.reason}); "
                               f"running the 'direct' oracle", RuntimeWarning, stacklevel=4)
         global _run_ex, _fast, _fast_conv2d
@@ -103,7 +116,7 @@ class _Call:
             _fast_conv2d = None if _fast is None else _fast.conv2d
         self.plan = plan
         self.run = (plan.handle, plan.workspace_bytes)
-        if _fast is not None:
+        if _fast is not None and self.op == _native.FPROP:
             self.fast = _fast.Call(plan.handle, plan.workspace_bytes, self.index,
                                    list(self.out_shape))
 
@@ -325,24 +338,28 @@ def _setup_context(ctx, inputs, output):
 
 
 def _backward(ctx, grad):
-    """PyTorch's own convolution backward (cuDNN under its current settings): the gradients
-    PyTorch's F.conv2d would give. Asymmetric padding, which aten's convolution does not take,
-    by padding x and cropping its gradient."""
+    """The library's backward (conv2d.grad's ops), each gradient only where it is asked for:
+    dx for an input that needs one, dw (and db with it, in the same wgrad call) for a weight
+    that does. A bias needing a gradient whose weight does not gets dy's sum in float64."""
     x, weight = ctx.saved_tensors
-    stride, (pt, pb, pl, pr), dilation, groups = ctx.geometry
+    stride, padding, dilation, groups = ctx.geometry
     want_x, want_w, want_b = ctx.needs_input_grad[:3]
-    symmetric = pt == pb and pl == pr
-    xin = x if symmetric else torch.nn.functional.pad(x, (pl, pr, pt, pb))
-    gx, gw, gb = torch.ops.aten.convolution_backward(
-        grad, xin, weight, [weight.shape[0]] if ctx.has_bias else None, stride,
-        [pt, pl] if symmetric else [0, 0], dilation, False, [0, 0], groups,
-        [want_x, want_w, ctx.has_bias and want_b])
-    if gx is not None and not symmetric:
-        gx = gx[:, :, pt:pt + x.shape[2], pl:pl + x.shape[3]]
-    return gx, gw, gb if ctx.has_bias else None, None, None, None, None
+    want_b = want_b and ctx.has_bias
+    gx = gw = gb = None
+    if want_x:
+        gx = _grad.conv2d_input_grad_op(grad, weight, list(x.shape), stride, padding, dilation,
+                                        groups)
+    if want_w:
+        gw, db = _grad.conv2d_weight_grad_op(x, grad, list(weight.shape), stride, padding,
+                                             dilation, groups, want_b)
+        gb = db if want_b else None
+    elif want_b:
+        gb = grad.sum((0, 2, 3), dtype=torch.float64).to(_F32)
+    return gx, gw, gb, None, None, None, None
 
 
 conv2d_op.register_autograd(_backward, setup_context=_setup_context)
+from . import grad as _grad  # noqa: E402  (its ops call back into this module's _Call)
 
 _dispatch_stack = getattr(torch._C, "_len_torch_dispatch_stack", lambda: 0)
 _function_mode = getattr(torch._C, "_is_torch_function_mode_enabled", lambda: False)

@@ -2,7 +2,9 @@
 conv2d::conv2d is registered, its fake implementation gives F.conv2d's output shapes on meta
 tensors, torch.compile(fullgraph=True) traces models that call it with no graph break, and
 convert() swaps layers and folds BatchNorm (checked on the CPU, where a converted layer runs
-torch.nn.Conv2d's own forward).
+torch.nn.Conv2d's own forward), and the backward's ops (conv2d.grad) give the gradients'
+shapes, are what autograd, double backward and a compiled training step trace, and refuse
+sizes that do not fit.
 
     PYTHONPATH=<site-packages holding the wheel> python3 python/tests/test_meta.py
 """
@@ -260,6 +262,87 @@ def test_from_torch_keeps_the_original_hooks_apart():
     mine.register_forward_hook(lambda *a: seen.append("mine"))
     conv(torch.randn(1, 2, 3, 3))
     assert seen == [], seen
+
+
+def _meta(shape, grad=False):
+    return torch.empty(shape, device="meta", requires_grad=grad)
+
+
+def test_the_backward_gives_gradient_shapes_through_the_library_ops():
+    for xs, ws, kw in GEOMETRIES:
+        x, w, b = _meta(xs, True), _meta(ws, True), _meta(ws[:1], True)
+        y = conv2d.conv2d(x, w, b, **kw)
+        gx, gw, gb = torch.autograd.grad(y.sum(), (x, w, b), create_graph=True)
+        assert (gx.shape, gw.shape, gb.shape) == (x.shape, w.shape, b.shape)
+        # Double backward: the ops' own gradients, shaped as their inputs.
+        ggx, ggw = torch.autograd.grad(gx.sum() + gw.sum(), (x, w), allow_unused=True)
+        assert ggw.shape == w.shape and (ggx is None or ggx.shape == x.shape)
+
+
+def test_the_backward_computes_only_the_gradients_asked_for():
+    def traced(x_grad, w_grad):
+        def step(x, w):
+            y = conv2d.conv2d(x, w, padding=1)
+            wanted = [t for t in (x, w) if t.requires_grad]
+            return torch.autograd.grad(y.square().sum(), wanted)
+        from torch.fx.experimental.proxy_tensor import make_fx
+        g = make_fx(step, tracing_mode="fake")(_meta((2, 4, 9, 8), x_grad),
+                                               _meta((6, 4, 3, 3), w_grad))
+        return sorted(str(n.target) for n in g.graph.nodes
+                      if n.op == "call_function" and "conv2d." in str(n.target))
+    both = traced(True, True)
+    assert both == ["conv2d.conv2d.default", "conv2d.conv2d_input_grad.default",
+                    "conv2d.conv2d_weight_grad.default"], both
+    assert traced(False, True) == ["conv2d.conv2d.default",
+                                   "conv2d.conv2d_weight_grad.default"]  # a first layer
+    assert traced(True, False) == ["conv2d.conv2d.default",
+                                   "conv2d.conv2d_input_grad.default"]  # frozen weights
+
+
+def test_a_compiled_training_step_traces_the_backward_ops_with_no_graph_break():
+    from torch._dynamo.backends.common import aot_autograd
+    graphs = {}
+
+    def keep(name):
+        def compiler(gm, _):
+            graphs[name] = [str(n.target) for n in gm.graph.nodes if n.op == "call_function"]
+            return gm
+        return compiler
+    model = SmallNet().to("meta")
+    conv2d.convert(model)
+    torch._dynamo.reset()
+    step = torch.compile(lambda x: model(x).square().mean(), fullgraph=True,
+                         backend=aot_autograd(fw_compiler=keep("forward"),
+                                              bw_compiler=keep("backward")))
+    step(_meta((2, 3, 16, 16))).backward()
+    assert all(p.grad is not None and p.grad.shape == p.shape for p in model.parameters())
+    count = lambda name, op: sum(1 for t in graphs[name] if t == f"conv2d.{op}.default")
+    assert count("forward", "conv2d") == 4, graphs["forward"]
+    # Every layer's weight gradient; the data gradient of all but the first (the input needs
+    # none).
+    assert count("backward", "conv2d_weight_grad") == 4, graphs["backward"]
+    assert count("backward", "conv2d_input_grad") == 3, graphs["backward"]
+
+
+def test_grad_functions_match_torch_nn_grad_shapes_and_refuse_bad_sizes():
+    w, dy = _meta((6, 2, 3, 3)), _meta((2, 6, 5, 4))
+    assert conv2d.grad.conv2d_input((2, 4, 9, 8), w, dy, stride=2, padding=1,
+                                    groups=2).shape == (2, 4, 9, 8)
+    assert conv2d.grad.conv2d_weight(_meta((2, 4, 9, 8)), (6, 2, 3, 3), dy, stride=2,
+                                     padding=1, groups=2).shape == (6, 2, 3, 3)
+    for call, error in [
+            (lambda: conv2d.grad.conv2d_input((2, 4, 9), w, dy), TypeError),
+            (lambda: conv2d.grad.conv2d_input((2, 5, 9, 8), w, dy, groups=2), ValueError),
+            (lambda: conv2d.grad.conv2d_weight(_meta((2, 4, 9, 8)), (6, 2, 3, 3),
+                                               _meta((2, 6, 5)), groups=2), ValueError),
+            (lambda: conv2d.grad.conv2d_weight(torch.empty(2, 4, 9, 8), (6, 2, 3, 3),
+                                               torch.empty(2, 6, 7, 6), groups=2), TypeError),
+            (lambda: conv2d.grad.conv2d_input((2, 4, 9, 8), w, dy, stride=0), ValueError)]:
+        try:
+            call()
+        except error:
+            continue
+        raise AssertionError(f"no {error.__name__}")
 
 
 if __name__ == "__main__":
