@@ -30,12 +30,12 @@ except ImportError as _missing:
         raise ImportError(f"conv2d: this needs PyTorch, which is not importable here "
                           f"({_torch_error})")
 
-    conv2d = convert = plan_algorithm = _needs_torch
-    __all__ = ["Error", "algorithms", "conv2d", "convert", "device_status", "library_path",
-               "plan_algorithm"]
+    conv1d = conv2d = conv_transpose2d = convert = plan_algorithm = _needs_torch
+    __all__ = ["Error", "algorithms", "conv1d", "conv2d", "conv_transpose2d", "convert",
+               "device_status", "library_path", "plan_algorithm"]
 else:
     from . import grad, nn
-    from .functional import conv2d, plan_algorithm
+    from .functional import conv1d, conv2d, conv_transpose2d, plan_algorithm
     from .nn import convert
-    __all__ = ["Error", "algorithms", "conv2d", "convert", "device_status", "grad",
-               "library_path", "nn", "plan_algorithm"]
+    __all__ = ["Error", "algorithms", "conv1d", "conv2d", "conv_transpose2d", "convert",
+               "device_status", "grad", "library_path", "nn", "plan_algorithm"]

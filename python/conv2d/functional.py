@@ -442,3 +442,77 @@ def plan_algorithm(input, weight, bias=None, stride=1, padding=0, dilation=1, gr
     if call.run is None:
         call.make_plan()
     return call.plan.algorithm
+
+
+def _one(v, name):
+    """conv1d's int or sequence of one int."""
+    if isinstance(v, (tuple, list)) and len(v) == 1:
+        v = v[0]
+    if isinstance(v, bool) or not isinstance(v, int):
+        raise TypeError(f"conv1d: {name} must be an int or a sequence of one int, got {v!r}")
+    return v
+
+
+def conv1d(input, weight, bias=None, stride=1, padding=0, dilation=1, groups=1):
+    """torch.nn.functional.conv1d for float32 CUDA tensors: conv2d of height 1 (input
+    (B, Cin, L) or unbatched (Cin, L), weight (Cout, Cin / groups, K)), within the same bar,
+    with its gradients through the library."""
+    for name, t in (("input", input), ("weight", weight)):
+        if not isinstance(t, torch.Tensor):
+            raise TypeError(f"conv1d: {name} must be a tensor, got {type(t).__name__}")
+    if input.dim() not in (2, 3) or weight.dim() != 3:
+        raise ValueError(f"conv1d: input must be (B, C, L) or (C, L) and weight (Cout, C / groups, "
+                         f"K); got {tuple(input.shape)} and {tuple(weight.shape)}")
+    pad = padding if isinstance(padding, str) else (0, _one(padding, "padding"))
+    y = conv2d(input.unsqueeze(-2), weight.unsqueeze(2), bias, (1, _one(stride, "stride")), pad,
+               (1, _one(dilation, "dilation")), groups)
+    return y.squeeze(-2)
+
+
+def conv_transpose2d(input, weight, bias=None, stride=1, padding=0, output_padding=0, groups=1,
+                     dilation=1):
+    """torch.nn.functional.conv_transpose2d for float32 CUDA tensors (its argument order):
+    the data gradient of the convolution whose output is `input`, which the library computes
+    (conv2d.grad's input-gradient op, so its own gradients come from the library too), plus the
+    bias. input (B, Cin, H, W) or unbatched; weight (Cin, Cout / groups, Kh, Kw); output
+    (B, Cout, (H-1)*stride - 2*padding + dilation*(Kh-1) + output_padding + 1, ...)."""
+    _check_tensors(input, weight, None)
+    if bias is not None:
+        if not isinstance(bias, torch.Tensor) or bias.dtype != _F32 or bias.device != input.device:
+            raise TypeError(f"conv_transpose2d: bias must be a float32 tensor on {input.device}")
+        if bias.dim() != 1 or bias.shape[0] != weight.shape[1] * groups:
+            raise ValueError(f"conv_transpose2d: bias must be ({weight.shape[1] * groups},), "
+                             f"got {tuple(bias.shape)}")
+    unbatched = input.dim() == 3
+    x = input.unsqueeze(0) if unbatched else input
+    (sh, sw), (dh, dw) = _native.pair(stride, "stride"), _native.pair(dilation, "dilation")
+    (ph, pw), (oph, opw) = _native.pair(padding, "padding"), _native.pair(output_padding,
+                                                                          "output_padding")
+    if isinstance(groups, bool) or not isinstance(groups, int) or groups <= 0:
+        raise ValueError(f"conv_transpose2d: groups must be a positive int, got {groups!r}")
+    if min(sh, sw, dh, dw) <= 0 or min(ph, pw) < 0:
+        raise ValueError(f"conv_transpose2d: stride {(sh, sw)} and dilation {(dh, dw)} must be "
+                         f"positive and padding {(ph, pw)} non-negative")
+    if not (0 <= oph < max(sh, dh) and 0 <= opw < max(sw, dw)):
+        raise ValueError(f"conv_transpose2d: output padding {(oph, opw)} must be smaller than "
+                         f"either stride {(sh, sw)} or dilation {(dh, dw)}")
+    b, cin, h, wd = x.shape
+    if weight.shape[0] != cin or cin % groups:
+        raise ValueError(f"conv_transpose2d: weight {tuple(weight.shape)} with groups = {groups} "
+                         f"expects {weight.shape[0]} input channels (a multiple of groups), the "
+                         f"input has {cin}")
+    kh, kw = weight.shape[2], weight.shape[3]
+    # The convolution whose data gradient this is: x shaped as this output, less the rows of
+    # output_padding past a stride (they receive no term: zeros, padded on below).
+    full = [(h - 1) * sh - 2 * ph + dh * (kh - 1) + oph + 1,
+            (wd - 1) * sw - 2 * pw + dw * (kw - 1) + opw + 1]
+    extra = [oph - oph % sh, opw - opw % sw]
+    size = [b, weight.shape[1] * groups, full[0] - extra[0], full[1] - extra[1]]
+    if min(full) <= 0 or min(size[2:]) <= 0:
+        raise ValueError(f"conv_transpose2d: the output size {tuple(full)} is not positive")
+    y = _grad.conv2d_input_grad_op(x, weight, size, [sh, sw], [ph, ph, pw, pw], [dh, dw], groups)
+    if extra[0] or extra[1]:
+        y = torch.nn.functional.pad(y, (0, extra[1], 0, extra[0]))
+    if bias is not None:
+        y = y + bias.view(1, -1, 1, 1)
+    return y.squeeze(0) if unbatched else y

@@ -13,7 +13,7 @@ import torch.nn.functional as F
 
 from . import functional
 
-__all__ = ["Conv2d", "ConversionReport", "convert"]
+__all__ = ["Conv1d", "Conv2d", "ConvTranspose2d", "ConversionReport", "convert"]
 
 
 class Conv2d(torch.nn.Conv2d):
@@ -47,6 +47,44 @@ class Conv2d(torch.nn.Conv2d):
                                  self.groups)
 
 
+class Conv1d(torch.nn.Conv1d):
+    """torch.nn.Conv1d computed by conv2d.functional.conv1d (a convolution of height 1) for
+    float32 CUDA inputs, torch.nn.Conv1d's own forward otherwise; as Conv2d above."""
+
+    def forward(self, input):
+        w, b = self.weight, self.bias
+        if not ((input.is_cuda or input.is_meta) and input.dtype == torch.float32
+                and w.dtype == torch.float32 and w.device == input.device):
+            return super().forward(input)
+        if self.padding_mode != "zeros":
+            return functional.conv1d(
+                F.pad(input, self._reversed_padding_repeated_twice, mode=self.padding_mode),
+                w, b, self.stride, 0, self.dilation, self.groups)
+        return functional.conv1d(input, w, b, self.stride, self.padding, self.dilation,
+                                 self.groups)
+
+
+class ConvTranspose2d(torch.nn.ConvTranspose2d):
+    """torch.nn.ConvTranspose2d computed by conv2d.functional.conv_transpose2d (the library's
+    data gradient) for float32 CUDA inputs, its own forward otherwise; output_size as
+    torch.nn.ConvTranspose2d takes it."""
+
+    def forward(self, input, output_size=None):
+        w, b = self.weight, self.bias
+        if not ((input.is_cuda or input.is_meta) and input.dtype == torch.float32
+                and w.dtype == torch.float32 and w.device == input.device):
+            return super().forward(input, output_size)
+        output_padding = self._output_padding(input, output_size, self.stride, self.padding,
+                                              self.kernel_size, 2, self.dilation)
+        return functional.conv_transpose2d(input, w, b, self.stride, self.padding,
+                                           output_padding, self.groups, self.dilation)
+
+
+# torch.nn's classes that convert() swaps, and what for.
+_SWAPS = {torch.nn.Conv2d: Conv2d, torch.nn.Conv1d: Conv1d,
+          torch.nn.ConvTranspose2d: ConvTranspose2d}
+
+
 class ConversionReport:
     """What convert() did: `converted` and `folded` (module names), `left` ({name: reason})."""
 
@@ -55,7 +93,7 @@ class ConversionReport:
         self.converted, self.folded, self.left = [], [], {}
 
     def __repr__(self):
-        lines = [f"conv2d.convert: {len(self.converted)} Conv2d layers converted, "
+        lines = [f"conv2d.convert: {len(self.converted)} conv layers converted, "
                  f"{len(self.folded)} BatchNorm layers folded, {len(self.left)} left"]
         lines += [f"  left {name or '(the model)'}: {why}" for name, why in self.left.items()]
         return "\n".join(lines)
@@ -63,11 +101,12 @@ class ConversionReport:
 
 def _why_not(module):
     """Why the library cannot serve this module, or None when it can."""
-    if type(module) is Conv2d:
+    if type(module) in _SWAPS.values():
         return "already converted"
-    if type(module) is not torch.nn.Conv2d:
+    if type(module) not in _SWAPS:
+        base = next(t for t in _SWAPS if isinstance(module, t))
         return (f"{type(module).__module__}.{type(module).__qualname__} subclasses "
-                f"torch.nn.Conv2d with a forward of its own")
+                f"torch.nn.{base.__name__} with a forward of its own")
     if module.weight.dtype != torch.float32:
         return f"its weight is {module.weight.dtype}; the library computes float32"
     return None
@@ -78,7 +117,7 @@ class _Tracer(torch.fx.Tracer):
     input) a leaf."""
 
     def is_leaf_module(self, m, qualname):
-        return isinstance(m, torch.nn.Conv2d) or super().is_leaf_module(m, qualname)
+        return isinstance(m, tuple(_SWAPS)) or super().is_leaf_module(m, qualname)
 
 
 def _foldable(model, conv_name, bn_name):
@@ -163,8 +202,10 @@ def _set_module(model, name, module):
 
 
 def convert(model, *, fold_batchnorm=False):
-    """Swaps, in place, every torch.nn.Conv2d of model (model itself included) that the library
-    can serve for a conv2d.nn.Conv2d, and returns a ConversionReport (report.model is model).
+    """Swaps, in place, every torch.nn.Conv2d, Conv1d and ConvTranspose2d of model (model itself
+    included) that the library can serve for conv2d.nn's class of the same name, and returns a
+    ConversionReport (report.model is model). A converted model trains: its layers' gradients
+    come from the library (conv2d.grad); BatchNorm is folded only when asked for, in eval mode.
 
     fold_batchnorm (inference only; model must be in eval mode): each BatchNorm2d that takes a
     Conv2d's output, and whose conv output nothing else reads, is folded into that conv's
@@ -191,11 +232,11 @@ def convert(model, *, fold_batchnorm=False):
             _set_module(model, bn_name, torch.nn.Identity())
             report.folded.append(bn_name)
     for name, module in model.named_modules():
-        if not isinstance(module, torch.nn.Conv2d):
+        if not isinstance(module, tuple(_SWAPS)):
             continue
         why = _why_not(module)
         if why is None:
-            module.__class__ = Conv2d
+            module.__class__ = _SWAPS[type(module)]
             report.converted.append(name)
         else:
             report.left[name] = why

@@ -4,6 +4,8 @@ every geometry part and on data that is not randn, only the gradients asked for 
 the same on every call, under torch.use_deterministic_algorithms(True), double backward, a
 compiled training step, and sizes that do not fit refused.
 """
+import copy
+
 import pytest
 import torch
 import torch.nn.functional as F
@@ -156,3 +158,69 @@ def test_sizes_that_do_not_fit_are_refused():
     with pytest.raises(ValueError):
         torch.ops.conv2d.conv2d_input_grad(torch.randn(2, 6, 9, 10, device="cuda"), w,
                                            [2, 4, 12, 12], [1, 1], [0, 0, 0, 0], [1, 1], 1)
+
+
+TRANSPOSED = [
+    # input (B, Cin, H, W), weight (Cin, Cout / groups, Kh, Kw), keyword arguments
+    ((2, 6, 9, 7), (6, 4, 3, 3), dict(stride=2, padding=1, output_padding=1)),
+    ((1, 8, 5, 6), (8, 3, 4, 2), dict(stride=(2, 3), groups=2, dilation=(1, 2))),
+    ((2, 4, 7, 7), (4, 5, 2, 2), dict(stride=2)),                     # a 2x2/2 upsampler
+    ((2, 3, 6, 5), (3, 2, 3, 3), dict(stride=1, dilation=3, output_padding=2)),  # op >= stride
+    ((4, 8, 8), (4, 2, 3, 3), dict(padding=1)),                       # unbatched
+]
+
+
+@pytest.mark.parametrize("xs,ws,kw", TRANSPOSED)
+def test_conv_transpose2d_and_its_gradients_within_the_bar(xs, ws, kw):
+    g = torch.Generator(device="cuda").manual_seed(sum(xs))
+    x = torch.randn(xs, device="cuda", generator=g)
+    w = torch.randn(ws, device="cuda", generator=g)
+    b = torch.randn(ws[1] * kw.get("groups", 1), device="cuda", generator=g)
+    ref = F.conv_transpose2d(x.double(), w.double(), b.double(), **kw)
+    dy = torch.randn(ref.shape, device="cuda", generator=g)
+    _, ours = _grads(x, w, b, dy, kw, conv2d.conv_transpose2d)
+    y = conv2d.conv_transpose2d(x, w, b, **kw)
+    assert y.shape == ref.shape and _bar(y, ref) <= 1.0
+    d = lambda t: t.double()
+    _, refs = _grads(d(x), d(w), d(b), dy.double(), kw, F.conv_transpose2d)
+    for name, o, r in zip(("dinput", "dweight", "dbias"), ours, refs):
+        assert _bar(o, r) <= 1.0, (name, _bar(o, r))
+
+
+@pytest.mark.parametrize("xs,ws,kw", [((2, 6, 50), (8, 3, 5), dict(stride=2, padding=2,
+                                                                     groups=2)),
+                                      ((3, 4, 31), (4, 1, 7), dict(padding="same", groups=4)),
+                                      ((5, 40), (6, 5, 3), dict(dilation=2))])
+def test_conv1d_and_its_gradients_within_the_bar(xs, ws, kw):
+    g = torch.Generator(device="cuda").manual_seed(sum(xs))
+    x = torch.randn(xs, device="cuda", generator=g)
+    w = torch.randn(ws, device="cuda", generator=g)
+    b = torch.randn(ws[0], device="cuda", generator=g)
+    ref = F.conv1d(x.double(), w.double(), b.double(), **kw)
+    dy = torch.randn(ref.shape, device="cuda", generator=g)
+    y, ours = _grads(x, w, b, dy, kw, conv2d.conv1d)
+    assert y.shape == ref.shape and _bar(y, ref) <= 1.0
+    _, refs = _grads(x.double(), w.double(), b.double(), dy.double(), kw, F.conv1d)
+    for o, r in zip(ours, refs):
+        assert _bar(o, r) <= 1.0
+
+
+def test_convert_swaps_conv1d_and_conv_transpose2d_and_trains():
+    torch.manual_seed(1)
+    model = torch.nn.ModuleDict(dict(
+        c1=torch.nn.Conv1d(4, 6, 3, padding=1), up=torch.nn.ConvTranspose2d(6, 3, 2, stride=2),
+        c2=torch.nn.Conv2d(3, 5, 3, padding=1))).cuda()
+    ref = copy.deepcopy(model).double()
+    report = conv2d.convert(model)
+    assert sorted(report.converted) == ["c1", "c2", "up"], report
+    assert type(model["c1"]) is conv2d.nn.Conv1d and type(model["up"]) is conv2d.nn.ConvTranspose2d
+
+    def run(m, x):
+        h = m["c1"](x)                                   # (B, 6, L)
+        h = m["up"](h.unsqueeze(-1).expand(-1, -1, -1, 4))  # (B, 3, 2L, 8)
+        return m["c2"](h)
+    x = torch.randn(2, 4, 10, device="cuda")
+    run(model, x).square().sum().backward()
+    run(ref, x.double()).square().sum().backward()
+    for (n, p), q in zip(model.named_parameters(), ref.parameters()):
+        assert _bar(p.grad, q.grad) <= 1.0, n
