@@ -60,19 +60,25 @@ def _enqueue(call, ptrs):
     run = _RUN.get(call.op)
     if run is None:
         run = _RUN.setdefault(call.op, _native.run_function(call.op))
-    with torch.cuda.device(call.index):
-        stream = _f._current_stream(call.index)
-        if not nbytes:
-            rc = run(handle, *ptrs, None, 0, stream)
-        else:
-            ws = _f._raw_alloc(nbytes, stream)
-            try:
-                rc = run(handle, *ptrs, ws, nbytes, stream)
-            finally:
-                _f._raw_delete(ws)
+    if _f._current_device() == call.index:
+        rc = _run(run, handle, ptrs, nbytes, call.index)
+    else:
+        with torch.cuda.device(call.index):
+            rc = _run(run, handle, ptrs, nbytes, call.index)
     if rc != 0:
         name = "conv2d_plan_run_dgrad" if call.op == _native.DGRAD else "conv2d_plan_run_wgrad"
         raise _native.Error(name, rc, _native.last_error())
+
+
+def _run(run, handle, ptrs, nbytes, index):
+    stream = _f._current_stream(index)
+    if not nbytes:
+        return run(handle, *ptrs, None, 0, stream)
+    ws = _f._raw_alloc(nbytes, stream)
+    try:
+        return run(handle, *ptrs, ws, nbytes, stream)
+    finally:
+        _f._raw_delete(ws)
 
 
 def _check(**tensors):
