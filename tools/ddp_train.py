@@ -1,14 +1,17 @@
 """Data-parallel training through torch.distributed with the conv2d package (issue 24): one
-process per GPU (NCCL), a small CNN whose convolutions are converted to the library, wrapped in
-DistributedDataParallel.
+process per GPU (NCCL), a small CNN whose convolutions are converted to the library (forward and
+backward), wrapped in DistributedDataParallel.
 
     python3 tools/ddp_train.py [--gpus N] [--steps S] [--batch B]
 
 1. Gradients: one step of the DDP model on N GPUs over a global batch split evenly must give the
    gradients of the same model on one GPU over the whole batch (float32 tolerance).
-2. Throughput: images/s of S training steps at B images per GPU on one GPU and on N, and the
+2. Determinism: under torch.use_deterministic_algorithms(True) the step's gradients are bitwise
+   the same when it runs again (the library's backward has no atomics; nothing falls back).
+3. Throughput: images/s of S training steps at B images per GPU on one GPU and on N, and the
    ratio. The host's NCCL environment is left as it is (NVLink multicast stays off there).
-Needs two or more GPUs, torch and the installed wheel; fails with fewer.
+With --gpus 1 (one process on one GPU) it checks 2 and measures one GPU's throughput; with more,
+all three. Needs torch and the installed wheel.
 """
 import argparse
 import copy
@@ -29,7 +32,15 @@ def small_cnn():
         torch.nn.Conv2d(32, 64, 3, stride=2, padding=1), torch.nn.BatchNorm2d(64), torch.nn.ReLU(),
         torch.nn.Conv2d(64, 64, 5, padding=2, groups=64), torch.nn.ReLU(),
         torch.nn.Conv2d(64, 128, 1), torch.nn.ReLU(),
-        torch.nn.AdaptiveAvgPool2d(1), torch.nn.Flatten(), torch.nn.Linear(128, 10))
+        GlobalMean(), torch.nn.Linear(128, 10))
+
+
+class GlobalMean(torch.nn.Module):
+    """The spatial mean (AdaptiveAvgPool2d(1)'s value; its CUDA backward has no deterministic
+    implementation, which torch.use_deterministic_algorithms refuses)."""
+
+    def forward(self, x):
+        return x.mean((2, 3))
 
 
 def data(batch, seed):
@@ -61,6 +72,12 @@ def worker(rank, world, args, result):
     opt.zero_grad(set_to_none=True)
     F.cross_entropy(ddp(x[shard].to(device)), y[shard].to(device)).backward()
     grads = [p.grad.detach().clone() for p in ddp.module.parameters()]
+    torch.use_deterministic_algorithms(True)
+    opt.zero_grad(set_to_none=True)
+    F.cross_entropy(ddp(x[shard].to(device)), y[shard].to(device)).backward()
+    result[f"bitwise_{rank}"] = all(torch.equal(g, p.grad) for g, p in
+                                    zip(grads, ddp.module.parameters()))
+    torch.use_deterministic_algorithms(False)
     if rank == 0:
         single = copy.deepcopy(base).to(device).eval()
         conv2d.convert(single)
@@ -103,18 +120,28 @@ def main():
     ap.add_argument("--steps", type=int, default=50)
     ap.add_argument("--batch", type=int, default=64)
     args = ap.parse_args()
-    if args.gpus < 2:
-        print(f"FAILED: needs two or more GPUs; {torch.cuda.device_count()} here")
+    if not 1 <= args.gpus <= torch.cuda.device_count():
+        print(f"FAILED: --gpus {args.gpus}, {torch.cuda.device_count()} GPUs here")
         return 1
+    os.environ.setdefault("CUBLAS_WORKSPACE_CONFIG", ":4096:8")  # deterministic cuBLAS
     one = run(1, args)
+    bitwise = one["bitwise_0"]
+    print(f"one GPU: gradients bitwise the same when the step runs again under "
+          f"torch.use_deterministic_algorithms(True): {bitwise}; "
+          f"{one['images_per_s']:.0f} images/s")
+    if args.gpus == 1:
+        print("PASS" if bitwise else "FAIL (the gradients differ from run to run)")
+        return 0 if bitwise else 1
     many = run(args.gpus, args)
+    bitwise = bitwise and all(v for k, v in many.items() if k.startswith("bitwise_"))
     ratio = many["images_per_s"] / one["images_per_s"]
     print(f"gradients, {args.gpus} GPUs vs one: worst relative difference "
           f"{many['grad_worst_relative']:.2e}")
     print(f"throughput: 1 GPU {one['images_per_s']:.0f} images/s, {args.gpus} GPUs "
           f"{many['images_per_s']:.0f} images/s ({ratio:.2f}x)")
-    ok = many["grad_worst_relative"] <= 1e-4 and ratio >= 1.8
-    print("PASS" if ok else "FAIL (targets: gradients within 1e-4, >= 1.8x)")
+    ok = many["grad_worst_relative"] <= 1e-4 and ratio >= 1.8 and bitwise
+    print("PASS" if ok else "FAIL (targets: gradients within 1e-4, bitwise reproducible, "
+          ">= 1.8x)")
     return 0 if ok else 1
 
 
