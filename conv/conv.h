@@ -52,8 +52,11 @@
 //     filter (conv/core/transposed_dgrad.h) is the forward's computation and meets its bar.
 //   - wgrad sums batch * out_h * out_w terms (100,352 on ResNet-50's 56x56 layers at batch 32),
 //     more than one fp32 accumulator can hold within the bar on large-mean data: it is summed
-//     in blocks (fp32 within a slice of at most 4608 terms, the slices added in double in a fixed
-//     order), so its error is one slice's whatever the batch; db is summed in double.
+//     in blocks (the tensor core's accumulator over 32 terms, those chunks in fp32 within a slice
+//     of at most 4608 terms, the slices added in double in a fixed order), so the error grows
+//     like the square root of the chunk count (independent chunk errors), not like the sum's
+//     length; db is summed in double. Outliers in x count per channel here: a dw element sums
+//     its input channel over every image, so two outliers there may cancel ("outside" above).
 //   - Non-finite: an element whose terms hold a NaN or an infinity is non-finite. In wgrad the
 //     padding is zeros that are multiplied, as in the forward: a non-finite dy reaches every tap
 //     of its output channel's dw.

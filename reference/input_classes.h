@@ -4,7 +4,8 @@
 //   randn        x, w ~ N(0, 1), what KernelBot draws.
 //   outlier_x    randn, with one element of x in 2^16 (at least one) set to +-1e6, no two in
 //                one output's window (two there can cancel to far below their size, and then
-//                no fp32 summation meets the bar: conv.h's contract, "outside").
+//                no fp32 summation meets the bar: conv.h's contract, "outside"); in wgrad, whose
+//                elements each sum a whole channel of x over the batch, no two in one channel.
 //   outlier_w    randn, with one tap of w per output channel set to +-1e4.
 //   large_mean   x = |N(0, 1)| + 10 (ReLU-like activations), every filter w[o, c] of zero sum:
 //                outputs O(1) under inputs of mean 10.
@@ -88,9 +89,11 @@ inline uint64_t Pick(uint64_t seed, uint64_t i) {
 }
 
 // The class applied to an activation-like tensor v [n, channels, h, w] whose outputs each see a
-// window of span_h x span_w pixels (x in the forward and wgrad, dy in dgrad).
+// window of span_h x span_w pixels (x in the forward, dy in dgrad), or, per_channel (x in wgrad,
+// where a dw element sums a whole channel over every image), all of one channel.
 inline void ApplyToImage(InputClass c, uint64_t seed, int64_t channels, int64_t h, int64_t w,
-                         int64_t span_h, int64_t span_w, std::vector<float>& v) {
+                         int64_t span_h, int64_t span_w, std::vector<float>& v,
+                         bool per_channel = false) {
   auto pick = [&](uint64_t i) { return Pick(seed, i); };
   switch (c) {
     case InputClass::kOutlierX: {
@@ -98,17 +101,18 @@ inline void ApplyToImage(InputClass c, uint64_t seed, int64_t channels, int64_t 
       const int64_t count = std::max<int64_t>(1, n >> 16);
       const int64_t plane = h * w;
       struct At {
-        int64_t b, row, col;
+        int64_t b, ch, row, col;
       };
       std::vector<At> placed;
       for (int64_t k = 0; k < 4 * count && static_cast<int64_t>(placed.size()) < count; ++k) {
         const uint64_t hash = pick(static_cast<uint64_t>(k));
         const int64_t i = static_cast<int64_t>(hash % static_cast<uint64_t>(n));
-        const At a{i / (channels * plane), (i % plane) / w, i % w};
+        const At a{i / (channels * plane), (i / plane) % channels, (i % plane) / w, i % w};
         bool shares = false;
         for (const At& p : placed) {
-          shares = shares || (p.b == a.b && std::abs(p.row - a.row) < span_h &&
-                              std::abs(p.col - a.col) < span_w);
+          shares = shares || (per_channel ? p.ch == a.ch
+                                          : p.b == a.b && std::abs(p.row - a.row) < span_h &&
+                                                std::abs(p.col - a.col) < span_w);
         }
         if (shares) continue;
         placed.push_back(a);
@@ -204,7 +208,7 @@ inline Inputs MakeInputs(const Shape& shape, uint64_t seed, InputClass c) {
                  (shape.span_w() + shape.stride_w - 1) / shape.stride_w, in.dy);
   } else {
     ApplyToImage(c, seed, shape.in_channels, shape.height, shape.width, shape.span_h(),
-                 shape.span_w(), in.x);
+                 shape.span_w(), in.x, /*per_channel=*/shape.op == Op::kWgrad);
   }
   if (dgrad) {
     // A dx element meets every output channel's filter at its input channel: the outliers (and

@@ -272,7 +272,7 @@ __global__ void __launch_bounds__(kThreads, 2)
         for (int ni = 0; ni < kMmaTilesN; ++ni) Mma(acc[mi][ni], a_hi[mi], b_hi[ni]);
     }
 
-    if (++fold_count == kFoldTiles) {
+    if (++fold_count == Op::kFold) {
       fold_count = 0;
       ForEachMmaTile([&](int mi, int ni) {
 #pragma unroll

@@ -250,6 +250,7 @@ template <bool kVecA, bool kVecB>
 struct FpropOp {
   static constexpr int kACopy = kVecA ? 4 : 1;
   static constexpr int kBCopy = kVecB ? 4 : 1;
+  static constexpr int kFold = kFoldTiles;  // k-tiles per accumulator chunk
   AGather<kVecA> a;
   BGather<kVecB> b;
   int m0 = 0, n0 = 0;

@@ -78,6 +78,7 @@ CONV2D_HOST_DEVICE_INLINE void GroupTile(const Params& p, int n_tile, int* g, in
 struct DgradOp {
   static constexpr int kACopy = 1;
   static constexpr int kBCopy = 1;
+  static constexpr int kFold = kFoldTiles;  // the forward's terms per sum, the forward's fold
   static constexpr int kARows = kBK * kBM / kThreads;
   static constexpr int kBCopies = kBK * kBN / kThreads;
   int m0 = 0, n0 = 0, g = 0;
@@ -166,6 +167,14 @@ CONV2D_UNROLL
 struct WgradOp {
   static constexpr int kACopy = 1;
   static constexpr int kBCopy = 1;
+  // Folds every 2 k-tiles (32 terms), not every 8: wgrad's sums are long (100,352 terms) and on
+  // large-mean data (x ~ 10, dy zero-sum per plane) its terms are ~10x randn's, so the mma
+  // accumulator's truncation bias per 128-term chunk, adding up over ~800 chunks, put elements
+  // whose g64 is near zero at 2.9x the bar (H100, ImplicitGemm3xTf32BackwardLarge.Resnet64,
+  // round 97). The tf32 model (cpu_replay/tf32_model.h) on those data: worst 0.17 of the bar at
+  // 128 terms, 0.03 at 32 over 120 elements; shorter slices changed nothing (the chunks, not the
+  // slices' fp32 sums, dominate).
+  static constexpr int kFold = 2;
   static constexpr int kAK = 4;  // k columns per thread
   static constexpr int kAM = kBK * kBM / kThreads / kAK;  // tap rows per thread: 2
   static constexpr int kBCopies = kBK * kBN / kThreads;
