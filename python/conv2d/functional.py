@@ -64,7 +64,7 @@ class _Call:
     made once. op: the forward (_native.FPROP), or the backward's DGRAD or WGRAD (conv2d.grad),
     whose has_bias says whether the call writes db."""
     __slots__ = ("out_shape", "out_strides", "fields", "has_bias", "device", "index", "plan",
-                 "run", "kind", "fast", "op")
+                 "run", "kind", "fast", "op", "x_shape", "w_shape", "grads")
 
     def __init__(self, x_shape, w_shape, has_bias, device, stride, pad, dilation, groups,
                  op=_native.FPROP):
@@ -77,6 +77,8 @@ class _Call:
         self.has_bias = has_bias
         self.device, self.index = device, device.index
         self.op = op
+        self.x_shape, self.w_shape = tuple(x_shape), tuple(w_shape)
+        self.grads = {}  # a forward's backward _Calls, (op, has_bias) -> _Call (conv2d.grad)
         self.plan = None
         self.run = None  # (plan handle, workspace bytes), published together once made
         self.fast = None  # the fast path's Call for the plan, once made (where it loads)
@@ -383,25 +385,25 @@ class _Train(torch.autograd.Function):
         call = _call_for(x, w, bias, stride, padding, dilation, groups, False)
         ctx.save_for_backward(x, w)
         ctx.has_bias = bias is not None
-        ctx.geometry = _per_side(call)
-        return _direct(x, w, bias, stride, padding, dilation, groups, False)
+        ctx.call = call
+        fast = call.fast
+        y = None if fast is None else fast(x, w, bias, None)
+        return y if y is not None else _direct(x, w, bias, stride, padding, dilation, groups,
+                                               False)
 
     @staticmethod
     def backward(ctx, grad):
         if torch.is_grad_enabled():  # create_graph: the ops, whose own gradients autograd records
+            ctx.geometry = _per_side(ctx.call)
             return _backward(ctx, grad)[:7]
         x, weight = ctx.saved_tensors
-        stride, padding, dilation, groups = ctx.geometry
         want_x, want_w, want_b = ctx.needs_input_grad[:3]
         want_b = want_b and ctx.has_bias
         gx = gw = gb = None
         if want_x:
-            gx = _grad._input_grad(grad, weight, x.shape, tuple(stride), tuple(padding),
-                                   tuple(dilation), groups)
+            gx = _grad.input_grad_of(ctx.call, grad, weight)
         if want_w:
-            gw, db = _grad._weight_grad(x, grad, weight.shape, tuple(stride), tuple(padding),
-                                        tuple(dilation), groups, want_b)
-            gb = db if want_b else None
+            gw, gb = _grad.weight_grad_of(ctx.call, x, grad, want_b)
         elif want_b:
             gb = grad.sum((0, 2, 3), dtype=torch.float64).to(_F32)
         return gx, gw, gb, None, None, None, None

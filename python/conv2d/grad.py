@@ -133,6 +133,55 @@ def _weight_grad(x, dy, weight_size, stride, pad, dilation, groups, bias):
     return dw, db
 
 
+def _backward_call(fcall, op, has_bias):
+    """The _Call of a forward _Call's dgrad or wgrad, kept on it (no key to build per call)."""
+    call = fcall.grads.get((op, has_bias))
+    if call is None:
+        call = _call(op, fcall.x_shape, fcall.w_shape, has_bias, fcall.device,
+                     *_geometry_of(fcall))
+        fcall.grads[(op, has_bias)] = call
+    return call
+
+
+def _geometry_of(fcall):
+    f = fcall.fields
+    return (f[11], f[12]), tuple(f[7:11]), (f[13], f[14]), f[15]
+
+
+def input_grad_of(fcall, dy, w):
+    """dx of the forward call `fcall` (functional._Train's backward: dy from autograd, shaped as
+    y and on its device; w the forward's), without the public entry's checks."""
+    call = _backward_call(fcall, _native.DGRAD, False)
+    dx = _f._empty_strided(fcall.x_shape, _strides(fcall.x_shape), dtype=_F32,
+                           device=fcall.device)
+    if call.kind != "run":
+        return dx.zero_()
+    dy, w = _dense(dy), _dense(w)
+    _enqueue(call, (dy.data_ptr(), w.data_ptr(), dx.data_ptr()))
+    return dx
+
+
+def weight_grad_of(fcall, x, dy, bias):
+    """(dw, db or None) of the forward call `fcall`, as input_grad_of."""
+    call = _backward_call(fcall, _native.WGRAD, bias)
+    if call.kind != "run":
+        dw, db = _weight_grad(x, dy, fcall.w_shape, *_geometry_of(fcall), bias)
+        return dw, db if bias else None
+    dw = _f._empty_strided(fcall.w_shape, _strides(fcall.w_shape), dtype=_F32,
+                           device=fcall.device)
+    db = _f._empty_strided((fcall.w_shape[0],), (1,), dtype=_F32,
+                           device=fcall.device) if bias else None
+    x, dy = _dense(x), _dense(dy)
+    _enqueue(call, (x.data_ptr(), dy.data_ptr(), dw.data_ptr(),
+                    db.data_ptr() if bias else None))
+    return dw, db
+
+
+def _strides(shape):
+    b, c, h, w = shape
+    return (c * h * w, h * w, w, 1)
+
+
 # The ops: geometry per side, as conv2d::conv2d takes it (stride and dilation pairs, padding
 # (top, bottom, left, right)).
 
