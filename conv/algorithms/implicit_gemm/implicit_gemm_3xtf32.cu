@@ -148,6 +148,7 @@ Params MakeParams(const Shape& s) {
       p.slices = split->slices;
       p.slice_tiles = split->slice_tiles;
     }
+    p.fold_tiles = WgradFoldTiles(d.k);
   }
   return p;
 }
@@ -272,7 +273,7 @@ __global__ void __launch_bounds__(kThreads, 2)
         for (int ni = 0; ni < kMmaTilesN; ++ni) Mma(acc[mi][ni], a_hi[mi], b_hi[ni]);
     }
 
-    if (++fold_count == Op::kFold) {
+    if (++fold_count == (Op::kFold != 0 ? Op::kFold : p.fold_tiles)) {
       fold_count = 0;
       ForEachMmaTile([&](int mi, int ni) {
 #pragma unroll

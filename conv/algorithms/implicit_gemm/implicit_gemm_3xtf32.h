@@ -102,6 +102,7 @@ struct Params {
   int n_tiles_group = 0;    // N tiles per group; the N tiles are numbered group by group
   int slices = 1;           // wgrad: split-K slices (blockIdx.y)
   int slice_tiles = 0;      // wgrad: k-tiles per slice
+  int fold_tiles = kFoldTiles;  // wgrad: k-tiles per accumulator chunk (WgradFoldTiles)
   int slice_stride = 0;     // wgrad: floats between two slices' partial dw (Cout*red)
   FastDiv div_hw, div_w, div_sh, div_sw, div_n_tiles_group;
 };

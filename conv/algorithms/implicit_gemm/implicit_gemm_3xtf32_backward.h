@@ -41,6 +41,20 @@ struct SplitK {
   int slices = 1;
   int slice_tiles = 0;
 };
+// wgrad's accumulator chunk, in k-tiles: shorter as K grows. The chunks' errors (the mma
+// accumulator's truncation bias, ~L^1.5 for a chunk of L terms) have random signs, so a sum of K
+// terms errs ~ L * sqrt(K): the forward's verified case, 128-term chunks at K = 4608 (worst 0.41
+// of the bar on large-mean data), holds L * sqrt(K) <= 128 * sqrt(4608) for K <= 4608 at 128,
+// <= 18432 at 64 and <= 73728 at 32 (ResNet-50's 56x56 layers, K = 100,352, are 1.17x past it).
+// Measured (H100, round 97): 128-term chunks at K = 100,352 put large-mean elements whose g64 is
+// near zero at 2.9x the bar; the tf32 model (cpu_replay/tf32_model.h) on those data, worst of 120
+// elements: 0.17 of the bar at 128 terms, 0.03 at 32, and slices of 512 to 4608 terms changed
+// nothing (the chunks dominate, not the slices' fp32 sums). The cost: a fold (an FADD and a MOV
+// per accumulator) every 32 terms instead of 128.
+constexpr int WgradFoldTiles(int64_t k) {
+  return k <= 4608 ? kFoldTiles : k <= 18432 ? kFoldTiles / 2 : kFoldTiles / 4;
+}
+
 // The CTAs the split aims for: two waves of two resident CTAs on each of an H100's 132 SMs. A
 // constant, not the device's count: it sets how the sum is rounded.
 constexpr int64_t kTargetCtas = 2 * 2 * 132;
@@ -167,14 +181,7 @@ CONV2D_UNROLL
 struct WgradOp {
   static constexpr int kACopy = 1;
   static constexpr int kBCopy = 1;
-  // Folds every 2 k-tiles (32 terms), not every 8: wgrad's sums are long (100,352 terms) and on
-  // large-mean data (x ~ 10, dy zero-sum per plane) its terms are ~10x randn's, so the mma
-  // accumulator's truncation bias per 128-term chunk, adding up over ~800 chunks, put elements
-  // whose g64 is near zero at 2.9x the bar (H100, ImplicitGemm3xTf32BackwardLarge.Resnet64,
-  // round 97). The tf32 model (cpu_replay/tf32_model.h) on those data: worst 0.17 of the bar at
-  // 128 terms, 0.03 at 32 over 120 elements; shorter slices changed nothing (the chunks, not the
-  // slices' fp32 sums, dominate).
-  static constexpr int kFold = 2;
+  static constexpr int kFold = 0;  // p.fold_tiles: WgradFoldTiles
   static constexpr int kAK = 4;  // k columns per thread
   static constexpr int kAM = kBK * kBM / kThreads / kAK;  // tap rows per thread: 2
   static constexpr int kBCopies = kBK * kBN / kThreads;
