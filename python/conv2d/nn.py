@@ -16,6 +16,23 @@ from . import functional
 __all__ = ["Conv1d", "Conv2d", "ConvTranspose2d", "ConversionReport", "convert"]
 
 
+def _served(input, w):
+    """Whether the library computes this call: float32 CUDA (or meta, for shapes) tensors on
+    one device; anything else runs torch.nn's own forward."""
+    return ((input.is_cuda or input.is_meta) and input.dtype == torch.float32
+            and w.dtype == torch.float32 and w.device == input.device)
+
+
+def _convolve(conv, input, fn):
+    """conv's convolution through fn (functional.conv2d or conv1d); a padding_mode other than
+    "zeros" pads first, as torch.nn's layers do, and convolves the padded input."""
+    w, b = conv.weight, conv.bias
+    if conv.padding_mode != "zeros":
+        return fn(F.pad(input, conv._reversed_padding_repeated_twice, mode=conv.padding_mode),
+                  w, b, conv.stride, 0, conv.dilation, conv.groups)
+    return fn(input, w, b, conv.stride, conv.padding, conv.dilation, conv.groups)
+
+
 class Conv2d(torch.nn.Conv2d):
     """torch.nn.Conv2d (same arguments, parameters and state dict) computed by conv2d.conv2d
     for float32 CUDA inputs (and meta ones, for shape propagation). padding_mode other than
@@ -35,16 +52,9 @@ class Conv2d(torch.nn.Conv2d):
         return new
 
     def forward(self, input):
-        w, b = self.weight, self.bias
-        if not ((input.is_cuda or input.is_meta) and input.dtype == torch.float32
-                and w.dtype == torch.float32 and w.device == input.device):
+        if not _served(input, self.weight):
             return super().forward(input)
-        if self.padding_mode != "zeros":
-            return functional.conv2d(
-                F.pad(input, self._reversed_padding_repeated_twice, mode=self.padding_mode),
-                w, b, self.stride, 0, self.dilation, self.groups)
-        return functional.conv2d(input, w, b, self.stride, self.padding, self.dilation,
-                                 self.groups)
+        return _convolve(self, input, functional.conv2d)
 
 
 class Conv1d(torch.nn.Conv1d):
@@ -52,16 +62,9 @@ class Conv1d(torch.nn.Conv1d):
     float32 CUDA inputs, torch.nn.Conv1d's own forward otherwise; as Conv2d above."""
 
     def forward(self, input):
-        w, b = self.weight, self.bias
-        if not ((input.is_cuda or input.is_meta) and input.dtype == torch.float32
-                and w.dtype == torch.float32 and w.device == input.device):
+        if not _served(input, self.weight):
             return super().forward(input)
-        if self.padding_mode != "zeros":
-            return functional.conv1d(
-                F.pad(input, self._reversed_padding_repeated_twice, mode=self.padding_mode),
-                w, b, self.stride, 0, self.dilation, self.groups)
-        return functional.conv1d(input, w, b, self.stride, self.padding, self.dilation,
-                                 self.groups)
+        return _convolve(self, input, functional.conv1d)
 
 
 class ConvTranspose2d(torch.nn.ConvTranspose2d):
@@ -71,8 +74,7 @@ class ConvTranspose2d(torch.nn.ConvTranspose2d):
 
     def forward(self, input, output_size=None):
         w, b = self.weight, self.bias
-        if not ((input.is_cuda or input.is_meta) and input.dtype == torch.float32
-                and w.dtype == torch.float32 and w.device == input.device):
+        if not _served(input, w):
             return super().forward(input, output_size)
         output_padding = self._output_padding(input, output_size, self.stride, self.padding,
                                               self.kernel_size, 2, self.dilation)
