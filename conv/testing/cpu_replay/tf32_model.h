@@ -40,6 +40,35 @@ inline float MmaTruncating(float c, const float* a, const float* b) {
   return f;
 }
 
+// The model's signed error on one dot product of length k (fold every fold_terms terms):
+// model result (fp32) minus the exact sum.
+inline double SignedSplitDotError(const float* x, const float* w, int k, int fold_terms) {
+  double exact = 0;
+  for (int i = 0; i < k; ++i) exact += static_cast<double>(x[i]) * w[i];
+  float acc = 0, sum = 0;
+  for (int k0 = 0; k0 < k; k0 += 8) {
+    float ah[8], al[8], bh[8], bl[8];
+    for (int i = 0; i < 8; ++i) {
+      const bool in = k0 + i < k;
+      uint32_t hi, lo;
+      SplitTf32(in ? x[k0 + i] : 0.f, hi, lo);
+      ah[i] = TensorCoreTf32(hi);
+      al[i] = TensorCoreTf32(lo);
+      SplitTf32(in ? w[k0 + i] : 0.f, hi, lo);
+      bh[i] = TensorCoreTf32(hi);
+      bl[i] = TensorCoreTf32(lo);
+    }
+    acc = MmaTruncating(acc, al, bh);
+    acc = MmaTruncating(acc, ah, bl);
+    acc = MmaTruncating(acc, ah, bh);
+    if ((k0 + 8) % fold_terms == 0) {
+      sum += acc;
+      acc = 0;
+    }
+  }
+  return static_cast<double>(sum + acc) - exact;
+}
+
 struct DotModelError {
   double rms = 0, worst = 0;  // absolute, against the exact dot product
 };
@@ -50,32 +79,9 @@ inline DotModelError SplitDotModel(const float* x, const float* w, int k, int sa
                                    int fold_terms) {
   double sum_sq = 0, worst = 0;
   for (int s = 0; s < samples; ++s) {
-    const float* xs = x + static_cast<int64_t>(s) * k;
-    const float* ws = w + static_cast<int64_t>(s) * k;
-    double exact = 0;
-    for (int i = 0; i < k; ++i) exact += static_cast<double>(xs[i]) * ws[i];
-    float acc = 0, sum = 0;
-    for (int k0 = 0; k0 < k; k0 += 8) {
-      float ah[8], al[8], bh[8], bl[8];
-      for (int i = 0; i < 8; ++i) {
-        const bool in = k0 + i < k;
-        uint32_t hi, lo;
-        SplitTf32(in ? xs[k0 + i] : 0.f, hi, lo);
-        ah[i] = TensorCoreTf32(hi);
-        al[i] = TensorCoreTf32(lo);
-        SplitTf32(in ? ws[k0 + i] : 0.f, hi, lo);
-        bh[i] = TensorCoreTf32(hi);
-        bl[i] = TensorCoreTf32(lo);
-      }
-      acc = MmaTruncating(acc, al, bh);
-      acc = MmaTruncating(acc, ah, bl);
-      acc = MmaTruncating(acc, ah, bh);
-      if ((k0 + 8) % fold_terms == 0) {
-        sum += acc;
-        acc = 0;
-      }
-    }
-    const double err = std::abs(static_cast<double>(sum + acc) - exact);
+    const double err = std::abs(SignedSplitDotError(x + static_cast<int64_t>(s) * k,
+                                                    w + static_cast<int64_t>(s) * k, k,
+                                                    fold_terms));
     sum_sq += err * err;
     worst = std::max(worst, err);
   }
