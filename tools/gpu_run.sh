@@ -3,7 +3,8 @@
 #   ./run.sh                      every step
 #   ./run.sh tests regress ...    some steps: tests regress sanitize bench overhead python
 #                                 classes (and, not by default: bench_cnn bench_nets
-#                                 bench_nets_auto nets_layers profile torch_bench multi_gpu)
+#                                 bench_nets_auto nets_layers profile torch_bench multi_gpu
+#                                 backward train)
 # Every step's output is appended to $OUT/all.log (default ./out); per-step logs are kept in
 # $LOGS (default /tmp/conv2d_logs) and packed into $OUT/logs.tgz at the end.
 # Ends with "N passed, N failed" over the steps.
@@ -147,6 +148,16 @@ assert conv2d.device_status() == "ok"'
       step python_multi_gpu 600 env -u LD_LIBRARY_PATH python3 -m pytest -q -p no:cacheprovider \
         python/tests_multi_gpu
       step ddp_train 900 env -u LD_LIBRARY_PATH python3 ddp_train.py ;;
+    train)
+      # Training from PyTorch (after the python step, which installs the wheel): a converted
+      # model's step against the plain one's (examples/train.py: ResNet-50, EfficientNet-B0,
+      # ConvNeXt-T; eager), the host time per training call against F.conv2d's, and one
+      # process's bitwise gradients under use_deterministic_algorithms (ddp_train.py --gpus 1).
+      for m in resnet50 efficientnet_b0 convnext_tiny; do
+        step "train_$m" 300 env -u LD_LIBRARY_PATH python3 train.py --model $m --steps 12
+      done
+      step train_overhead 120 env -u LD_LIBRARY_PATH python3 train_overhead.py
+      step ddp_one_gpu 300 env -u LD_LIBRARY_PATH python3 ddp_train.py --gpus 1 --steps 10 ;;
     torch_bench)
       # Host time per call, KernelBot through the package, ResNet-50 converted (eager, compiled).
       step torch_bench 1200 env -u LD_LIBRARY_PATH python3 torch_bench.py \

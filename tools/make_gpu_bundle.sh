@@ -30,7 +30,7 @@ cp testdata/*.golden "$BUNDLE/testdata/"
 cp bazel-bin/python/conv2d-*.whl "$BUNDLE/python/"
 cp -r python/tests python/tests_multi_gpu "$BUNDLE/python/"
 cp tools/kernelbot.py tools/kernelbot_test.py tools/nets_layers.py tools/torch_bench.py tools/ddp_train.py \
-  tools/check_self_contained.sh \
+  tools/train_overhead.py examples/train.py tools/check_self_contained.sh \
   tools/gpu_run.sh "$BUNDLE/"
 mv "$BUNDLE/gpu_run.sh" "$BUNDLE/run.sh"
 # The shared libraries that are not on a CUDA host: Debian's Abseil and Google Benchmark.
