@@ -233,19 +233,28 @@ def _overlap(out, *inputs):
     return False
 
 
-def _enqueue(handle, x_ptr, w_ptr, bias_ptr, y_ptr, nbytes, index):
-    """The library's call on the current stream of device `index` (the current device), with a
+def _dense(t):
+    """Dense memory holding t's values (negative views resolved)."""
+    return t if t.is_contiguous() and not t.is_neg() else t.resolve_neg().contiguous()
+
+
+def _enqueue(run, handle, ptrs, nbytes, index):
+    """run(handle, *ptrs, workspace, nbytes, stream), a library call of any operation, on the
+    current stream of device `index` (made current for the call if it is not), with a
     workspace of nbytes from PyTorch's caching allocator on that stream: a call on another stream
     or thread gets its own, and it is not reused before this call's kernels are done. Freed only
     once the call is enqueued: freed earlier, its block could go to another allocation on this
     stream whose work is enqueued before ours. Under CUDA graph capture the allocator serves it
-    from the graph's private pool, as it does tensors."""
+    from the graph's private pool, as it does tensors. Returns the library's error code."""
+    if _current_device() != index:
+        with torch.cuda.device(index):
+            return _enqueue(run, handle, ptrs, nbytes, index)
     stream = _current_stream(index)
     if not nbytes:
-        return _run_ex(handle, x_ptr, w_ptr, bias_ptr, y_ptr, None, 0, stream)
+        return run(handle, *ptrs, None, 0, stream)
     ws = _raw_alloc(nbytes, stream)
     try:
-        return _run_ex(handle, x_ptr, w_ptr, bias_ptr, y_ptr, ws, nbytes, stream)
+        return run(handle, *ptrs, ws, nbytes, stream)
     finally:
         _raw_delete(ws)
 
@@ -256,12 +265,17 @@ def _direct(x, w, bias, stride, padding, dilation, groups, per_side, out=None):
     where it loaded and takes the case; else attribute reads, two allocations and one ctypes
     call (docs/PERF.md, rounds 90-94, measure each)."""
     call = _call_for(x, w, bias, stride, padding, dilation, groups, per_side)
+    return _direct_call(call, x, w, bias, (stride, padding, dilation, groups), per_side, out)
+
+
+def _direct_call(call, x, w, bias, args, per_side, out=None):
+    """_direct after its lookup (args: conv2d's stride, padding, dilation, groups as given)."""
     fast = call.fast
     if fast is not None:
         y = fast(x, w, bias, out)
         if y is not None:
             if not per_side:  # conv2d's next call with these arguments: the C++ entry's alone
-                _fast.remember(fast, x, w, bias, stride, padding, dilation, groups)
+                _fast.remember(fast, x, w, bias, *args)
             return y
     if out is not None:
         if out.requires_grad and torch.is_grad_enabled():
@@ -271,7 +285,7 @@ def _direct(x, w, bias, stride, padding, dilation, groups, per_side, out=None):
             raise ValueError(f"conv2d: out must be float32 {call.out_shape} on {call.device}, "
                              f"got {out.dtype} {tuple(out.shape)} on {out.device}")
         if not out.is_contiguous() or out.is_neg():
-            out.copy_(_direct(x, w, bias, stride, padding, dilation, groups, per_side))
+            out.copy_(_direct_call(call, x, w, bias, args, per_side))
             return out
         y = out
     else:
@@ -285,25 +299,16 @@ def _direct(x, w, bias, stride, padding, dilation, groups, per_side, out=None):
                     y += bias.view(-1, 1, 1)
             return y
         run = call.make_plan()
-    # Dense memory holding the values (negative views resolved).
-    if not x.is_contiguous() or x.is_neg():
-        x = x.resolve_neg().contiguous()
-    if not w.is_contiguous() or w.is_neg():
-        w = w.resolve_neg().contiguous()
+    x, w = _dense(x), _dense(w)
     bias_ptr = None
     if bias is not None:
-        if not bias.is_contiguous() or bias.is_neg():
-            bias = bias.resolve_neg().contiguous()
+        bias = _dense(bias)
         bias_ptr = bias.data_ptr()
     if y is out and _overlap(out, x, w, bias):
         raise ValueError(_OUT_OVERLAP)
     handle, nbytes = run
-    index = call.index
-    if _current_device() == index:
-        rc = _enqueue(handle, x.data_ptr(), w.data_ptr(), bias_ptr, y.data_ptr(), nbytes, index)
-    else:
-        with torch.cuda.device(index):
-            rc = _enqueue(handle, x.data_ptr(), w.data_ptr(), bias_ptr, y.data_ptr(), nbytes, index)
+    rc = _enqueue(_run_ex, handle, (x.data_ptr(), w.data_ptr(), bias_ptr, y.data_ptr()), nbytes,
+                  call.index)
     if rc != 0:
         raise _run_error(rc)
     if y is out:  # written behind autograd's back: what saved it for a backward must know
@@ -341,25 +346,30 @@ def _setup_context(ctx, inputs, output):
     ctx.geometry = (list(stride), list(padding), list(dilation), groups)
 
 
-def _backward(ctx, grad):
-    """The library's backward (conv2d.grad's ops), each gradient only where it is asked for:
-    dx for an input that needs one, dw (and db with it, in the same wgrad call) for a weight
-    that does. A bias needing a gradient whose weight does not gets dy's sum in float64."""
+def _gradients(ctx, grad, dgrad, wgrad):
+    """The backward's gradients, each only where it is asked for: dx = dgrad(grad, w, x) for an
+    input that needs one, (dw, db) = wgrad(x, grad, w, bias_wanted) for a weight that does (db
+    in the same wgrad call); a bias needing a gradient whose weight does not gets dy's sum in
+    float64."""
     x, weight = ctx.saved_tensors
-    stride, padding, dilation, groups = ctx.geometry
     want_x, want_w, want_b = ctx.needs_input_grad[:3]
     want_b = want_b and ctx.has_bias
-    gx = gw = gb = None
-    if want_x:
-        gx = _grad.conv2d_input_grad_op(grad, weight, list(x.shape), stride, padding, dilation,
-                                        groups)
+    gx = dgrad(grad, weight, x) if want_x else None
+    gw = gb = None
     if want_w:
-        gw, db = _grad.conv2d_weight_grad_op(x, grad, list(weight.shape), stride, padding,
-                                             dilation, groups, want_b)
-        gb = db if want_b else None
+        gw, gb = wgrad(x, grad, weight, want_b)
     elif want_b:
         gb = grad.sum((0, 2, 3), dtype=torch.float64).to(_F32)
     return gx, gw, gb, None, None, None, None
+
+
+def _backward(ctx, grad):
+    """The op's backward: the library's, through conv2d.grad's ops (which record their own
+    gradients: double backward)."""
+    geometry = ctx.geometry
+    return _gradients(ctx, grad, lambda dy, w, x: _grad.conv2d_input_grad_op(
+        dy, w, list(x.shape), *geometry), lambda x, dy, w, bias: _grad.weight_grad_pair(
+            _grad.conv2d_weight_grad_op(x, dy, list(w.shape), *geometry, bias), bias))
 
 
 conv2d_op.register_autograd(_backward, setup_context=_setup_context)
@@ -386,27 +396,16 @@ class _Train(torch.autograd.Function):
         ctx.save_for_backward(x, w)
         ctx.has_bias = bias is not None
         ctx.call = call
-        fast = call.fast
-        y = None if fast is None else fast(x, w, bias, None)
-        return y if y is not None else _direct(x, w, bias, stride, padding, dilation, groups,
-                                               False)
+        return _direct_call(call, x, w, bias, (stride, padding, dilation, groups), False)
 
     @staticmethod
     def backward(ctx, grad):
         if torch.is_grad_enabled():  # create_graph: the ops, whose own gradients autograd records
             ctx.geometry = _per_side(ctx.call)
-            return _backward(ctx, grad)[:7]
-        x, weight = ctx.saved_tensors
-        want_x, want_w, want_b = ctx.needs_input_grad[:3]
-        want_b = want_b and ctx.has_bias
-        gx = gw = gb = None
-        if want_x:
-            gx = _grad.input_grad_of(ctx.call, grad, weight)
-        if want_w:
-            gw, gb = _grad.weight_grad_of(ctx.call, x, grad, want_b)
-        elif want_b:
-            gb = grad.sum((0, 2, 3), dtype=torch.float64).to(_F32)
-        return gx, gw, gb, None, None, None, None
+            return _backward(ctx, grad)
+        call = ctx.call
+        return _gradients(ctx, grad, lambda dy, w, x: _grad.input_grad_of(call, dy, w),
+                          lambda x, dy, w, bias: _grad.weight_grad_of(call, x, dy, bias))
 
 
 _dispatch_stack = getattr(torch._C, "_len_torch_dispatch_stack", lambda: 0)

@@ -49,36 +49,17 @@ def _call(op, x_shape, w_shape, has_bias, device, stride, pad, dilation, groups)
     return call
 
 
-def _dense(t):
-    return t if t.is_contiguous() and not t.is_neg() else t.resolve_neg().contiguous()
-
-
 def _enqueue(call, ptrs):
-    """The library's run of call's operation on the current stream of its device, with a
-    workspace from PyTorch's caching allocator on that stream (functional._enqueue's reasons)."""
+    """The library's run of call's operation (functional._enqueue: the current stream, a
+    workspace from the caching allocator); a failure raises the library's error."""
     handle, nbytes = call.run if call.run is not None else call.make_plan()
     run = _RUN.get(call.op)
     if run is None:
         run = _RUN.setdefault(call.op, _native.run_function(call.op))
-    if _f._current_device() == call.index:
-        rc = _run(run, handle, ptrs, nbytes, call.index)
-    else:
-        with torch.cuda.device(call.index):
-            rc = _run(run, handle, ptrs, nbytes, call.index)
+    rc = _f._enqueue(run, handle, ptrs, nbytes, call.index)
     if rc != 0:
         name = "conv2d_plan_run_dgrad" if call.op == _native.DGRAD else "conv2d_plan_run_wgrad"
         raise _native.Error(name, rc, _native.last_error())
-
-
-def _run(run, handle, ptrs, nbytes, index):
-    stream = _f._current_stream(index)
-    if not nbytes:
-        return run(handle, *ptrs, None, 0, stream)
-    ws = _f._raw_alloc(nbytes, stream)
-    try:
-        return run(handle, *ptrs, ws, nbytes, stream)
-    finally:
-        _f._raw_delete(ws)
 
 
 def _check(**tensors):
@@ -103,17 +84,39 @@ def _check_dy(call, grad_output):
                          f"shape), got {tuple(grad_output.shape)}")
 
 
+def _dgrad(call, dy, w):
+    """dx of a dgrad _Call from dy (shaped as its output) and w: the one place a dgrad runs."""
+    dx = _f._empty_strided(call.x_shape, _strides(call.x_shape), dtype=_F32,
+                           device=call.device)
+    if call.kind != "run":  # a zero size: no term reaches dx
+        return dx.zero_()
+    dy, w = _f._dense(dy), _f._dense(w)
+    _enqueue(call, (dy.data_ptr(), w.data_ptr(), dx.data_ptr()))
+    return dx
+
+
+def _wgrad(call, x, dy):
+    """(dw, db) of a wgrad _Call (db None unless call.has_bias): the one place a wgrad runs."""
+    dw = _f._empty_strided(call.w_shape, _strides(call.w_shape), dtype=_F32, device=call.device)
+    db = _f._empty_strided((call.w_shape[0],), (1,), dtype=_F32,
+                           device=call.device) if call.has_bias else None
+    if call.kind != "run":  # a zero size: dw has no terms; db is dy's sum (zeros if empty)
+        dw.zero_()
+        if db is not None:
+            db.copy_(dy.sum((0, 2, 3), dtype=torch.float64))
+        return dw, db
+    x, dy = _f._dense(x), _f._dense(dy)
+    _enqueue(call, (x.data_ptr(), dy.data_ptr(), dw.data_ptr(),
+                    None if db is None else db.data_ptr()))
+    return dw, db
+
+
 def _input_grad(dy, w, input_size, stride, pad, dilation, groups):
     _check(grad_output=dy, weight=w)
     call = _call(_native.DGRAD, input_size, w.shape, False, dy.device, stride, pad, dilation,
                  groups)
     _check_dy(call, dy)
-    dx = torch.empty(input_size, dtype=_F32, device=dy.device)
-    if call.kind != "run":  # a zero size: no term reaches dx
-        return dx.zero_()
-    dy, w = _dense(dy), _dense(w)
-    _enqueue(call, (dy.data_ptr(), w.data_ptr(), dx.data_ptr()))
-    return dx
+    return _dgrad(call, dy, w)
 
 
 def _weight_grad(x, dy, weight_size, stride, pad, dilation, groups, bias):
@@ -121,60 +124,35 @@ def _weight_grad(x, dy, weight_size, stride, pad, dilation, groups, bias):
     call = _call(_native.WGRAD, x.shape, weight_size, bias, x.device, stride, pad, dilation,
                  groups)
     _check_dy(call, dy)
-    dw = torch.empty(weight_size, dtype=_F32, device=x.device)
-    db = torch.empty((weight_size[0],) if bias else (0,), dtype=_F32, device=x.device)
-    if call.kind != "run":  # a zero size: dw has no terms; db is dy's sum (zeros if empty)
-        dw.zero_()
-        if bias:
-            db.copy_(dy.sum((0, 2, 3), dtype=torch.float64))
-        return dw, db
-    x, dy = _dense(x), _dense(dy)
-    _enqueue(call, (x.data_ptr(), dy.data_ptr(), dw.data_ptr(), db.data_ptr() if bias else None))
-    return dw, db
+    dw, db = _wgrad(call, x, dy)
+    return dw, db if bias else dw.new_empty((0,))  # the op's schema: db empty when not asked
+
+
+def weight_grad_pair(dw_db, bias):
+    """The weight-gradient op's (dw, db) as autograd takes them: db None when not asked for."""
+    return dw_db[0], dw_db[1] if bias else None
 
 
 def _backward_call(fcall, op, has_bias):
     """The _Call of a forward _Call's dgrad or wgrad, kept on it (no key to build per call)."""
     call = fcall.grads.get((op, has_bias))
     if call is None:
-        call = _call(op, fcall.x_shape, fcall.w_shape, has_bias, fcall.device,
-                     *_geometry_of(fcall))
+        stride, pad, dilation, groups = _f._per_side(fcall)
+        call = _call(op, fcall.x_shape, fcall.w_shape, has_bias, fcall.device, tuple(stride),
+                     tuple(pad), tuple(dilation), groups)
         fcall.grads[(op, has_bias)] = call
     return call
-
-
-def _geometry_of(fcall):
-    f = fcall.fields
-    return (f[11], f[12]), tuple(f[7:11]), (f[13], f[14]), f[15]
 
 
 def input_grad_of(fcall, dy, w):
     """dx of the forward call `fcall` (functional._Train's backward: dy from autograd, shaped as
     y and on its device; w the forward's), without the public entry's checks."""
-    call = _backward_call(fcall, _native.DGRAD, False)
-    dx = _f._empty_strided(fcall.x_shape, _strides(fcall.x_shape), dtype=_F32,
-                           device=fcall.device)
-    if call.kind != "run":
-        return dx.zero_()
-    dy, w = _dense(dy), _dense(w)
-    _enqueue(call, (dy.data_ptr(), w.data_ptr(), dx.data_ptr()))
-    return dx
+    return _dgrad(_backward_call(fcall, _native.DGRAD, False), dy, w)
 
 
 def weight_grad_of(fcall, x, dy, bias):
     """(dw, db or None) of the forward call `fcall`, as input_grad_of."""
-    call = _backward_call(fcall, _native.WGRAD, bias)
-    if call.kind != "run":
-        dw, db = _weight_grad(x, dy, fcall.w_shape, *_geometry_of(fcall), bias)
-        return dw, db if bias else None
-    dw = _f._empty_strided(fcall.w_shape, _strides(fcall.w_shape), dtype=_F32,
-                           device=fcall.device)
-    db = _f._empty_strided((fcall.w_shape[0],), (1,), dtype=_F32,
-                           device=fcall.device) if bias else None
-    x, dy = _dense(x), _dense(dy)
-    _enqueue(call, (x.data_ptr(), dy.data_ptr(), dw.data_ptr(),
-                    db.data_ptr() if bias else None))
-    return dw, db
+    return _wgrad(_backward_call(fcall, _native.WGRAD, bias), x, dy)
 
 
 def _strides(shape):
