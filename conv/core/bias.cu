@@ -25,45 +25,58 @@ __global__ void AddBiasKernel(const float* __restrict__ bias, float* __restrict_
   }
 }
 
-// db[o] = sum over b, i, j of dy[b, o, i, j]: one CTA per output channel, each thread summing
-// a fixed stride of the channel's elements in double, then a fixed tree over the threads. The
-// order depends on the shape alone, so db is bitwise the same on every call; double keeps it
-// within the bar however many terms (401,408 on EfficientNet's 112x112 layers at batch 32).
-// Each thread has kUnroll loads in flight (a CTA per channel leaves SMs idle where there are few
-// channels, so the memory parallelism must come from within: one load at a time measured
-// ~0.15 ms on ConvNeXt's 96-channel 56x56 layer, round 96), added in their fixed order.
-constexpr int kBiasGradThreads = 512;
+// out[c] = sum over b, i of t[b, c, i] (db from dy; implicit_gemm_3xtf32's wgrad centering,
+// ChannelSums): one CTA per channel, each thread summing a fixed stride of the channel's
+// elements in double, then a fixed tree over the threads. The order depends on the shape alone,
+// so the sums are bitwise the same on every call; double keeps db within the bar however many
+// terms (401,408 on EfficientNet's 112x112 layers at batch 32). Each thread has kUnroll loads in
+// flight (a CTA per channel leaves SMs idle where there are few channels, so the memory
+// parallelism must come from within: one load at a time measured ~0.15 ms on ConvNeXt's
+// 96-channel 56x56 layer, round 96), added in their fixed order.
+constexpr int kChannelSumThreads = 512;
 constexpr int kUnroll = 4;
-__global__ void __launch_bounds__(kBiasGradThreads)
-    BiasGradKernel(const float* __restrict__ dy, float* __restrict__ db, int64_t batch,
-                   int64_t channels, int64_t plane) {
-  __shared__ double partial[kBiasGradThreads];
+template <class T>
+__global__ void __launch_bounds__(kChannelSumThreads)
+    ChannelSumKernel(const float* __restrict__ t, T* __restrict__ out, int64_t batch,
+                     int64_t channels, int64_t plane) {
+  __shared__ double partial[kChannelSumThreads];
   const int64_t o = blockIdx.x;
   double sum = 0;
   for (int64_t b = 0; b < batch; ++b) {
-    const float* p = dy + (b * channels + o) * plane;
-    for (int64_t i0 = threadIdx.x; i0 < plane; i0 += kUnroll * kBiasGradThreads) {
+    const float* p = t + (b * channels + o) * plane;
+    for (int64_t i0 = threadIdx.x; i0 < plane; i0 += kUnroll * kChannelSumThreads) {
       float v[kUnroll];
 #pragma unroll
       for (int u = 0; u < kUnroll; ++u) {
-        const int64_t i = i0 + u * kBiasGradThreads;
+        const int64_t i = i0 + u * kChannelSumThreads;
         v[u] = i < plane ? p[i] : 0.0f;
       }
 #pragma unroll
       for (int u = 0; u < kUnroll; ++u) sum += v[u];
     }
   }
-  const double total = BlockSum<kBiasGradThreads>(sum, partial);
-  if (threadIdx.x == 0) db[o] = static_cast<float>(total);
+  const double total = BlockSum<kChannelSumThreads>(sum, partial);
+  if (threadIdx.x == 0) out[o] = static_cast<T>(total);
+}
+
+template <class T>
+absl::Status LaunchChannelSums(const float* t, int64_t batch, int64_t channels, int64_t plane,
+                               T* out, cudaStream_t stream) {
+  return CudaStatus(LaunchPdl(/*pdl=*/false, ChannelSumKernel<T>,
+                              dim3(static_cast<unsigned>(channels)), kChannelSumThreads, 0,
+                              stream, t, out, batch, channels, plane),
+                    "ChannelSums");
 }
 
 }  // namespace
 
 absl::Status BiasGrad(const Shape& s, const float* dy, float* db, cudaStream_t stream) {
-  return CudaStatus(LaunchPdl(/*pdl=*/false, BiasGradKernel,
-                              dim3(static_cast<unsigned>(s.out_channels)), kBiasGradThreads, 0,
-                              stream, dy, db, s.batch, s.out_channels, s.out_h() * s.out_w()),
-                    "BiasGrad");
+  return LaunchChannelSums(dy, s.batch, s.out_channels, s.out_h() * s.out_w(), db, stream);
+}
+
+absl::Status ChannelSums(const float* t, int64_t batch, int64_t channels, int64_t plane,
+                         double* sums, cudaStream_t stream) {
+  return LaunchChannelSums(t, batch, channels, plane, sums, stream);
 }
 
 absl::Status AddBias(const Shape& s, const float* bias, float* y, cudaStream_t stream) {

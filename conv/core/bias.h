@@ -5,6 +5,8 @@
 #ifndef CONV2D_CONV_CORE_BIAS_H_
 #define CONV2D_CONV_CORE_BIAS_H_
 
+#include <cstdint>
+
 #include "absl/status/status.h"
 #include "conv/core/algorithm.h"
 #include "conv/shape.h"
@@ -17,6 +19,11 @@ absl::Status AddBias(const Shape& shape, const float* bias, float* y, cudaStream
 // Enqueues db[o] = sum of dy[:, o, :, :] on `stream`: in double, in an order fixed by the shape
 // (bitwise reproducible).
 absl::Status BiasGrad(const Shape& shape, const float* dy, float* db, cudaStream_t stream);
+
+// Enqueues sums[c] = the sum of t[:, c, :] for t (batch, channels, plane), in double, in
+// BiasGrad's fixed order (implicit_gemm_3xtf32's wgrad centering).
+absl::Status ChannelSums(const float* t, int64_t batch, int64_t channels, int64_t plane,
+                         double* sums, cudaStream_t stream);
 
 // runner.Run(args), then AddBias (fprop) or BiasGrad (wgrad) when the shape has a bias the
 // runner does not handle itself.

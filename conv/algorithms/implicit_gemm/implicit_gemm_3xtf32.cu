@@ -36,6 +36,7 @@
 #include "absl/strings/str_cat.h"
 #include "conv/arch/cp_async.cuh"
 #include "conv/arch/split_3xtf32.h"
+#include "conv/core/bias.h"
 #include "conv/core/cuda_status.h"
 #include "conv/core/status_macros.h"
 #include "conv/algorithms/implicit_gemm/implicit_gemm_3xtf32.h"
@@ -115,8 +116,11 @@ absl::StatusOr<SplitK> ChooseSplitK(const Shape& s) {
 }
 
 size_t WgradWorkspaceBytes(const Shape& s, const SplitK& split) {
-  if (split.slices == 1) return 0;
-  return static_cast<size_t>(split.slices) * 4 * static_cast<size_t>(s.filter_elements()) + 256;
+  const bool center = WgradCenters(DimsOf(s).k);
+  if (split.slices == 1 && !center) return 0;
+  const size_t part = static_cast<size_t>(split.slices) * 4 * static_cast<size_t>(s.filter_elements());
+  const size_t sums = center ? 8 * static_cast<size_t>(s.in_channels + s.out_channels) + 8 : 0;
+  return part + sums + 256;
 }
 
 Params MakeParams(const Shape& s) {
@@ -149,6 +153,7 @@ Params MakeParams(const Shape& s) {
       p.slice_tiles = split->slice_tiles;
     }
     p.fold_tiles = WgradFoldTiles(d.k);
+    p.center = WgradCenters(d.k);
   }
   return p;
 }
@@ -250,7 +255,8 @@ __global__ void __launch_bounds__(kThreads, 2)
       for (int mi = 0; mi < kMmaTilesM; ++mi)
 #pragma unroll
         for (int r = 0; r < 4; ++r)
-          SplitTf32(sa[AFragIndex(warp_m0, mi, kk, lane, r)], a_hi[mi][r], a_lo[mi][r]);
+          SplitTf32(op.A(sa[AFragIndex(warp_m0, mi, kk, lane, r)], mi, r), a_hi[mi][r],
+                    a_lo[mi][r]);
 #pragma unroll
       for (int ni = 0; ni < kMmaTilesN; ++ni)
 #pragma unroll
@@ -315,11 +321,11 @@ __global__ void __launch_bounds__(kThreads, 2)
   });
 }
 
-// dw from wgrad's partials: one thread per element, SumSlicesAt's fixed order.
+// dw from wgrad's partials: one thread per element, WgradSumAt's fixed order.
 __global__ void SumSlicesKernel(const float* __restrict__ part, float* __restrict__ dw, int n,
-                                int slices) {
+                                const Params p) {
   const int e = static_cast<int>(blockIdx.x * blockDim.x + threadIdx.x);
-  if (e < n) dw[e] = SumSlicesAt(part, e, n, slices);
+  if (e < n) dw[e] = WgradSumAt(p, part, e, n);
 }
 
 template <class Op>
@@ -333,6 +339,7 @@ class ImplicitGemm3xTf32Runner : public Runner {
   ImplicitGemm3xTf32Runner(const Shape& s, const Params& p)
       : op_(s.op),
         p_(p),
+        batch_(s.batch),
         tiles_(static_cast<unsigned>(NumTiles(s))),
         filter_(static_cast<int>(s.filter_elements())),
         workspace_(s.op == Op::kWgrad ? WgradWorkspaceBytes(s, SplitK{p.slices, p.slice_tiles})
@@ -348,19 +355,11 @@ class ImplicitGemm3xTf32Runner : public Runner {
         Launch<DgradOp>(dim3(tiles_), a.stream, a.dy, a.w, a.dx, p_);
         break;
       case Op::kWgrad:
-        if (p_.slices == 1) {
+        if (p_.slices == 1 && !p_.center) {
           Launch<WgradOp>(dim3(tiles_), a.stream, a.x, a.dy, a.dw, p_);
           break;
         }
-        {
-          const uintptr_t at = (reinterpret_cast<uintptr_t>(a.workspace) + 255) & ~uintptr_t{255};
-          float* part = reinterpret_cast<float*>(at);
-          Launch<WgradOp>(dim3(tiles_, static_cast<unsigned>(p_.slices)), a.stream, a.x, a.dy,
-                          part, p_);
-          RETURN_IF_ERROR(LaunchStatus("implicit_gemm_3xtf32 wgrad kernel launch"));
-          SumSlicesKernel<<<(filter_ + 255) / 256, 256, 0, a.stream>>>(part, a.dw, filter_,
-                                                                        p_.slices);
-        }
+        RETURN_IF_ERROR(RunWgradSlices(a));
         break;
     }
     return LaunchStatus("implicit_gemm_3xtf32 kernel launch");
@@ -382,8 +381,30 @@ class ImplicitGemm3xTf32Runner : public Runner {
     }
   }
 
+  // Partial dw per slice in the workspace (then, if x is centred, x's and dy's channel sums),
+  // summed in double by SumSlicesKernel.
+  absl::Status RunWgradSlices(const RunArgs& a) const {
+    const uintptr_t at = (reinterpret_cast<uintptr_t>(a.workspace) + 255) & ~uintptr_t{255};
+    float* part = reinterpret_cast<float*>(at);
+    Params p = p_;
+    if (p.center) {
+      const uintptr_t sums = (at + size_t{4} * p.slices * filter_ + 7) & ~uintptr_t{7};
+      double* x_sums = reinterpret_cast<double*>(sums);
+      double* dy_sums = x_sums + p.cin;
+      RETURN_IF_ERROR(ChannelSums(a.x, 1, p.cin, p.hw, x_sums, a.stream));
+      RETURN_IF_ERROR(ChannelSums(a.dy, batch_, p.cout, p.p, dy_sums, a.stream));
+      p.x_sums = x_sums;
+      p.dy_sums = dy_sums;
+    }
+    Launch<WgradOp>(dim3(tiles_, static_cast<unsigned>(p.slices)), a.stream, a.x, a.dy, part, p);
+    RETURN_IF_ERROR(LaunchStatus("implicit_gemm_3xtf32 wgrad kernel launch"));
+    SumSlicesKernel<<<(filter_ + 255) / 256, 256, 0, a.stream>>>(part, a.dw, filter_, p);
+    return absl::OkStatus();
+  }
+
   Op op_;
   Params p_;
+  int64_t batch_;
   unsigned tiles_;
   int filter_;
   size_t workspace_;
@@ -438,6 +459,10 @@ class ImplicitGemm3xTf32 : public AlgorithmWithConfig<Params> {
       if (!split.ok()) return split.status();
       bytes += 2.0 * static_cast<double>(WgradWorkspaceBytes(s, *split));
       if (split->slices > 1) launch += 3e-6;
+      if (WgradCenters(d.k)) {  // the channel sums: dy once more, two launches
+        bytes += 4.0 * static_cast<double>(s.output_elements());
+        launch += 4e-6;
+      }
     }
     const double padded_flops = 2.0 * static_cast<double>(NumTiles(s)) * kBM * kBN *
                                 static_cast<double>((d.k + kBK - 1) / kBK * kBK);

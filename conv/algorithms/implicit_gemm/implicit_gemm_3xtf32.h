@@ -103,6 +103,11 @@ struct Params {
   int slices = 1;           // wgrad: split-K slices (blockIdx.y)
   int slice_tiles = 0;      // wgrad: k-tiles per slice
   int fold_tiles = kFoldTiles;  // wgrad: k-tiles per accumulator chunk (WgradFoldTiles)
+  bool center = false;      // wgrad: x centred (WgradCenters)
+  // wgrad with center, set per call: x's image-0 channel sums (Cin) and dy's channel sums (Cout),
+  // in the workspace (ChannelSums).
+  const double* x_sums = nullptr;
+  const double* dy_sums = nullptr;
   int slice_stride = 0;     // wgrad: floats between two slices' partial dw (Cout*red)
   FastDiv div_hw, div_w, div_sh, div_sw, div_n_tiles_group;
 };
@@ -276,6 +281,8 @@ struct FpropOp {
     return m < p.m ? YRowBase(p, m) : -1;
   }
   CONV2D_HOST_DEVICE_INLINE int ColStride(const Params& p) const { return p.p; }
+  // The A element the mma takes (WgradOp centres it).
+  CONV2D_HOST_DEVICE_INLINE float A(float v, int, int) const { return v; }
   CONV2D_HOST_DEVICE_INLINE int NLimit(const Params& p) const { return p.cout; }
 };
 

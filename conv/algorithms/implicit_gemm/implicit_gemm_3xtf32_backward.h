@@ -26,11 +26,13 @@
 #ifndef CONV2D_CONV_IMPLICIT_GEMM_3XTF32_BACKWARD_H_
 #define CONV2D_CONV_IMPLICIT_GEMM_3XTF32_BACKWARD_H_
 
+#include <cmath>
 #include <cstddef>
 #include <cstdint>
 
 #include "absl/status/statusor.h"
 #include "conv/algorithms/implicit_gemm/implicit_gemm_3xtf32.h"
+#include "conv/arch/float_bits.h"
 
 namespace conv2d {
 namespace implicit_gemm_3xtf32_internal {
@@ -41,16 +43,33 @@ struct SplitK {
   int slices = 1;
   int slice_tiles = 0;
 };
+// wgrad's centring. dw[o, c, tap] = sum over k of x[c, k + tap] dy[o, k] is a sum of K terms
+// (K = batch*out_h*out_w: 100,352 on ResNet-50's 56x56 layers); where x has a large mean (ReLU
+// activations; the large-mean class, x = |N(0, 1)| + 10) every term carries it while their sum
+// cancels, and the mma accumulator's truncation (an error of ~ulp(partial sum) per mma, biased
+// within a chunk) grows with the terms' magnitude. So beyond kCenterK terms the GEMM takes
+// x - center_c (center_c: the mean of image 0's plane of channel c, to 8 significant bits, 0
+// where that is not finite; the zero padding becomes -center_c too) and the reduction adds back
+// center_c * sum(dy[:, o]) in double: the same dw in exact arithmetic, with terms of the data's
+// spread instead of its mean. The cost: an FADD per A element in the main loop, and two
+// channel-sum passes (image 0 of x, all of dy) before the GEMM.
+constexpr int64_t kCenterK = 4608;
+inline bool WgradCenters(int64_t k) { return k > kCenterK; }
+CONV2D_HOST_DEVICE_INLINE float WgradCenter(double image0_sum, int plane) {
+  const double mean = image0_sum / plane;
+  if (!(fabs(mean) <= 1e38)) return 0.f;  // NaN or inf in image 0, or beyond fp32
+  return BitsFloat(FloatBits(static_cast<float>(mean)) & 0xffff8000u);
+}
+
 // wgrad's accumulator chunk, in k-tiles: shorter as K grows. The chunks' errors (the mma
 // accumulator's truncation bias, ~L^1.5 for a chunk of L terms) have random signs, so a sum of K
 // terms errs ~ L * sqrt(K): the forward's verified case, 128-term chunks at K = 4608 (worst 0.41
 // of the bar on large-mean data), holds L * sqrt(K) <= 128 * sqrt(4608) for K <= 4608 at 128,
-// <= 18432 at 64 and <= 73728 at 32 (ResNet-50's 56x56 layers, K = 100,352, are 1.17x past it).
-// Measured (H100, round 97): 128-term chunks at K = 100,352 put large-mean elements whose g64 is
-// near zero at 2.9x the bar; the tf32 model (cpu_replay/tf32_model.h) on those data, worst of 120
-// elements: 0.17 of the bar at 128 terms, 0.03 at 32, and slices of 512 to 4608 terms changed
-// nothing (the chunks dominate, not the slices' fp32 sums). The cost: a fold (an FADD and a MOV
-// per accumulator) every 32 terms instead of 128.
+// <= 18432 at 64 and <= 73728 at 32. Measured on the large-mean class at K = 100,352 (ResNet's
+// 64-channel 3x3 56x56 layer, H100): 128-term chunks, 44 of 36,864 elements past the bar (worst
+// 2.93x, round 97); 32-term chunks, rms 6.5e-4 and one element at 1.47x (round 98), the tf32
+// model's rms (cpu_replay/tf32_model.h) within 2% of it. With x centred the model gives 1.3e-4
+// at 32 terms (2.5e-4 at 64: the padding's -center_c terms remain; the CPU test's WgradChunk).
 constexpr int WgradFoldTiles(int64_t k) {
   return k <= 4608 ? kFoldTiles : k <= 18432 ? kFoldTiles / 2 : kFoldTiles / 4;
 }
@@ -74,10 +93,14 @@ size_t WgradWorkspaceBytes(const Shape& shape, const SplitK& split);
 // dw[e] from the slices' partials part[slice*n + e]: in slice order, in double (exact enough
 // that the sum's rounding does not depend on K, and fixed, so the result is reproducible).
 template <class T>
-CONV2D_HOST_DEVICE_INLINE float SumSlicesAt(const T* part, int64_t e, int64_t n, int slices) {
+CONV2D_HOST_DEVICE_INLINE double SliceSum(const T* part, int64_t e, int64_t n, int slices) {
   double s = 0;
   for (int i = 0; i < slices; ++i) s += static_cast<double>(part[i * n + e]);
-  return static_cast<float>(s);
+  return s;
+}
+template <class T>
+CONV2D_HOST_DEVICE_INLINE float SumSlicesAt(const T* part, int64_t e, int64_t n, int slices) {
+  return static_cast<float>(SliceSum(part, e, n, slices));
 }
 
 // The N tile's group and its first column within the group.
@@ -172,6 +195,7 @@ CONV2D_UNROLL
   }
   CONV2D_HOST_DEVICE_INLINE int ColStride(const Params& p) const { return p.hw; }
   CONV2D_HOST_DEVICE_INLINE int NLimit(const Params& p) const { return p.cg; }
+  CONV2D_HOST_DEVICE_INLINE float A(float v, int, int) const { return v; }
 };
 
 // wgrad. A (x): thread t copies k columns t%4 + 4*j (j < 4) of tap rows t/4 and t/4 + 64: a warp
@@ -191,6 +215,8 @@ struct WgradOp {
   int tap_ofs[kAM] = {};     // x offset of tap row m for pixel (0, 0) of image 0, group g
   int tap_r[kAM] = {}, tap_c[kAM] = {};  // p*dh, q*dw
   bool tap_valid[kAM] = {};
+  // The centre of each of the thread's A fragment rows (mi, gid or gid + 8): WgradCenter.
+  float center[kMmaTilesM][2] = {};
 
   CONV2D_HOST_DEVICE_INLINE void Init(const Params& p, int m_tile, int n_tile, int slice,
                                       int tid) {
@@ -213,6 +239,17 @@ CONV2D_UNROLL
       tap_r[i] = kp * p.dh;
       tap_c[i] = (r - kp * p.kw) * p.dw;
       tap_ofs[i] = tap_valid[i] ? (g * p.cg + c) * p.hw + tap_r[i] * p.w + tap_c[i] : 0;
+    }
+    if (p.x_sums != nullptr) {
+      const int lane = tid % 32, row0 = m0 + WarpM0(tid / 32) + lane / 4;
+CONV2D_UNROLL
+      for (int mi = 0; mi < kMmaTilesM; ++mi)
+CONV2D_UNROLL
+        for (int h = 0; h < 2; ++h) {
+          const int m = row0 + mi * 16 + 8 * h;
+          center[mi][h] =
+              m < p.m ? WgradCenter(p.x_sums[g * p.cg + p.div_khkw.Div(m)], p.hw) : 0.f;
+        }
     }
   }
 
@@ -263,7 +300,25 @@ CONV2D_UNROLL
   }
   CONV2D_HOST_DEVICE_INLINE int ColStride(const Params& p) const { return p.red; }
   CONV2D_HOST_DEVICE_INLINE int NLimit(const Params& p) const { return p.og; }
+  // A fragment register `reg` of mma tile mi: row gid + 8 * (reg & 1) (implicit_gemm_3xtf32.h).
+  CONV2D_HOST_DEVICE_INLINE float A(float v, int mi, int reg) const {
+    return v - center[mi][reg & 1];
+  }
 };
+
+// dw[e] from the slices' partials (SumSlicesAt) plus, where x was centred, center_c * the sum
+// of dy[:, o] (e = o * red + m, c = g * cg + m / (kh * kw)): in double, in a fixed order.
+CONV2D_HOST_DEVICE_INLINE float WgradSumAt(const Params& p, const float* part, int64_t e,
+                                           int64_t n) {
+  double s = SliceSum(part, e, n, p.slices);
+  if (p.x_sums != nullptr) {
+    const int o = static_cast<int>(e / p.red), m = static_cast<int>(e - int64_t{o} * p.red);
+    const int c = o / p.og * p.cg + m / (p.kh * p.kw);
+    const float center = WgradCenter(p.x_sums[c], p.hw);
+    if (center != 0.f) s += static_cast<double>(center) * p.dy_sums[o];  // not 0 * inf
+  }
+  return static_cast<float>(s);
+}
 
 }  // namespace implicit_gemm_3xtf32_internal
 }  // namespace conv2d
