@@ -26,6 +26,7 @@ import ctypes
 import importlib
 import os
 import threading
+import types
 import warnings
 from typing import List, Optional
 
@@ -460,20 +461,11 @@ def _make_train(call):
 
 
 def _train_double_backward(x, w, has_bias, grad, geometry, needs):
-    """The fast path's training node under create_graph: the gradients through conv2d.grad's
-    ops, which record their own (double backward)."""
-    stride, padding, dilation, groups = geometry
-    want_x, want_w, want_b = needs
-    gx = gw = gb = None
-    if want_x:
-        gx = _grad.conv2d_input_grad_op(grad, w, list(x.shape), stride, padding, dilation, groups)
-    if want_w:
-        gw, db = _grad.conv2d_weight_grad_op(x, grad, list(w.shape), stride, padding, dilation,
-                                             groups, want_b)
-        gb = db if want_b else None
-    elif want_b:
-        gb = grad.sum((0, 2, 3), dtype=torch.float64).to(_F32)
-    return gx, gw, gb
+    """The fast path's training node under create_graph: the op's backward (conv2d.grad's ops,
+    which record their own gradients: double backward)."""
+    ctx = types.SimpleNamespace(saved_tensors=(x, w), needs_input_grad=needs, has_bias=has_bias,
+                                geometry=geometry)
+    return _backward(ctx, grad)[:3]
 
 
 def _trains_eagerly(x, w, bias, out):
