@@ -228,6 +228,10 @@ class TrainCall {
     return {dw, db};
   }
 
+  // y = conv2d(x, w, bias) recording ConvTrain, or None where the tensors are not plain (the
+  // Python path's _Train takes those, as the Python path takes Call's).
+  py::object Apply(const at::Tensor& x, const at::Tensor& w, const at::Tensor* bias) const;
+
   bool has_bias_plan() const { return wgrad_bias_.plan != nullptr; }
   const py::object& geometry() const { return geometry_; }
 
@@ -282,6 +286,13 @@ struct ConvTrain : public torch::autograd::Function<ConvTrain> {
   }
 };
 
+py::object TrainCall::Apply(const at::Tensor& x, const at::Tensor& w,
+                            const at::Tensor* bias) const {
+  if (!Plain(x) || !Plain(w) || (bias && !Plain(*bias))) return py::none();
+  const std::optional<at::Tensor> b = bias ? std::optional<at::Tensor>(*bias) : std::nullopt;
+  return py::cast(ConvTrain::apply(x, w, b, reinterpret_cast<int64_t>(this)));
+}
+
 // The signature table of the `conv2d` entry. A key holds what makes a problem and its plan:
 // x's rank and sizes, w's sizes, bias's size (or -1), the device, and stride, padding, dilation
 // and groups in one form whichever way F.conv2d's arguments spelled them (an int n as (n, n);
@@ -299,9 +310,12 @@ struct KeyHash {
   }
 };
 
+// A signature's calls: the forward's Call (no gradient to record) and the training node's
+// TrainCall (a gradient to record), each remembered once the Python path has made it.
 struct Entry {
   py::object owner;  // keeps the Call alive
-  const Call* call;
+  const Call* call = nullptr;
+  const TrainCall* train = nullptr;  // never freed: a graph's node may outlive the table
 };
 
 // Read and written only under the GIL; never freed (outlives interpreter teardown).
@@ -373,19 +387,26 @@ bool KeyOf(PyObject* const* args, Key* key, const at::Tensor** x, const at::Tens
 }
 
 // Whether conv2d may skip the dispatcher, as functional.py's _needs_op decides beyond the
-// tensors' types: no gradient to record, no dispatch or function mode, no functorch transform,
-// no forward-mode AD level.
-bool DirectAllowed(const at::Tensor& x, const at::Tensor& w, const at::Tensor* bias) {
-  if (c10::GradMode::is_enabled() &&
-      (x.requires_grad() || w.requires_grad() || (bias && bias->requires_grad()))) {
-    return false;
-  }
+// tensors' types: no gradient to record (WantsGradient) and NoModes; with a gradient to record,
+// eager training's node takes the call where NoModes (functional.py's _trains_eagerly).
+bool WantsGradient(const at::Tensor& x, const at::Tensor& w, const at::Tensor* bias) {
+  return c10::GradMode::is_enabled() &&
+         (x.requires_grad() || w.requires_grad() || (bias && bias->requires_grad()));
+}
+
+// Nothing in play that needs the dispatcher: no dispatch or function mode, no functorch
+// transform, no forward-mode AD level.
+bool NoModes() {
   const c10::DispatchKeySet included = c10::impl::tls_local_dispatch_key_set().included_;
   return c10::impl::TorchDispatchModeTLS::stack_len() == 0 &&
          !at::impl::torch_function_mode_enabled() &&
          !included.has(c10::DispatchKey::FuncTorchDynamicLayerFrontMode) &&
          !included.has(c10::DispatchKey::FuncTorchDynamicLayerBackMode) &&
          torch::autograd::ForwardADLevel::try_get_by_idx(0) == nullptr;
+}
+
+bool DirectAllowed(const at::Tensor& x, const at::Tensor& w, const at::Tensor* bias) {
+  return !WantsGradient(x, w, bias) && NoModes();
 }
 
 // conv2d(input, weight, bias, stride, padding, dilation, groups, out): y, or None for the Python
@@ -401,9 +422,15 @@ PyObject* Conv2d(PyObject* /*self*/, PyObject* const* args, Py_ssize_t nargs) {
   const at::Tensor *x, *w, *bias;
   if (!KeyOf(args, &key, &x, &w, &bias)) Py_RETURN_NONE;
   const at::Tensor* out = args[7] == Py_None ? nullptr : PlainType(args[7]);
-  if ((args[7] != Py_None && out == nullptr) || !DirectAllowed(*x, *w, bias)) Py_RETURN_NONE;
+  if ((args[7] != Py_None && out == nullptr) || !NoModes()) Py_RETURN_NONE;
   const auto entry = g_table->find(key);
   if (entry == g_table->end()) Py_RETURN_NONE;
+  if (WantsGradient(*x, *w, bias)) {
+    const TrainCall* train = entry->second.train;
+    if (train == nullptr || out != nullptr || x->dim() != 4) Py_RETURN_NONE;
+    return train->Apply(*x, *w, bias).release().ptr();
+  }
+  if (entry->second.call == nullptr) Py_RETURN_NONE;
   // Held through the call: another thread may replace the entry while Run releases the GIL.
   const py::object keep = entry->second.owner;
   const Call* call = entry->second.call;
@@ -441,7 +468,9 @@ PYBIND11_MODULE(CONV2D_FAST_PATH_MODULE, m) {
       "conv2d_plan_run_ex, _run_dgrad, _run_wgrad and conv2d_last_error; error(rc): the "
       "exception to raise for a failed call; double_backward(x, w, has_bias, grad, geometry, "
       "needs): the gradients through conv2d.grad's ops, for a backward under create_graph");
-  py::class_<TrainCall>(m, "TrainCall")
+  // Never deleted (py::nodelete): a recorded graph's ConvTrain node keeps the address, and may
+  // outlive the Python object; one per signature trained.
+  py::class_<TrainCall, std::unique_ptr<TrainCall, py::nodelete>>(m, "TrainCall")
       .def(py::init([](std::array<uintptr_t, 4> plans, std::array<size_t, 4> workspace_bytes,
                        int device, std::vector<int64_t> x_shape, std::vector<int64_t> w_shape,
                        std::vector<int64_t> y_shape, py::object geometry) {
@@ -456,10 +485,8 @@ PYBIND11_MODULE(CONV2D_FAST_PATH_MODULE, m) {
       .def(
           "__call__",
           [](const TrainCall& call, const at::Tensor& x, const at::Tensor& w,
-             const std::optional<at::Tensor>& bias) -> py::object {
-            // The plain case only (as Call): anything else is the Python path's (_Train).
-            if (!Plain(x) || !Plain(w) || (bias && !Plain(*bias))) return py::none();
-            return py::cast(ConvTrain::apply(x, w, bias, reinterpret_cast<int64_t>(&call)));
+             const std::optional<at::Tensor>& bias) {
+            return call.Apply(x, w, bias ? &*bias : nullptr);
           },
           py::arg("x"), py::arg("w"), py::arg("bias"),
           "y = conv2d(x, w, bias) recording eager training's C++ node, or None");
@@ -482,13 +509,19 @@ PYBIND11_MODULE(CONV2D_FAST_PATH_MODULE, m) {
         Key key;
         const at::Tensor *x, *w, *bias;
         if (!KeyOf(items, &key, &x, &w, &bias)) return false;
-        const Call* c = call.cast<const Call*>();
-        g_table->insert_or_assign(key, Entry{std::move(call), c});
+        Entry& entry = (*g_table)[key];
+        if (py::isinstance<TrainCall>(call)) {
+          entry.train = call.cast<const TrainCall*>();
+        } else {
+          entry.call = call.cast<const Call*>();
+          entry.owner = std::move(call);
+        }
         return true;
       },
       py::arg("call"),
-      "Makes conv2d(...) with these arguments (a call the Python path ran through `call`) run "
-      "`call`; returns whether they have a key (else conv2d leaves them to the Python path)");
+      "Makes conv2d(...) with these arguments (a call the Python path ran through `call`, a "
+      "Call, or a TrainCall for calls with a gradient to record) run `call`; returns whether "
+      "they have a key (else conv2d leaves them to the Python path)");
   m.def("forget", [] { g_table->clear(); }, "Empties the signature table (tests)");
   m.def(
       "train_runs",
