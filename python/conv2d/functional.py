@@ -460,6 +460,12 @@ def _make_train(call):
     return call.train
 
 
+def _train_node(call):
+    """The fast path's TrainCall for a forward _Call (made on its first training call), or
+    False: _Train's Python node then takes the call."""
+    return _make_train(call) if call.train is None else call.train
+
+
 def _train_double_backward(x, w, has_bias, grad, geometry, needs):
     """The fast path's training node under create_graph: the op's backward (conv2d.grad's ops,
     which record their own gradients: double backward)."""
@@ -511,9 +517,7 @@ def conv2d(input, weight, bias=None, stride=1, padding=0, dilation=1, groups=1, 
             return _direct(input, weight, bias, stride, padding, dilation, groups, False, out)
         if _EAGER_TRAIN and _trains_eagerly(input, weight, bias, out):
             call = _call_for(input, weight, bias, stride, padding, dilation, groups, False)
-            train = call.train
-            if train is None:
-                train = _make_train(call)
+            train = _train_node(call)
             if train:
                 y = train(input, weight, bias)
                 if y is not None:  # plain tensors: the C++ entry takes this signature from now

@@ -81,8 +81,9 @@ def test_gradients_within_the_bar_against_float64(dims, kw, bias, kind):
 @pytest.mark.parametrize("path", ["fast path's node", "Python node", "op"])
 def test_the_eager_training_path_and_the_op_agree_bitwise(monkeypatch, path):
     from conv2d import functional
-    if path == "Python node":
-        monkeypatch.setattr(functional, "_make_train", lambda call: False)
+    if path != "fast path's node":
+        monkeypatch.setattr(functional, "_train_node", lambda call: False)
+        monkeypatch.setattr(functional, "_fast_conv2d", None)
     monkeypatch.setattr(functional, "_EAGER_TRAIN", path != "op")
     x, w, b = _inputs(5, (2, 16, 24, 20, 18, 3, 3), {}, True)
     dy = torch.randn(2, 24, 10, 9, device="cuda")
@@ -112,7 +113,8 @@ def test_the_fast_paths_training_node_computes_only_what_is_asked_for():
 
 def test_only_the_gradients_asked_for_are_computed(monkeypatch):
     from conv2d import functional
-    monkeypatch.setattr(functional, "_make_train", lambda call: False)  # the Python node
+    monkeypatch.setattr(functional, "_train_node", lambda call: False)  # the Python node
+    monkeypatch.setattr(functional, "_fast_conv2d", None)  # and not the C++ entry's
     ran = []
     real = cgrad._enqueue
     monkeypatch.setattr(cgrad, "_enqueue", lambda call, ptrs: (ran.append(call.op),
