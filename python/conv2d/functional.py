@@ -26,6 +26,7 @@ import ctypes
 import importlib
 import os
 import threading
+import types
 import warnings
 from typing import List, Optional
 
@@ -64,7 +65,7 @@ class _Call:
     made once. op: the forward (_native.FPROP), or the backward's DGRAD or WGRAD (conv2d.grad),
     whose has_bias says whether the call writes db."""
     __slots__ = ("out_shape", "out_strides", "fields", "has_bias", "device", "index", "plan",
-                 "run", "kind", "fast", "op", "x_shape", "w_shape", "grads")
+                 "run", "kind", "fast", "op", "x_shape", "w_shape", "grads", "train")
 
     def __init__(self, x_shape, w_shape, has_bias, device, stride, pad, dilation, groups,
                  op=_native.FPROP):
@@ -79,6 +80,7 @@ class _Call:
         self.op = op
         self.x_shape, self.w_shape = tuple(x_shape), tuple(w_shape)
         self.grads = {}  # a forward's backward _Calls, (op, has_bias) -> _Call (conv2d.grad)
+        self.train = None  # the fast path's TrainCall once made, False where there is none
         self.plan = None
         self.run = None  # (plan handle, workspace bytes), published together once made
         self.fast = None  # the fast path's Call for the plan, once made (where it loads)
@@ -159,7 +161,10 @@ def _load_fast_path():
         return None
     if module.TORCH_VERSION != release:
         return None
-    module.init(ctypes.cast(_run_ex, ctypes.c_void_p).value, _run_error)
+    address = lambda f: ctypes.cast(f, ctypes.c_void_p).value
+    module.init(address(_run_ex), _run_error, address(_native.run_function(_native.DGRAD)),
+                address(_native.run_function(_native.WGRAD)),
+                address(_native.lib().conv2d_last_error), _train_double_backward)
     return module
 
 
@@ -427,6 +432,48 @@ def _needs_op(x, w, bias, out=None):
     return _context_needs_op(x, w, bias)
 
 
+def _make_train(call):
+    """The fast path's TrainCall of a forward _Call (its plans and its dgrad's and wgrad's, all
+    made now: the C++ backward runs without Python), or False where there is none (no fast
+    path, or nothing to compute)."""
+    if call.kind != "run":
+        call.train = False
+        return False
+    call.make_plan()
+    if _fast is None or not hasattr(_fast, "TrainCall"):
+        call.train = False
+        return False
+    runs = [call.run]
+    try:
+        for op, bias in ((_native.DGRAD, False), (_native.WGRAD, False), (_native.WGRAD, True)):
+            if bias and not call.has_bias:
+                runs.append((0, 0))
+                continue
+            back = _grad._backward_call(call, op, bias)
+            runs.append(back.run if back.run is not None else back.make_plan())
+    except _native.Error:  # a backward the library refuses: _Train's path raises it if asked
+        call.train = False
+        return False
+    call.train = _fast.TrainCall([r[0] for r in runs], [r[1] for r in runs], call.index,
+                                 list(call.x_shape), list(call.w_shape), list(call.out_shape),
+                                 _per_side(call))
+    return call.train
+
+
+def _train_node(call):
+    """The fast path's TrainCall for a forward _Call (made on its first training call), or
+    False: _Train's Python node then takes the call."""
+    return _make_train(call) if call.train is None else call.train
+
+
+def _train_double_backward(x, w, has_bias, grad, geometry, needs):
+    """The fast path's training node under create_graph: the op's backward (conv2d.grad's ops,
+    which record their own gradients: double backward)."""
+    ctx = types.SimpleNamespace(saved_tensors=(x, w), needs_input_grad=needs, has_bias=has_bias,
+                                geometry=geometry)
+    return _backward(ctx, grad)[:3]
+
+
 def _trains_eagerly(x, w, bias, out):
     """Whether _Train takes this call: plain CUDA tensors needing a gradient, no out=, and
     nothing in play that needs the dispatcher (a mode, a functorch transform, forward AD)."""
@@ -469,6 +516,13 @@ def conv2d(input, weight, bias=None, stride=1, padding=0, dilation=1, groups=1, 
         if not _needs_op(input, weight, bias, out):
             return _direct(input, weight, bias, stride, padding, dilation, groups, False, out)
         if _EAGER_TRAIN and _trains_eagerly(input, weight, bias, out):
+            call = _call_for(input, weight, bias, stride, padding, dilation, groups, False)
+            train = _train_node(call)
+            if train:
+                y = train(input, weight, bias)
+                if y is not None:  # plain tensors: the C++ entry takes this signature from now
+                    _fast.remember(train, input, weight, bias, stride, padding, dilation, groups)
+                    return y
             return _Train.apply(input, weight, bias, stride, padding, dilation, groups)
     _check_tensors(input, weight, bias)
     if out is not None and not isinstance(out, torch.Tensor):

@@ -78,10 +78,13 @@ def test_gradients_within_the_bar_against_float64(dims, kw, bias, kind):
         assert _bar(g, r) <= 1.0, (name, _bar(g, r))
 
 
-@pytest.mark.parametrize("eager", [True, False])
-def test_the_eager_training_path_and_the_op_agree_bitwise(monkeypatch, eager):
+@pytest.mark.parametrize("path", ["fast path's node", "Python node", "op"])
+def test_the_eager_training_path_and_the_op_agree_bitwise(monkeypatch, path):
     from conv2d import functional
-    monkeypatch.setattr(functional, "_EAGER_TRAIN", eager)
+    if path != "fast path's node":
+        monkeypatch.setattr(functional, "_train_node", lambda call: False)
+        monkeypatch.setattr(functional, "_fast_conv2d", None)
+    monkeypatch.setattr(functional, "_EAGER_TRAIN", path != "op")
     x, w, b = _inputs(5, (2, 16, 24, 20, 18, 3, 3), {}, True)
     dy = torch.randn(2, 24, 10, 9, device="cuda")
     y, g = _grads(x, w, b, dy, dict(stride=2, padding=1), conv2d.conv2d)
@@ -91,7 +94,27 @@ def test_the_eager_training_path_and_the_op_agree_bitwise(monkeypatch, eager):
     assert torch.equal(y, yo) and all(torch.equal(p, q) for p, q in zip(g, go))
 
 
+def test_the_fast_paths_training_node_computes_only_what_is_asked_for():
+    from conv2d import functional
+    x, w, b = _inputs(1, (2, 4, 6, 12, 12, 3, 3), {}, True)
+    conv2d.conv2d(x, w, padding=1)  # loads the fast path, if it loads here
+    fast = functional._fast
+    if fast is None or not hasattr(fast, "train_runs"):
+        pytest.skip("NOT TESTED here: no fast path for this Python and PyTorch")
+    for x_grad, w_grad, expect in [(False, True, (1, 0, 1)), (True, False, (1, 1, 0)),
+                                   (True, True, (1, 1, 1))]:
+        xx, ww = x.clone().requires_grad_(x_grad), w.clone().requires_grad_(w_grad)
+        before = fast.train_runs()
+        y = conv2d.conv2d(xx, ww, b, padding=1)
+        assert "ConvTrain" in y.grad_fn.name(), y.grad_fn.name()
+        y.sum().backward()
+        assert tuple(a - c for a, c in zip(fast.train_runs(), before)) == expect
+
+
 def test_only_the_gradients_asked_for_are_computed(monkeypatch):
+    from conv2d import functional
+    monkeypatch.setattr(functional, "_train_node", lambda call: False)  # the Python node
+    monkeypatch.setattr(functional, "_fast_conv2d", None)  # and not the C++ entry's
     ran = []
     real = cgrad._enqueue
     monkeypatch.setattr(cgrad, "_enqueue", lambda call, ptrs: (ran.append(call.op),
