@@ -20,8 +20,12 @@ absl::Status AddBias(const Shape& shape, const float* bias, float* y, cudaStream
 // (bitwise reproducible).
 absl::Status BiasGrad(const Shape& shape, const float* dy, float* db, cudaStream_t stream);
 
-// Enqueues sums[c] = the sum of t[:, c, :] for t (batch, channels, plane), in double, in
-// BiasGrad's fixed order (implicit_gemm_3xtf32's wgrad centering).
+// The runs ChannelSums cuts each channel into: a function of the sizes alone.
+int ChannelSumSplits(int64_t batch, int64_t channels, int64_t plane);
+// Enqueues sums[c * splits + s] (splits = ChannelSumSplits(...)) = the sum of run s of channel
+// c of t (batch, channels, plane), the channel's batch*plane elements in (b, i) order cut into
+// equal runs, each in double in BiasGrad's fixed order; a channel's sum is its runs' sum in
+// order (implicit_gemm_3xtf32's wgrad centring).
 absl::Status ChannelSums(const float* t, int64_t batch, int64_t channels, int64_t plane,
                          double* sums, cudaStream_t stream);
 

@@ -119,7 +119,13 @@ size_t WgradWorkspaceBytes(const Shape& s, const SplitK& split) {
   const bool center = WgradCenters(DimsOf(s).k);
   if (split.slices == 1 && !center) return 0;
   const size_t part = static_cast<size_t>(split.slices) * 4 * static_cast<size_t>(s.filter_elements());
-  const size_t sums = center ? 8 * static_cast<size_t>(s.in_channels + s.out_channels) + 8 : 0;
+  const size_t sums =
+      center ? 8 * static_cast<size_t>(s.in_channels * ChannelSumSplits(1, s.in_channels,
+                                                                        s.height * s.width) +
+                                       s.out_channels * ChannelSumSplits(s.batch, s.out_channels,
+                                                                         s.out_h() * s.out_w())) +
+                   8
+             : 0;
   return part + sums + 256;
 }
 
@@ -154,6 +160,8 @@ Params MakeParams(const Shape& s) {
     }
     p.fold_tiles = WgradFoldTiles(d.k);
     p.center = WgradCenters(d.k);
+    p.x_runs = ChannelSumSplits(1, s.in_channels, s.height * s.width);
+    p.dy_runs = ChannelSumSplits(s.batch, s.out_channels, s.out_h() * s.out_w());
   }
   return p;
 }
@@ -390,7 +398,7 @@ class ImplicitGemm3xTf32Runner : public Runner {
     if (p.center) {
       const uintptr_t sums = (at + size_t{4} * p.slices * filter_ + 7) & ~uintptr_t{7};
       double* x_sums = reinterpret_cast<double*>(sums);
-      double* dy_sums = x_sums + p.cin;
+      double* dy_sums = x_sums + int64_t{p.cin} * p.x_runs;
       RETURN_IF_ERROR(ChannelSums(a.x, 1, p.cin, p.hw, x_sums, a.stream));
       RETURN_IF_ERROR(ChannelSums(a.dy, batch_, p.cout, p.p, dy_sums, a.stream));
       p.x_sums = x_sums;

@@ -104,8 +104,9 @@ struct Params {
   int slice_tiles = 0;      // wgrad: k-tiles per slice
   int fold_tiles = kFoldTiles;  // wgrad: k-tiles per accumulator chunk (WgradFoldTiles)
   bool center = false;      // wgrad: x centred (WgradCenters)
-  // wgrad with center, set per call: x's image-0 channel sums (Cin) and dy's channel sums (Cout),
-  // in the workspace (ChannelSums).
+  // wgrad with center: ChannelSums's runs per channel of image 0 of x and of dy, and (set per
+  // call) the sums, in the workspace.
+  int x_runs = 1, dy_runs = 1;
   const double* x_sums = nullptr;
   const double* dy_sums = nullptr;
   int slice_stride = 0;     // wgrad: floats between two slices' partial dw (Cout*red)

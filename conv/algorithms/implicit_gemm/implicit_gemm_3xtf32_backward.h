@@ -47,14 +47,21 @@ struct SplitK {
 // (K = batch*out_h*out_w: 100,352 on ResNet-50's 56x56 layers); where x has a large mean (ReLU
 // activations; the large-mean class, x = |N(0, 1)| + 10) every term carries it while their sum
 // cancels, and the mma accumulator's truncation (an error of ~ulp(partial sum) per mma, biased
-// within a chunk) grows with the terms' magnitude. So beyond kCenterK terms the GEMM takes
-// x - center_c (center_c: the mean of image 0's plane of channel c, to 8 significant bits, 0
-// where that is not finite; the zero padding becomes -center_c too) and the reduction adds back
+// within a chunk) grows with the terms' magnitude. So beyond kCenterK terms, where even 32-term
+// chunks pass the verified L * sqrt(K) (WgradFoldTiles), the GEMM takes x - center_c
+// (center_c: the mean of image 0's plane of channel c, to 8 significant bits, 0 where that is
+// not finite; the zero padding becomes -center_c too) and the reduction adds back
 // center_c * sum(dy[:, o]) in double: the same dw in exact arithmetic, with terms of the data's
-// spread instead of its mean. The cost: an FADD per A element in the main loop, and two
-// channel-sum passes (image 0 of x, all of dy) before the GEMM.
-constexpr int64_t kCenterK = 4608;
+// spread instead of its mean. The cost: an FADD per A element in the main loop, and the channel
+// sums of image 0 of x and of all of dy (ChannelSums, one more read of dy) before the GEMM.
+constexpr int64_t kCenterK = 73728;
 inline bool WgradCenters(int64_t k) { return k > kCenterK; }
+// A channel's sum from ChannelSums's runs, in their order.
+CONV2D_HOST_DEVICE_INLINE double RunsSum(const double* sums, int c, int runs) {
+  double s = 0;
+  for (int r = 0; r < runs; ++r) s += sums[c * runs + r];
+  return s;
+}
 CONV2D_HOST_DEVICE_INLINE float WgradCenter(double image0_sum, int plane) {
   const double mean = image0_sum / plane;
   if (!(fabs(mean) <= 1e38)) return 0.f;  // NaN or inf in image 0, or beyond fp32
@@ -248,7 +255,9 @@ CONV2D_UNROLL
         for (int h = 0; h < 2; ++h) {
           const int m = row0 + mi * 16 + 8 * h;
           center[mi][h] =
-              m < p.m ? WgradCenter(p.x_sums[g * p.cg + p.div_khkw.Div(m)], p.hw) : 0.f;
+              m < p.m ? WgradCenter(RunsSum(p.x_sums, g * p.cg + p.div_khkw.Div(m), p.x_runs),
+                                    p.hw)
+                      : 0.f;
         }
     }
   }
@@ -314,8 +323,8 @@ CONV2D_HOST_DEVICE_INLINE float WgradSumAt(const Params& p, const float* part, i
   if (p.x_sums != nullptr) {
     const int o = static_cast<int>(e / p.red), m = static_cast<int>(e - int64_t{o} * p.red);
     const int c = o / p.og * p.cg + m / (p.kh * p.kw);
-    const float center = WgradCenter(p.x_sums[c], p.hw);
-    if (center != 0.f) s += static_cast<double>(center) * p.dy_sums[o];  // not 0 * inf
+    const float center = WgradCenter(RunsSum(p.x_sums, c, p.x_runs), p.hw);
+    if (center != 0.f) s += static_cast<double>(center) * RunsSum(p.dy_sums, o, p.dy_runs);
   }
   return static_cast<float>(s);
 }
