@@ -40,8 +40,14 @@ constexpr int kUnroll = 4;
 template <class T>
 __global__ void __launch_bounds__(kChannelSumThreads)
     ChannelSumKernel(const float* __restrict__ t, T* __restrict__ out, int64_t channels,
-                     int64_t plane, int64_t n, int64_t run) {
+                     int64_t plane, int64_t n, int64_t run, const float* __restrict__ gate,
+                     int64_t gate_n) {
   __shared__ double partial[kChannelSumThreads];
+  if (gate != nullptr) {
+    int any = 0;
+    for (int64_t j = threadIdx.x; j < gate_n; j += kChannelSumThreads) any |= gate[j] != 0.0f;
+    if (!__syncthreads_or(any)) return;
+  }
   const int64_t c = blockIdx.x;
   const int64_t begin = blockIdx.y * run;
   const int64_t end = begin + run < n ? begin + run : n;
@@ -55,6 +61,7 @@ __global__ void __launch_bounds__(kChannelSumThreads)
     b[u] = j / plane;
     i[u] = j - b[u] * plane;
   }
+  const int64_t step_b = kStep / plane, step_i = kStep - step_b * plane;
   double sum = 0;
   for (int64_t j0 = begin + threadIdx.x; j0 < end; j0 += kStep) {
     float v[kUnroll];
@@ -65,7 +72,12 @@ __global__ void __launch_bounds__(kChannelSumThreads)
 #pragma unroll
     for (int u = 0; u < kUnroll; ++u) {
       sum += v[u];
-      for (i[u] += kStep; i[u] >= plane; i[u] -= plane) ++b[u];
+      b[u] += step_b;
+      i[u] += step_i;
+      if (i[u] >= plane) {
+        i[u] -= plane;
+        ++b[u];
+      }
     }
   }
   const double total = BlockSum<kChannelSumThreads>(sum, partial);
@@ -74,12 +86,14 @@ __global__ void __launch_bounds__(kChannelSumThreads)
 
 template <class T>
 absl::Status LaunchChannelSums(const float* t, int64_t batch, int64_t channels, int64_t plane,
-                               int splits, T* out, cudaStream_t stream) {
+                               int splits, T* out, cudaStream_t stream,
+                               const float* gate = nullptr, int64_t gate_n = 0) {
   const int64_t n = batch * plane;
   const int64_t run = (n + splits - 1) / splits;
   return CudaStatus(LaunchPdl(/*pdl=*/false, ChannelSumKernel<T>,
                               dim3(static_cast<unsigned>(channels), static_cast<unsigned>(splits)),
-                              kChannelSumThreads, 0, stream, t, out, channels, plane, n, run),
+                              kChannelSumThreads, 0, stream, t, out, channels, plane, n, run,
+                              gate, gate_n),
                     "ChannelSums");
 }
 
@@ -99,9 +113,9 @@ int ChannelSumSplits(int64_t batch, int64_t channels, int64_t plane) {
 }
 
 absl::Status ChannelSums(const float* t, int64_t batch, int64_t channels, int64_t plane,
-                         double* sums, cudaStream_t stream) {
+                         double* sums, cudaStream_t stream, const float* gate, int64_t gate_n) {
   return LaunchChannelSums(t, batch, channels, plane, ChannelSumSplits(batch, channels, plane),
-                           sums, stream);
+                           sums, stream, gate, gate_n);
 }
 
 absl::Status AddBias(const Shape& s, const float* bias, float* y, cudaStream_t stream) {

@@ -25,9 +25,11 @@ int ChannelSumSplits(int64_t batch, int64_t channels, int64_t plane);
 // Enqueues sums[c * splits + s] (splits = ChannelSumSplits(...)) = the sum of run s of channel
 // c of t (batch, channels, plane), the channel's batch*plane elements in (b, i) order cut into
 // equal runs, each in double in BiasGrad's fixed order; a channel's sum is its runs' sum in
-// order (implicit_gemm_3xtf32's wgrad centring).
+// order (implicit_gemm_3xtf32's wgrad centring). With a gate, nothing is written where its
+// gate_n values (on the device) are all zero.
 absl::Status ChannelSums(const float* t, int64_t batch, int64_t channels, int64_t plane,
-                         double* sums, cudaStream_t stream);
+                         double* sums, cudaStream_t stream, const float* gate = nullptr,
+                         int64_t gate_n = 0);
 
 // runner.Run(args), then AddBias (fprop) or BiasGrad (wgrad) when the shape has a bias the
 // runner does not handle itself.

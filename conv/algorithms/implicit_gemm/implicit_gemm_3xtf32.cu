@@ -34,6 +34,7 @@
 #include <limits>
 
 #include "absl/strings/str_cat.h"
+#include "conv/arch/block_sum.cuh"
 #include "conv/arch/cp_async.cuh"
 #include "conv/arch/split_3xtf32.h"
 #include "conv/core/bias.h"
@@ -120,11 +121,9 @@ size_t WgradWorkspaceBytes(const Shape& s, const SplitK& split) {
   if (split.slices == 1 && !center) return 0;
   const size_t part = static_cast<size_t>(split.slices) * 4 * static_cast<size_t>(s.filter_elements());
   const size_t sums =
-      center ? 8 * static_cast<size_t>(s.in_channels * ChannelSumSplits(1, s.in_channels,
-                                                                        s.height * s.width) +
-                                       s.out_channels * ChannelSumSplits(s.batch, s.out_channels,
-                                                                         s.out_h() * s.out_w())) +
-                   8
+      center ? 4 * static_cast<size_t>(s.in_channels) + 8 +
+                   8 * static_cast<size_t>(s.out_channels) *
+                       ChannelSumSplits(s.batch, s.out_channels, s.out_h() * s.out_w())
              : 0;
   return part + sums + 256;
 }
@@ -160,7 +159,6 @@ Params MakeParams(const Shape& s) {
     }
     p.fold_tiles = WgradFoldTiles(d.k);
     p.center = WgradCenters(d.k);
-    p.x_runs = ChannelSumSplits(1, s.in_channels, s.height * s.width);
     p.dy_runs = ChannelSumSplits(s.batch, s.out_channels, s.out_h() * s.out_w());
   }
   return p;
@@ -329,6 +327,25 @@ __global__ void __launch_bounds__(kThreads, 2)
   });
 }
 
+// centers[c] = WgradCenter of image 0's plane of x's channel c: one CTA per channel, its sum
+// and sum of squares in double by fixed trees.
+constexpr int kCenterThreads = 256;
+__global__ void __launch_bounds__(kCenterThreads)
+    CentersKernel(const float* __restrict__ x, float* __restrict__ centers, int plane) {
+  __shared__ double partial[kCenterThreads];
+  const float* p = x + static_cast<int64_t>(blockIdx.x) * plane;
+  double sum = 0, sum_sq = 0;
+  for (int i = threadIdx.x; i < plane; i += kCenterThreads) {
+    const double v = p[i];
+    sum += v;
+    sum_sq += v * v;
+  }
+  sum = BlockSum<kCenterThreads>(sum, partial);
+  __syncthreads();  // every thread has read partial[0] before the second tree writes it
+  sum_sq = BlockSum<kCenterThreads>(sum_sq, partial);
+  if (threadIdx.x == 0) centers[blockIdx.x] = WgradCenter(sum, sum_sq, plane);
+}
+
 // dw from wgrad's partials: one thread per element, WgradSumAt's fixed order.
 __global__ void SumSlicesKernel(const float* __restrict__ part, float* __restrict__ dw, int n,
                                 const Params p) {
@@ -396,12 +413,13 @@ class ImplicitGemm3xTf32Runner : public Runner {
     float* part = reinterpret_cast<float*>(at);
     Params p = p_;
     if (p.center) {
-      const uintptr_t sums = (at + size_t{4} * p.slices * filter_ + 7) & ~uintptr_t{7};
-      double* x_sums = reinterpret_cast<double*>(sums);
-      double* dy_sums = x_sums + int64_t{p.cin} * p.x_runs;
-      RETURN_IF_ERROR(ChannelSums(a.x, 1, p.cin, p.hw, x_sums, a.stream));
-      RETURN_IF_ERROR(ChannelSums(a.dy, batch_, p.cout, p.p, dy_sums, a.stream));
-      p.x_sums = x_sums;
+      float* centers = reinterpret_cast<float*>(at + size_t{4} * p.slices * filter_);
+      double* dy_sums = reinterpret_cast<double*>(
+          (reinterpret_cast<uintptr_t>(centers + p.cin) + 7) & ~uintptr_t{7});
+      CentersKernel<<<p.cin, kCenterThreads, 0, a.stream>>>(a.x, centers, p.hw);
+      RETURN_IF_ERROR(LaunchStatus("implicit_gemm_3xtf32 wgrad centres"));
+      RETURN_IF_ERROR(ChannelSums(a.dy, batch_, p.cout, p.p, dy_sums, a.stream, centers, p.cin));
+      p.centers = centers;
       p.dy_sums = dy_sums;
     }
     Launch<WgradOp>(dim3(tiles_, static_cast<unsigned>(p.slices)), a.stream, a.x, a.dy, part, p);

@@ -104,10 +104,10 @@ struct Params {
   int slice_tiles = 0;      // wgrad: k-tiles per slice
   int fold_tiles = kFoldTiles;  // wgrad: k-tiles per accumulator chunk (WgradFoldTiles)
   bool center = false;      // wgrad: x centred (WgradCenters)
-  // wgrad with center: ChannelSums's runs per channel of image 0 of x and of dy, and (set per
-  // call) the sums, in the workspace.
-  int x_runs = 1, dy_runs = 1;
-  const double* x_sums = nullptr;
+  // wgrad with center: ChannelSums's runs per channel of dy, and (set per call, in the
+  // workspace) x's channel centres (WgradCenter) and dy's channel sums.
+  int dy_runs = 1;
+  const float* centers = nullptr;
   const double* dy_sums = nullptr;
   int slice_stride = 0;     // wgrad: floats between two slices' partial dw (Cout*red)
   FastDiv div_hw, div_w, div_sh, div_sw, div_n_tiles_group;

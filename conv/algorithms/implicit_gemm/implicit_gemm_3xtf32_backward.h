@@ -44,28 +44,31 @@ struct SplitK {
   int slice_tiles = 0;
 };
 // wgrad's centring. dw[o, c, tap] = sum over k of x[c, k + tap] dy[o, k] is a sum of K terms
-// (K = batch*out_h*out_w: 100,352 on ResNet-50's 56x56 layers); where x has a large mean (ReLU
-// activations; the large-mean class, x = |N(0, 1)| + 10) every term carries it while their sum
-// cancels, and the mma accumulator's truncation (an error of ~ulp(partial sum) per mma, biased
-// within a chunk) grows with the terms' magnitude. So beyond kCenterK terms, where even 32-term
-// chunks pass the verified L * sqrt(K) (WgradFoldTiles), the GEMM takes x - center_c
-// (center_c: the mean of image 0's plane of channel c, to 8 significant bits, 0 where that is
-// not finite; the zero padding becomes -center_c too) and the reduction adds back
-// center_c * sum(dy[:, o]) in double: the same dw in exact arithmetic, with terms of the data's
-// spread instead of its mean. The cost: an FADD per A element in the main loop, and the channel
-// sums of image 0 of x and of all of dy (ChannelSums, one more read of dy) before the GEMM.
+// (K = batch*out_h*out_w: 100,352 on ResNet-50's 56x56 layers); where x has a large mean (the
+// large-mean class, x = |N(0, 1)| + 10) every term carries it while their sum cancels, and the
+// mma accumulator's truncation (an error of ~ulp(partial sum) per mma, biased within a chunk)
+// grows with the terms' magnitude. So beyond kCenterK terms, where even 32-term chunks pass the
+// verified L * sqrt(K) (WgradFoldTiles), a channel c whose image 0 has |mean| > its standard
+// deviation is centred: the GEMM takes x - center_c (center_c: that mean to 8 significant bits;
+// the zero padding becomes -center_c too) and the reduction adds back center_c * sum(dy[:, o])
+// in double: the same dw in exact arithmetic, with terms of the data's spread instead of its
+// mean. Other channels (randn; ReLU-like data, mean 0.7 of the spread) keep center_c = 0, and
+// where no channel is centred dy's channel sums (one more read of dy: +30-40% on ResNet's 1x1
+// 56x56 wgrad, measured session 30) are skipped. Always paid: the centres' pass over image 0 of
+// x and an FADD per A element in the main loop.
 constexpr int64_t kCenterK = 73728;
 inline bool WgradCenters(int64_t k) { return k > kCenterK; }
+// center_c from image 0's sum and sum of squares over its `plane` elements (0: not centred).
+CONV2D_HOST_DEVICE_INLINE float WgradCenter(double sum, double sum_sq, int plane) {
+  const double mean = sum / plane, var = sum_sq / plane - mean * mean;
+  if (!(fabs(mean) <= 1e38) || !(mean * mean > var)) return 0.f;  // NaN, inf, or spread-bound
+  return BitsFloat(FloatBits(static_cast<float>(mean)) & 0xffff8000u);
+}
 // A channel's sum from ChannelSums's runs, in their order.
 CONV2D_HOST_DEVICE_INLINE double RunsSum(const double* sums, int c, int runs) {
   double s = 0;
   for (int r = 0; r < runs; ++r) s += sums[c * runs + r];
   return s;
-}
-CONV2D_HOST_DEVICE_INLINE float WgradCenter(double image0_sum, int plane) {
-  const double mean = image0_sum / plane;
-  if (!(fabs(mean) <= 1e38)) return 0.f;  // NaN or inf in image 0, or beyond fp32
-  return BitsFloat(FloatBits(static_cast<float>(mean)) & 0xffff8000u);
 }
 
 // wgrad's accumulator chunk, in k-tiles: shorter as K grows. The chunks' errors (the mma
@@ -247,17 +250,14 @@ CONV2D_UNROLL
       tap_c[i] = (r - kp * p.kw) * p.dw;
       tap_ofs[i] = tap_valid[i] ? (g * p.cg + c) * p.hw + tap_r[i] * p.w + tap_c[i] : 0;
     }
-    if (p.x_sums != nullptr) {
+    if (p.centers != nullptr) {
       const int lane = tid % 32, row0 = m0 + WarpM0(tid / 32) + lane / 4;
 CONV2D_UNROLL
       for (int mi = 0; mi < kMmaTilesM; ++mi)
 CONV2D_UNROLL
         for (int h = 0; h < 2; ++h) {
           const int m = row0 + mi * 16 + 8 * h;
-          center[mi][h] =
-              m < p.m ? WgradCenter(RunsSum(p.x_sums, g * p.cg + p.div_khkw.Div(m), p.x_runs),
-                                    p.hw)
-                      : 0.f;
+          center[mi][h] = m < p.m ? p.centers[g * p.cg + p.div_khkw.Div(m)] : 0.f;
         }
     }
   }
@@ -320,10 +320,9 @@ CONV2D_UNROLL
 CONV2D_HOST_DEVICE_INLINE float WgradSumAt(const Params& p, const float* part, int64_t e,
                                            int64_t n) {
   double s = SliceSum(part, e, n, p.slices);
-  if (p.x_sums != nullptr) {
+  if (p.centers != nullptr) {
     const int o = static_cast<int>(e / p.red), m = static_cast<int>(e - int64_t{o} * p.red);
-    const int c = o / p.og * p.cg + m / (p.kh * p.kw);
-    const float center = WgradCenter(RunsSum(p.x_sums, c, p.x_runs), p.hw);
+    const float center = p.centers[o / p.og * p.cg + m / (p.kh * p.kw)];
     if (center != 0.f) s += static_cast<double>(center) * RunsSum(p.dy_sums, o, p.dy_runs);
   }
   return static_cast<float>(s);

@@ -269,6 +269,19 @@ TEST(ImplicitGemm3xTf32BackwardPlan, Proposals) {
   EXPECT_EQ(a->CanImplement(GeometryShapes()[0]).code(), absl::StatusCode::kUnimplemented);
 }
 
+// A channel is centred only where its mean outweighs its spread (randn and ReLU-like data keep
+// the plain GEMM and skip dy's channel sums); the centre keeps 8 significant bits; non-finite
+// data are not centred.
+TEST(WgradCenter, CentresOnlyWhereTheMeanOutweighsTheSpread) {
+  EXPECT_EQ(WgradCenter(0.0, 100.0, 100), 0.f);   // randn: mean 0, variance 1
+  EXPECT_EQ(WgradCenter(40.0, 50.0, 100), 0.f);   // ReLU of randn: mean 0.4, variance 0.34
+  const float c = WgradCenter(1080.0, 11700.0, 100);  // large mean: 10.8, variance 0.36
+  EXPECT_NEAR(c, 10.8, 0.05);
+  EXPECT_EQ(FloatBits(c) & 0x7fffu, 0u);
+  EXPECT_EQ(WgradCenter(std::numeric_limits<double>::quiet_NaN(), 1.0, 100), 0.f);
+  EXPECT_EQ(WgradCenter(std::numeric_limits<double>::infinity(), 1.0, 100), 0.f);
+}
+
 // wgrad's accumulation (WgradCenters, WgradFoldTiles) on the data that took 128-term and 32-term
 // chunks past the bar on an H100 (rounds 97 and 98: ResNet's 64-channel 3x3 56x56 layer at
 // batch 32, K = 100,352, large mean): 64 dw elements through the tf32 model (the pessimistic
@@ -297,9 +310,13 @@ TEST(WgradChunk, BoundsTheLargeMeanErrorAtResnetLength) {
   for (int e = 0; e < 64; ++e) {
     r = r * 6364136223846793005ull + 1442695040888963407ull;
     const int64_t o = (r >> 33) % o_n, c = (r >> 20) % c_n, p = (r >> 10) % 3, q = (r >> 5) % 3;
-    double image0 = 0;
-    for (int64_t i = 0; i < h * w; ++i) image0 += in.x[c * h * w + i];
-    const float center = WgradCenter(image0, static_cast<int>(h * w));
+    double image0 = 0, image0_sq = 0;
+    for (int64_t i = 0; i < h * w; ++i) {
+      image0 += in.x[c * h * w + i];
+      image0_sq += static_cast<double>(in.x[c * h * w + i]) * in.x[c * h * w + i];
+    }
+    const float center = WgradCenter(image0, image0_sq, static_cast<int>(h * w));
+    ASSERT_NE(center, 0.f) << "large-mean data are centred";
     double exact = 0, dy_sum = 0;
     for (int64_t i = 0; i < k; ++i) {
       const int64_t bi = i / (h * w), y = i / w % h, x = i % w, xy = y + p - 1, xx = x + q - 1;
