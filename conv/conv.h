@@ -55,8 +55,11 @@
 //     in blocks (the tensor core's accumulator over 32 terms, those chunks in fp32 within a slice
 //     of at most 4608 terms, the slices added in double in a fixed order), so the error grows
 //     like the square root of the chunk count (independent chunk errors), not like the sum's
-//     length; db is summed in double. Outliers in x count per channel here: a dw element sums
-//     its input channel over every image, so two outliers there may cancel ("outside" above).
+//     length; beyond 73,728 terms an input channel whose mean outweighs its spread is summed
+//     about its mean (x - c, and c * sum(dy) added back in double), so that the terms carry
+//     the data's spread, not its mean; db is summed in double. Outliers in x count per channel
+//     here: a dw element sums its input channel over every image, so two outliers there may
+//     cancel ("outside" above).
 //   - Non-finite: an element whose terms hold a NaN or an infinity is non-finite. In wgrad the
 //     padding is zeros that are multiplied, as in the forward: a non-finite dy reaches every tap
 //     of its output channel's dw.
