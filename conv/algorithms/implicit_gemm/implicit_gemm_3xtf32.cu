@@ -119,7 +119,8 @@ absl::StatusOr<SplitK> ChooseSplitK(const Shape& s) {
 size_t WgradWorkspaceBytes(const Shape& s, const SplitK& split) {
   const bool center = WgradCenters(DimsOf(s).k);
   if (split.slices == 1 && !center) return 0;
-  const size_t part = static_cast<size_t>(split.slices) * 4 * static_cast<size_t>(s.filter_elements());
+  const size_t part =
+      static_cast<size_t>(split.slices) * 4 * static_cast<size_t>(s.filter_elements());
   const size_t sums =
       center ? 4 * static_cast<size_t>(s.in_channels) + 8 +
                    8 * static_cast<size_t>(s.out_channels) *
