@@ -185,6 +185,17 @@ def test_a_compiled_training_step_matches_eager():
         assert torch.allclose(e, c.grad, rtol=1e-4, atol=1e-5)
 
 
+def test_a_gradient_that_is_a_negative_view_counts_as_its_values():
+    x, w, b = _inputs(7, (2, 4, 6, 9, 8, 3, 3), {}, True)
+    g = torch.randn(2, 6, 9, 8, device="cuda")
+    grads = []
+    for dy in (-g, g._neg_view()):
+        xx, ww, bb = (t.clone().requires_grad_() for t in (x, w, b))
+        conv2d.conv2d(xx, ww, bb, padding=1).backward(dy)
+        grads.append((xx.grad, ww.grad, bb.grad))
+    assert all(torch.equal(p, q) for p, q in zip(*grads))
+
+
 def test_sizes_that_do_not_fit_are_refused():
     x, w, _ = _inputs(4, (2, 4, 6, 12, 12, 3, 3), {}, False)
     with pytest.raises(ValueError):
