@@ -1,8 +1,8 @@
 // implicit_gemm_3xtf32's backward without a GPU: DgradOp's and WgradOp's gathers, k-tile ranges,
 // A() (wgrad's centring) and epilogue maps (the functions the kernel runs, compiled for the host)
 // replayed block by block and slice by slice in double, wgrad's partials summed by WgradSumAt as
-// the reduction kernel does, and compared with the fp64 reference (reference::Reference). The mainloop's
-// fragment maps and mma are the forward's, op-independent, and replayed by
+// the reduction kernel does, and compared with the fp64 reference (reference::Reference). The
+// mainloop's fragment maps and mma are the forward's, op-independent, and replayed by
 // implicit_gemm_3xtf32_cpu_test; here each stage's product is taken directly. Mutants (a dgrad
 // gather with the wrong phase, a wgrad split that drops a slice or leaves gaps) must fail.
 #include <algorithm>
