@@ -75,6 +75,14 @@ bool Overlap(const at::Tensor& a, const at::Tensor& b) {
   return b0 < a0 + 4 * a.numel() && a0 < b0 + 4 * b.numel();
 }
 
+// A float32 tensor as at::empty makes it on the current device, without the dispatcher's round
+// trip (~0.4 us): the caching allocator on the current stream.
+at::Tensor Empty(c10::IntArrayRef shape) {
+  return at::Tensor(at::detail::empty_generic(shape, c10::cuda::CUDACachingAllocator::get(),
+                                              c10::DispatchKeySet(c10::DispatchKey::CUDA),
+                                              at::kFloat, std::nullopt));
+}
+
 // One problem's plan on one device: what functional.py's _Call holds, in C++.
 class Call {
  public:
@@ -99,13 +107,7 @@ class Call {
     }
     const c10::cuda::CUDAGuard guard(device_);
     const cudaStream_t stream = c10::cuda::getCurrentCUDAStream(device_).stream();
-    // y as at::empty makes it, without the dispatcher's round trip (~0.4 us): the caching
-    // allocator on the current device and stream.
-    at::Tensor y = out ? *out
-                       : at::Tensor(at::detail::empty_generic(
-                             out_shape_, c10::cuda::CUDACachingAllocator::get(),
-                             c10::DispatchKeySet(c10::DispatchKey::CUDA), at::kFloat,
-                             std::nullopt));
+    at::Tensor y = out ? *out : Empty(out_shape_);
     // Every call that may throw comes before the workspace exists (PyTorch's errors reach
     // Python as its own exception types).
     const float* x_ptr = x.const_data_ptr<float>();
@@ -153,12 +155,6 @@ struct PlanRef {
   size_t workspace_bytes = 0;
 };
 
-at::Tensor Empty(c10::IntArrayRef shape) {
-  return at::Tensor(at::detail::empty_generic(shape, c10::cuda::CUDACachingAllocator::get(),
-                                              c10::DispatchKeySet(c10::DispatchKey::CUDA),
-                                              at::kFloat, std::nullopt));
-}
-
 // run(plan, a, b, out[, db], workspace, bytes, stream) with a workspace from the caching
 // allocator on the current stream of the tensors' device; a library error as a c10::Error.
 template <class F>
@@ -187,7 +183,9 @@ class TrainCall {
         w_shape_(std::move(w_shape)), y_shape_(std::move(y_shape)),
         geometry_(std::move(geometry)) {}
 
+  // Each allocates on the plan's device (made current first: the caller's may be another).
   at::Tensor Forward(const at::Tensor& x, const at::Tensor& w, const at::Tensor* bias) const {
+    const c10::cuda::CUDAGuard guard(device_);
     at::Tensor y = Empty(y_shape_);
     const float* xp = x.const_data_ptr<float>();
     const float* wp = w.const_data_ptr<float>();
@@ -201,6 +199,7 @@ class TrainCall {
   }
 
   at::Tensor Dgrad(const at::Tensor& dy, const at::Tensor& w) const {
+    const c10::cuda::CUDAGuard guard(device_);
     at::Tensor dx = Empty(x_shape_);
     const float* dyp = dy.const_data_ptr<float>();
     const float* wp = w.const_data_ptr<float>();
@@ -215,6 +214,7 @@ class TrainCall {
   std::pair<at::Tensor, at::Tensor> Wgrad(const at::Tensor& x, const at::Tensor& dy,
                                           bool bias) const {
     const PlanRef& p = bias ? wgrad_bias_ : wgrad_;
+    const c10::cuda::CUDAGuard guard(device_);
     at::Tensor dw = Empty(w_shape_);
     at::Tensor db = bias ? Empty({w_shape_[0]}) : at::Tensor();
     const float* xp = x.const_data_ptr<float>();
