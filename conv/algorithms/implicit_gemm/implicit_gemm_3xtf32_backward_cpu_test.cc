@@ -237,7 +237,7 @@ TEST(ImplicitGemm3xTf32BackwardReplay, WgradCentredMatchesReference) {
         sum += v;
         sum_sq += v * v;
       }
-      centers[c] = WgradCenter(sum, sum_sq, static_cast<int>(hw));
+      centers[c] = wgrad_split::Center(sum, sum_sq, static_cast<int>(hw));
       ASSERT_NE(centers[c], 0.f);
     }
     std::vector<double> dy_sums(s.out_channels, 0.0);
@@ -335,13 +335,13 @@ TEST(ImplicitGemm3xTf32BackwardPlan, Proposals) {
 // the plain GEMM and skip dy's channel sums); the centre keeps 8 significant bits; non-finite
 // data are not centred.
 TEST(WgradCenter, CentresOnlyWhereTheMeanOutweighsTheSpread) {
-  EXPECT_EQ(WgradCenter(0.0, 100.0, 100), 0.f);   // randn: mean 0, variance 1
-  EXPECT_EQ(WgradCenter(40.0, 50.0, 100), 0.f);   // ReLU of randn: mean 0.4, variance 0.34
-  const float c = WgradCenter(1080.0, 11700.0, 100);  // large mean: 10.8, variance 0.36
+  EXPECT_EQ(wgrad_split::Center(0.0, 100.0, 100), 0.f);   // randn: mean 0, variance 1
+  EXPECT_EQ(wgrad_split::Center(40.0, 50.0, 100), 0.f);   // ReLU of randn: mean 0.4, variance 0.34
+  const float c = wgrad_split::Center(1080.0, 11700.0, 100);  // large mean: 10.8, variance 0.36
   EXPECT_NEAR(c, 10.8, 0.05);
   EXPECT_EQ(FloatBits(c) & 0x7fffu, 0u);
-  EXPECT_EQ(WgradCenter(std::numeric_limits<double>::quiet_NaN(), 1.0, 100), 0.f);
-  EXPECT_EQ(WgradCenter(std::numeric_limits<double>::infinity(), 1.0, 100), 0.f);
+  EXPECT_EQ(wgrad_split::Center(std::numeric_limits<double>::quiet_NaN(), 1.0, 100), 0.f);
+  EXPECT_EQ(wgrad_split::Center(std::numeric_limits<double>::infinity(), 1.0, 100), 0.f);
 }
 
 // wgrad's accumulation (WgradCenters, WgradFoldTiles) on the data that took 128-term and 32-term
@@ -355,7 +355,7 @@ TEST(WgradChunk, BoundsTheLargeMeanErrorAtResnetLength) {
   const conv2d::Inputs in = MakeInputs(s, 9, InputClass::kLargeMean);
   const int64_t b_n = s.batch, c_n = s.in_channels, o_n = s.out_channels, h = s.height,
                 w = s.width, k = b_n * h * w;
-  ASSERT_TRUE(WgradCenters(k));
+  ASSERT_TRUE(wgrad_split::Centres(k));
   const absl::StatusOr<SplitK> split = ChooseSplitK(s);
   ASSERT_TRUE(split.ok());
   const int64_t slice = int64_t{split->slice_tiles} * kBK;
@@ -377,7 +377,7 @@ TEST(WgradChunk, BoundsTheLargeMeanErrorAtResnetLength) {
       image0 += in.x[c * h * w + i];
       image0_sq += static_cast<double>(in.x[c * h * w + i]) * in.x[c * h * w + i];
     }
-    const float center = WgradCenter(image0, image0_sq, static_cast<int>(h * w));
+    const float center = wgrad_split::Center(image0, image0_sq, static_cast<int>(h * w));
     ASSERT_NE(center, 0.f) << "large-mean data are centred";
     double exact = 0, dy_sum = 0;
     for (int64_t i = 0; i < k; ++i) {

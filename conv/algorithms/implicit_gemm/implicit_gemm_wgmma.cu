@@ -55,6 +55,8 @@
 #include "conv/core/cuda_status.h"
 #include "conv/algorithms/implicit_gemm/implicit_gemm_wgmma.h"
 #include "conv/algorithms/implicit_gemm/implicit_gemm_wgmma_internal.h"
+#include "conv/algorithms/implicit_gemm/implicit_gemm_wgmma_wgrad.h"
+#include "conv/algorithms/implicit_gemm/wgrad_split.h"
 #include "conv/arch/pdl.cuh"
 #include "conv/core/status_macros.h"
 
@@ -121,6 +123,52 @@ Params MakeParams(const Shape& s, int bn, int slots) {
   p.dp_tiles = sched.dp_tiles;
   p.tail_ctas = sched.tail_ctas;
   p.tail_k = (p.tiles - p.dp_tiles) * p.k_tiles;
+  return p;
+}
+
+absl::Status CheckWgradIndexing(const Shape& s) {
+  RETURN_IF_ERROR(CheckIndexing(s));
+  // Beyond the forward's: taps up to M + kBM (M = (Cin/groups)*Kh*Kw), dy offsets below its size.
+  constexpr int64_t kMax = std::numeric_limits<int32_t>::max();
+  if (s.reduction() + kBM > kMax || s.output_elements() + s.out_channels > kMax) {
+    return absl::OutOfRangeError(absl::StrCat(
+        "implicit_gemm_wgmma wgrad indexes with 32-bit integers; shape ", s.ToString(),
+        " leaves no room for its tile overhang"));
+  }
+  return absl::OkStatus();
+}
+
+int64_t WgradTiles(const Shape& s, int bn) {
+  return (s.reduction() + kBM - 1) / kBM * NumNTiles(s, bn);
+}
+
+absl::StatusOr<wgrad_split::SplitK> WgradSplitK(const Shape& s, int bn) {
+  return wgrad_split::ChooseSplitK(s, WgradTiles(s, bn), kBK, "implicit_gemm_wgmma");
+}
+
+Params MakeWgradParams(const Shape& s, int bn, int slots, const wgrad_split::SplitK& split) {
+  Params p;
+  implicit_gemm_view::SetGemmView(s, kBK, bn, &p);
+  p.geometry = true;
+  p.groups = static_cast<int>(s.groups);
+  p.cout_g = static_cast<int>(s.out_per_group());
+  p.n_tiles_g = static_cast<int>((s.out_per_group() + bn - 1) / bn);
+  p.cg = static_cast<int>(s.in_per_group());
+  p.cin_g_hw = p.cg * p.hw;
+  p.red = static_cast<int>(s.reduction());
+  // wgrad's GEMM.
+  p.m = p.red;
+  p.k = static_cast<int>(s.batch) * p.p;
+  p.k_tiles = (p.k + kBK - 1) / kBK;
+  p.m_tiles = (p.m + kBM - 1) / kBM;
+  p.tiles = p.m_tiles * p.n_tiles;
+  p.slices = split.slices;
+  p.slice_tiles = split.slice_tiles;
+  p.units = p.tiles * p.slices;
+  p.grid = p.units < slots ? p.units : slots;
+  p.fold_tiles = wgrad_split::ChunkTerms(p.k) / kBK;
+  p.cout_p = p.cout * p.p;
+  p.slice_stride = p.cout * p.red;
   return p;
 }
 
@@ -277,13 +325,64 @@ __device__ __forceinline__ void CopyStages(const float* __restrict__ x, const fl
   // which completes only once all of that stage's copies have landed, so the CTA outlives them.
 }
 
+// wgrad's copy warpgroup (implicit_gemm_wgmma_wgrad.h): the CTA's stages over its units
+// (SliceWalk), as CopyStages, with x gathered by WgradAGather and dy split here into the stage's
+// swizzled (hi, lo) planes by WgradBGather's map (the kSplitB protocol: each copy thread
+// arrives twice a phase, by cp.async and after its stores and the proxy fence). A stage's dy loads
+// are issued before the thread waits for the stage's slot; the values are split and stored after
+// the x gathers are issued.
+template <int BN>
+__device__ __forceinline__ void CopyStagesWgrad(const float* __restrict__ x,
+                                                const float* __restrict__ dy, const Params& p,
+                                                uint32_t smem_base, uint32_t full, uint32_t empty,
+                                                int t) {
+  using C = Config<BN>;
+  using BGather = WgradBGather<BN>;
+  WgradAGather a_gather;
+  int g = 0;
+  RingCursor<C::kStages> ring;
+  SliceWalk walk(p, static_cast<int>(blockIdx.x));
+  WorkUnit wu;
+  while (walk.Next(p, &wu)) {
+    const NTile nt = NTileOf<true>(p, BN, wu.n_tile);
+    a_gather.Init(p, wu.m_tile * kBM, t);
+    const float* xg = x + nt.x0;
+    for (int i = 0; i < wu.stages; ++i, ++g, ring.Next()) {
+      const int kt = wu.kt_begin + i;
+      float v[BGather::kPerThread];
+      BGather::ForEach(p, nt.n0, nt.n_end, kt, t, [&](int j, int, int src, bool valid) {
+        v[j] = 0.f;
+        if (valid) asm volatile("ld.global.nc.f32 %0, [%1];\n" : "=f"(v[j]) : "l"(dy + src));
+      });
+      const int slot = ring.slot;
+      if (g >= C::kStages) MbarWait(empty + 8 * slot, ring.parity ^ 1);
+      const uint32_t sb = smem_base + slot * C::kStageBytes;
+      const uint32_t bar = full + 8 * slot;
+      const uint32_t sa = sb + 2 * C::kBTileBytes;
+      a_gather.ForEach(p, kt, [&](int s, int gx, bool valid) {
+        CpAsync<4>(sa + 4 * s, xg + static_cast<uint32_t>(gx), valid);
+      });
+      CpAsyncArriveOnMbar(bar);
+      BGather::ForEach(p, nt.n0, nt.n_end, kt, t, [&](int j, int off, int, bool) {
+        uint32_t hi, lo;
+        SplitTf32(v[j], hi, lo);
+        const uint32_t at = sb + 4 * static_cast<uint32_t>(off);
+        asm volatile("st.shared.b32 [%0], %1;\n" ::"r"(at), "r"(hi) : "memory");
+        asm volatile("st.shared.b32 [%0], %1;\n" ::"r"(at + C::kBTileBytes), "r"(lo) : "memory");
+      });
+      FenceProxyAsyncShared();
+      MbarArrive(bar);
+    }
+  }
+}
+
 // Where a unit's results go: the y offsets of the thread's two rows (-1 past M) and the unit's
-// channels [n0, n_end).
+// channels [n0, n_end). wgrad: dw's (or the slice's partial dw's) row offsets (WgradRowBase).
 struct UnitStore {
   int row[2] = {-1, -1};
   int n0 = 0, n_end = 0;
 };
-template <int BN, bool kGrouped>
+template <int BN, bool kGrouped, bool kWgrad = false>
 __device__ __forceinline__ UnitStore UnitStoreOf(const WorkUnit& wu, int wg, int warp, int lane,
                                                  const Params& p) {
   UnitStore to;
@@ -292,7 +391,11 @@ __device__ __forceinline__ UnitStore UnitStoreOf(const WorkUnit& wu, int wg, int
     int ml, nl;
     AccCoord(wg, warp, lane, 2 * h, &ml, &nl);
     const int m = wu.m_tile * kBM + ml;
-    to.row[h] = m < p.m ? YRowBase(p, m) : -1;
+    if (kWgrad) {
+      to.row[h] = WgradRowBase(p, wu, m);
+    } else {
+      to.row[h] = m < p.m ? YRowBase(p, m) : -1;
+    }
   }
   const NTile nt = NTileOf<kGrouped>(p, BN, wu.n_tile);
   to.n0 = nt.n0;
@@ -302,16 +405,17 @@ __device__ __forceinline__ UnitStore UnitStoreOf(const WorkUnit& wu, int wg, int
 
 // The epilogue of one work unit (or of a tail tile's added pieces), a quarter q (0..3) of the
 // accumulator registers at a time: sum[r] plus the bias to y, then sum[r] = 0 for the next unit.
-// For one register index a warp stores 8 consecutive pixels x 4 channels, four 32-byte segments.
-template <int BN, bool kGrouped>
+// For one register index a warp stores 8 consecutive pixels x 4 channels, four 32-byte segments
+// (wgrad: 8 consecutive taps of 4 filters).
+template <int BN, bool kGrouped, bool kWgrad = false>
 __device__ __forceinline__ void StoreQuarter(int q, float (&sum)[BN / 2], const UnitStore& to,
                                              int wg, int warp, int lane,
                                              float* __restrict__ y, const Params& p) {
   constexpr int kPerQuarter = BN / 2 / 4;
-  // p.p through an opaque move: otherwise the compiler hoists every register's channel offset
-  // (n * p.p) out of the unit loop, and those 32-64 live values spill.
+  // p.p (wgrad: dw's row length) through an opaque move: otherwise the compiler hoists every
+  // register's channel offset (n * p.p) out of the unit loop, and those 32-64 live values spill.
   int plane;
-  asm volatile("mov.b32 %0, %1;\n" : "=r"(plane) : "r"(p.p));
+  asm volatile("mov.b32 %0, %1;\n" : "=r"(plane) : "r"(kWgrad ? p.red : p.p));
 #pragma unroll
   for (int rr = 0; rr < kPerQuarter; ++rr) {
     const int r = q * kPerQuarter + rr;
@@ -398,15 +502,18 @@ __device__ __forceinline__ void TailPiece(float (&sum)[BN / 2], const WorkUnit& 
 // One persistent CTA: its work units (UnitWalk), each a kBM x BN tile of the GEMM over its
 // k-tiles (all of K, or a tail piece). b: the split filter of this call (the split kernel's
 // workspace), or with kSplitB the filter w itself. kGeometry: padding, stride or dilation
-// (AGather's geometry gather).
+// (AGather's geometry gather). kWgrad (1, or 2 where x is centred): the weight gradient
+// (implicit_gemm_wgmma_wgrad.h; b is dy, y is dw or the slices' partial dw).
 template <int BN, bool kVecA, bool kTail, bool kGeometry, bool kGrouped = false,
-          bool kSplitB = false>
+          bool kSplitB = false, int kWgrad = 0>
 __global__ void __launch_bounds__(kThreads, Config<BN>::kMinBlocks)
     ImplicitGemmWgmmaKernel(const float* __restrict__ x, const float* __restrict__ b,
                             float* __restrict__ y, const Params p) {
 #if CONV2D_HAS_WGMMA
   static_assert(!kGrouped || (kGeometry && !kVecA), "grouped kernels use the geometry gather");
   static_assert(!kSplitB || (!kGrouped && !kTail), "the in-kernel split: whole tiles, no groups");
+  static_assert(kWgrad == 0 || (kGrouped && !kTail && !kSplitB), "wgrad: its own walk and split");
+  constexpr bool kIsWgrad = kWgrad != 0;
   using C = Config<BN>;
   extern __shared__ unsigned char smem_raw[];
   // Stages start 1024-byte aligned (the swizzle is a function of address bits 4-9).
@@ -420,7 +527,7 @@ __global__ void __launch_bounds__(kThreads, Config<BN>::kMinBlocks)
   if (tid == 0) {
 #pragma unroll
     for (int s = 0; s < C::kStages; ++s) {
-      MbarInit(full + 8 * s, kSplitB ? kSplitBFullArrivals : kFullArrivals);
+      MbarInit(full + 8 * s, kSplitB || kIsWgrad ? kSplitBFullArrivals : kFullArrivals);
       MbarInit(empty + 8 * s, kConsumerThreads);
     }
     FenceMbarInit();  // the bulk copies complete "full" through the async proxy
@@ -430,8 +537,12 @@ __global__ void __launch_bounds__(kThreads, Config<BN>::kMinBlocks)
 
   if (tid >= kConsumerThreads) {
     GiveRegisters<C::kCopyRegs>();
-    CopyStages<BN, kVecA, kTail, kGeometry, kGrouped, kSplitB>(x, b, p, smem_base, full, empty,
-                                                              tid - kConsumerThreads);
+    if constexpr (kIsWgrad) {
+      CopyStagesWgrad<BN>(x, b, p, smem_base, full, empty, tid - kConsumerThreads);
+    } else {
+      CopyStages<BN, kVecA, kTail, kGeometry, kGrouped, kSplitB>(x, b, p, smem_base, full, empty,
+                                                                tid - kConsumerThreads);
+    }
     return;
   }
   TakeRegisters<C::kConsumerRegs>();
@@ -459,9 +570,19 @@ __global__ void __launch_bounds__(kThreads, Config<BN>::kMinBlocks)
   UnitStore store;
 
   RingCursor<C::kStages> ring;  // the slot and phase of the stage consumed next, over all units
-  std::conditional_t<kTail, UnitWalk, WholeTileWalk> walk(p, static_cast<int>(blockIdx.x));
+  std::conditional_t<kIsWgrad, SliceWalk, std::conditional_t<kTail, UnitWalk, WholeTileWalk>>
+      walk(p, static_cast<int>(blockIdx.x));
+  const int fold_tiles = kIsWgrad ? p.fold_tiles : kFoldTiles;
+  float center[2] = {0.f, 0.f};  // wgrad with centring: the centres of the thread's A rows
   WorkUnit wu;
   while (walk.Next(p, &wu)) {
+    if (kWgrad == 2) {
+#pragma unroll
+      for (int h = 0; h < 2; ++h) {
+        const int m = wu.m_tile * kBM + wg * kWarpgroupRows + warp * 16 + (lane >> 2) + 8 * h;
+        center[h] = WgradRowCenter(p, wu.n_tile, m);
+      }
+    }
     int fold_count = 0;  // k-tiles in acc
     for (int i = 0; i < wu.stages; ++i, ring.Next()) {
       const int slot = ring.slot;
@@ -477,7 +598,11 @@ __global__ void __launch_bounds__(kThreads, Config<BN>::kMinBlocks)
         uint32_t(&hi)[4] = a_hi[j & 1];
         uint32_t(&lo)[4] = a_lo[j & 1];
 #pragma unroll
-        for (int r = 0; r < 4; ++r) SplitTf32(sa[AFragIndex(wg, warp, j, lane, r)], hi[r], lo[r]);
+        for (int r = 0; r < 4; ++r) {
+          // Register r reads row gid + 8 * (r & 1) (AFragIndex).
+          const float v = sa[AFragIndex(wg, warp, j, lane, r)];
+          SplitTf32(kWgrad == 2 ? v - center[r & 1] : v, hi[r], lo[r]);
+        }
         WgmmaFence();
         WgmmaTf32(acc, lo, DescriptorAtStep(desc_hi, j), j == 0 ? keep : 1);
         WgmmaTf32(acc, hi, DescriptorAtStep(desc_lo, j), 1);
@@ -486,7 +611,7 @@ __global__ void __launch_bounds__(kThreads, Config<BN>::kMinBlocks)
         // The previous unit's stores, a quarter per step, while this step's wgmma run (they
         // touch sum only, never acc or the A fragments in flight).
         if (C::kDeferStores && store_pending) {
-          StoreQuarter<BN, kGrouped>(j, sum, store, wg, warp, lane, y, p);
+          StoreQuarter<BN, kGrouped, kIsWgrad>(j, sum, store, wg, warp, lane, y, p);
         }
         // Step j - 1 is complete: the tensor core always has step j queued while this thread
         // prepares step j + 1 (two register sets of A fragments alternate).
@@ -498,7 +623,7 @@ __global__ void __launch_bounds__(kThreads, Config<BN>::kMinBlocks)
       }
       store_pending = false;
 
-      if (++fold_count == kFoldTiles) {
+      if (++fold_count == fold_tiles) {
         fold_count = 0;
         WgmmaWait<0>();
         WgmmaFenceOperand(acc);
@@ -521,12 +646,12 @@ __global__ void __launch_bounds__(kThreads, Config<BN>::kMinBlocks)
       TailPiece<BN, kGrouped>(sum, wu, wg, warp, lane, y, p);
       continue;
     }
-    store = UnitStoreOf<BN, kGrouped>(wu, wg, warp, lane, p);
+    store = UnitStoreOf<BN, kGrouped, kIsWgrad>(wu, wg, warp, lane, p);
     store_pending = true;
     if (!C::kDeferStores) {
 #pragma unroll
       for (int q = 0; q < 4; ++q) {
-        StoreQuarter<BN, kGrouped>(q, sum, store, wg, warp, lane, y, p);
+        StoreQuarter<BN, kGrouped, kIsWgrad>(q, sum, store, wg, warp, lane, y, p);
       }
       store_pending = false;
     }
@@ -534,7 +659,9 @@ __global__ void __launch_bounds__(kThreads, Config<BN>::kMinBlocks)
   // The last unit's epilogue: nothing left to overlap it with.
   if (store_pending) {
 #pragma unroll
-    for (int q = 0; q < 4; ++q) StoreQuarter<BN, kGrouped>(q, sum, store, wg, warp, lane, y, p);
+    for (int q = 0; q < 4; ++q) {
+      StoreQuarter<BN, kGrouped, kIsWgrad>(q, sum, store, wg, warp, lane, y, p);
+    }
   }
 #else
   __trap();  // not an sm_90a build: never launched (Initialize checks the device)
@@ -548,9 +675,9 @@ constexpr size_t kWorkspaceAlign = 256;
 // Lets the kernel have its dynamic shared memory, and asks for the whole shared/L1 split as
 // shared memory so that BN = 32 and 64 get their two CTAs per SM.
 template <int BN, bool kVecA, bool kTail, bool kGeometry = false, bool kGrouped = false,
-          bool kSplitB = false>
+          bool kSplitB = false, int kWgrad = 0>
 absl::Status EnableSmem() {
-  auto* kernel = &ImplicitGemmWgmmaKernel<BN, kVecA, kTail, kGeometry, kGrouped, kSplitB>;
+  auto* kernel = &ImplicitGemmWgmmaKernel<BN, kVecA, kTail, kGeometry, kGrouped, kSplitB, kWgrad>;
   RETURN_IF_ERROR(CudaStatus(cudaFuncSetAttribute(kernel,
                                                   cudaFuncAttributeMaxDynamicSharedMemorySize,
                                                   Config<BN>::kSmemBytes),
@@ -574,6 +701,13 @@ absl::Status EnableSmemAll() {
   RETURN_IF_ERROR((EnableSmem<BN, true, false, false, false, true>()));
   RETURN_IF_ERROR((EnableSmem<BN, false, false, false, false, true>()));
   return EnableSmem<BN, false, false, true, false, true>();
+}
+
+// wgrad's two kernels (plain and centring).
+template <int BN>
+absl::Status EnableSmemWgrad() {
+  RETURN_IF_ERROR((EnableSmem<BN, false, false, true, true, false, 1>()));
+  return EnableSmem<BN, false, false, true, true, false, 2>();
 }
 
 // The schedule of a shape on a device with `sms` multiprocessors.
@@ -670,8 +804,75 @@ class ImplicitGemmWgmmaRunner : public Runner {
   bool split_b_;
 };
 
+// wgrad (implicit_gemm_wgmma_wgrad.h): where x is centred its centres and dy's channel sums
+// first, then the GEMM into dw or the slices' partials, then the slices' sum in double.
+class WgmmaWgradRunner : public Runner {
+ public:
+  WgmmaWgradRunner(const Shape& s, int bn, const Params& p, const wgrad_split::SplitK& split)
+      : shape_(s), bn_(bn), p_(p), split_(split) {}
+  size_t workspace_bytes() const override { return wgrad_split::WorkspaceBytes(shape_, split_); }
+
+  absl::Status Run(const RunArgs& a) const override {
+    const wgrad_split::Buffers b = wgrad_split::Carve(a.workspace, shape_, split_);
+    wgrad_split::Sum sum = wgrad_split::SumOf(shape_, split_);
+    RETURN_IF_ERROR(wgrad_split::Centre(shape_, a.x, a.dy, b, &sum, a.stream));
+    Params p = p_;
+    p.centers = sum.centers;
+    float* out = b.part != nullptr ? b.part : a.dw;
+    switch (bn_) {
+      case 128: RETURN_IF_ERROR(Gemm<128>(p, a, out)); break;
+      case 64: RETURN_IF_ERROR(Gemm<64>(p, a, out)); break;
+      case 32: RETURN_IF_ERROR(Gemm<32>(p, a, out)); break;
+      default:
+        return absl::InternalError(absl::StrCat("implicit_gemm_wgmma: no kernel for BN = ", bn_));
+    }
+    if (b.part == nullptr) return absl::OkStatus();
+    return wgrad_split::SumSlices(sum, b.part, a.dw, shape_.filter_elements(), a.stream);
+  }
+
+ private:
+  template <int BN>
+  static absl::Status Gemm(const Params& p, const RunArgs& a, float* out) {
+    auto* kernel = p.centers != nullptr
+                       ? &ImplicitGemmWgmmaKernel<BN, false, false, true, true, false, 2>
+                       : &ImplicitGemmWgmmaKernel<BN, false, false, true, true, false, 1>;
+    return CudaStatus(LaunchPdl(/*pdl=*/false, kernel, dim3(static_cast<unsigned>(p.grid)),
+                                kThreads, Config<BN>::kSmemBytes, a.stream, a.x, a.dy, out, p),
+                      "implicit_gemm_wgmma wgrad kernel launch");
+  }
+
+  Shape shape_;
+  int bn_;
+  Params p_;
+  wgrad_split::SplitK split_;
+};
+
 // Where the filter is split: by the rule (kSplitBMaxMTiles), or forced for measurement.
 enum class SplitPath { kByRule, kSplitKernel, kInKernel };
+
+// Whether the device runs the kernels at BN: wgmma (sm_90), the schedule's slots, the shared
+// memory.
+absl::Status CheckDevice(const DeviceInfo& device, int bn) {
+  if (!device.is_sm90()) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "implicit_gemm_wgmma needs an sm_90 (Hopper) device for wgmma; device ", device.ordinal,
+        " (", device.name, ") is sm_", device.cc_major, device.cc_minor));
+  }
+  if (device.sm_count * CtasPerSm(bn) > kMaxSlots) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "implicit_gemm_wgmma schedules at most ", kMaxSlots, " CTAs at once; device ",
+        device.ordinal, " has ", device.sm_count, " SMs"));
+  }
+  const int smem = bn == 128  ? Config<128>::kSmemBytes
+                   : bn == 64 ? Config<64>::kSmemBytes
+                              : Config<32>::kSmemBytes;
+  if (static_cast<size_t>(smem) > device.shared_memory_per_block_optin) {
+    return absl::FailedPreconditionError(absl::StrCat(
+        "implicit_gemm_wgmma needs ", smem, " bytes of shared memory per block; the device "
+        "allows ", device.shared_memory_per_block_optin));
+  }
+  return absl::OkStatus();
+}
 
 // What the proposal carries: the tile width, the kernel's parameters (the schedule over the
 // device's SMs included) and the split filter's workspace.
@@ -680,6 +881,7 @@ struct WgmmaConfig {
   Params params;
   int64_t split_bytes = 0;
   bool split_b = false;  // the filter split inside the main kernel (kSplitB): one launch
+  wgrad_split::SplitK wgrad_split;  // wgrad: the split of K
 };
 
 class ImplicitGemmWgmma : public AlgorithmWithConfig<WgmmaConfig> {
@@ -700,7 +902,14 @@ class ImplicitGemmWgmma : public AlgorithmWithConfig<WgmmaConfig> {
   // Padding, stride and dilation in the gather's address arithmetic (AGather's kGeometry);
   // groups as a grouped GEMM (each N tile within one group: NTileOf).
   Geometry geometry() const override { return Geometry{true, true, true, true}; }
+  // The forward, and (the rule's algorithm only) wgrad: implicit_gemm_wgmma_wgrad.h.
+  bool Computes(Op op) const override {
+    return op == Op::kFprop || (op == Op::kWgrad && path_ == SplitPath::kByRule);
+  }
+  // wgrad: each slice's sum is a blocked fp32 sum of at most kMaxContractReduction terms, the
+  // slices added in double (wgrad_split.h), as implicit_gemm_3xtf32's.
   absl::Status WithinContract(const Shape& shape) const override {
+    if (shape.op == Op::kWgrad) return WgradSplitK(shape, ChooseBN(shape)).status();
     return DirectSummationWithinContract(shape);
   }
 
@@ -714,6 +923,7 @@ class ImplicitGemmWgmma : public AlgorithmWithConfig<WgmmaConfig> {
   // through the workspace, mostly in L2. The term is kept as fitted, so auto's picks stand.)
   absl::StatusOr<WgmmaConfig> Choose(const Shape& s, const DeviceInfo& device,
                                      double* seconds) const override {
+    if (s.op == Op::kWgrad) return ChooseWgrad(s, device, seconds);
     RETURN_IF_ERROR(CheckIndexing(s));
     const bool geometry = s.padded() || s.strided() || s.dilated() || s.grouped();
     if (geometry && (s.kernel_h > implicit_gemm_view::kMaxGeometryTaps ||
@@ -737,25 +947,8 @@ class ImplicitGemmWgmma : public AlgorithmWithConfig<WgmmaConfig> {
           "implicit_gemm_wgmma: the split filter would take ", c.split_bytes,
           " bytes of workspace; the limit is ", kMaxSplitFilterBytes));
     }
-    if (!device.is_sm90()) {
-      return absl::FailedPreconditionError(absl::StrCat(
-          "implicit_gemm_wgmma needs an sm_90 (Hopper) device for wgmma; device ", device.ordinal,
-          " (", device.name, ") is sm_", device.cc_major, device.cc_minor));
-    }
+    RETURN_IF_ERROR(CheckDevice(device, c.bn));
     const int sms = device.sm_count;
-    if (sms * CtasPerSm(c.bn) > kMaxSlots) {
-      return absl::FailedPreconditionError(absl::StrCat(
-          "implicit_gemm_wgmma schedules at most ", kMaxSlots, " CTAs at once; device ",
-          device.ordinal, " has ", sms, " SMs"));
-    }
-    const int smem = c.bn == 128  ? Config<128>::kSmemBytes
-                     : c.bn == 64 ? Config<64>::kSmemBytes
-                                  : Config<32>::kSmemBytes;
-    if (static_cast<size_t>(smem) > device.shared_memory_per_block_optin) {
-      return absl::FailedPreconditionError(absl::StrCat(
-          "implicit_gemm_wgmma needs ", smem, " bytes of shared memory per block; the device "
-          "allows ", device.shared_memory_per_block_optin));
-    }
     c.params = ParamsFor(s, c.bn, sms);
     // The in-kernel split where it is possible (whole tiles, no groups), the filter is split
     // again by few M tiles (each splits its own copy) and a stage's tile is 8 values a copy
@@ -794,8 +987,19 @@ class ImplicitGemmWgmma : public AlgorithmWithConfig<WgmmaConfig> {
     return c;
   }
 
-  absl::StatusOr<std::unique_ptr<Runner>> Build(const Shape&, const WgmmaConfig& c,
+  absl::StatusOr<std::unique_ptr<Runner>> Build(const Shape& s, const WgmmaConfig& c,
                                                 const DeviceInfo&) const override {
+    if (s.op == Op::kWgrad) {
+      switch (c.bn) {
+        case 128: RETURN_IF_ERROR(EnableSmemWgrad<128>()); break;
+        case 64: RETURN_IF_ERROR(EnableSmemWgrad<64>()); break;
+        case 32: RETURN_IF_ERROR(EnableSmemWgrad<32>()); break;
+        default:
+          return absl::InternalError(
+              absl::StrCat("implicit_gemm_wgmma: no kernel for BN = ", c.bn));
+      }
+      return std::unique_ptr<Runner>(new WgmmaWgradRunner(s, c.bn, c.params, c.wgrad_split));
+    }
     switch (c.bn) {
       case 128: RETURN_IF_ERROR(EnableSmemAll<128>()); break;
       case 64: RETURN_IF_ERROR(EnableSmemAll<64>()); break;
@@ -808,6 +1012,43 @@ class ImplicitGemmWgmma : public AlgorithmWithConfig<WgmmaConfig> {
   }
 
  private:
+  // wgrad: the device checks as the forward's, the split of K, and the time: the longest CTA's
+  // units (each its slice's k-tiles plus a prologue and epilogue) at the forward's rate, plus the
+  // bytes (x and dy once, dw, the partials written and read; with centring dy once more) at
+  // 3 TB/s, plus the launches (the GEMM's, the slices' sum, the centring's two).
+  absl::StatusOr<WgmmaConfig> ChooseWgrad(const Shape& s, const DeviceInfo& device,
+                                          double* seconds) const {
+    RETURN_IF_ERROR(CheckWgradIndexing(s));
+    RETURN_IF_ERROR(CheckDevice(device, ChooseBN(s)));
+    WgmmaConfig c;
+    c.bn = ChooseBN(s);
+    absl::StatusOr<wgrad_split::SplitK> split = WgradSplitK(s, c.bn);
+    if (!split.ok()) return split.status();
+    c.wgrad_split = *split;
+    const int slots = device.sm_count * CtasPerSm(c.bn);
+    c.params = MakeWgradParams(s, c.bn, slots, c.wgrad_split);
+    if (int64_t{c.params.units} + kMaxSlots > std::numeric_limits<int32_t>::max()) {
+      return absl::OutOfRangeError(absl::StrCat("implicit_gemm_wgmma wgrad: ", c.params.units,
+                                                " work units exceed its 32-bit walk"));
+    }
+    const int64_t rounds = (int64_t{c.params.units} + slots - 1) / slots;
+    const double ktile_seconds =
+        3.0 * 2.0 * kBM * c.bn * kBK / (300e12 / device.sm_count / CtasPerSm(c.bn));
+    const double compute =
+        static_cast<double>(rounds) * (c.params.slice_tiles + kUnitOverhead) * ktile_seconds;
+    const bool centred = wgrad_split::Centres(c.params.k);
+    double bytes = s.min_bytes() + 2.0 * static_cast<double>(
+                                             wgrad_split::WorkspaceBytes(s, c.wgrad_split));
+    double launch = 4e-6;
+    if (c.wgrad_split.slices > 1 || centred) launch += 3e-6;
+    if (centred) {
+      bytes += 4.0 * static_cast<double>(s.output_elements());
+      launch += 4e-6;
+    }
+    *seconds = compute + bytes / 3e12 + launch;
+    return c;
+  }
+
   SplitPath path_;
 };
 

@@ -197,6 +197,15 @@ struct Params {
   // (TailWorkspaceBytes).
   int* tail_counters = nullptr;
   float* tail_partials = nullptr;
+  // wgrad (implicit_gemm_wgmma_wgrad.h), after the forward's fields: m, k, k_tiles, m_tiles,
+  // n_tiles and tiles above are then wgrad's GEMM's, and its units are tiles x slices.
+  int slices = 1, slice_tiles = 0, units = 0;
+  int fold_tiles = kFoldTiles;  // k-tiles per accumulator chunk (wgrad_split::ChunkTerms)
+  int red = 0;           // one filter's taps, (Cin/groups)*kh*kw: dw's row length
+  int cg = 0;            // input channels per group
+  int cout_p = 0;        // cout*out_h*out_w: one dy image
+  int slice_stride = 0;  // floats between two slices' partial dw (cout*red)
+  const float* centers = nullptr;  // per call where x is centred: its channel centres
 };
 
 // The output channels [n0, n_end) of N tile nt and the x offset x0 of its group's first input

@@ -1,0 +1,175 @@
+// implicit_gemm_wgmma's weight gradient: the forward's kernel (its ring, its consumers' split of
+// A into TF32 hi/lo register operands, its three wgmma per k8 step, its fold and epilogue) over
+// wgrad's GEMM, per group:
+//   M = (Cin/groups)*Kh*Kw taps, N = Cout/groups, K = batch*out_h*out_w,
+//   A[(c,r,s)][(b,i,j)] = x[b, g*cg + c, i*sh - pt + r*dh, j*sw - pl + s*dw] (0 in the padding),
+//   B[(b,i,j)][o]       = dy[b, g*og + o, i, j],
+//   dw[g*og + o][(c,r,s)] = sum over k of A * B.
+// (The larger side, the taps, along the tile's 128 rows, as in implicit_gemm_3xtf32's wgrad.)
+// What differs from the forward is the copy warpgroup's work and the walk:
+//  - A: x gathered by cp.async into the forward's A stage layout ([kBK] k rows of kBM taps),
+//    WgradAGather's map; the consumers split it as they split the forward's x. Where x is
+//    centred (wgrad_split.h) the consumers subtract each row's channel centre before the split.
+//  - B: dy is K-major already (a channel's pixels are consecutive floats), but wgmma wants its
+//    TF32 hi and lo planes in the 128-byte swizzled image. Splitting dy into the workspace first
+//    would write and read it twice more (ResNet-50's dy is ~1.3 GB a step); instead the copy
+//    threads load their dy values (WgradBGather: one k column and BN/4 channels each), split them
+//    and store both planes, as the forward's in-kernel filter split (kSplitB) does. A stage's dy
+//    loads are issued before the thread waits for the stage's slot, so they fly meanwhile.
+//  - The walk: K is cut into wgrad_split's slices (a function of the shape), a unit is one
+//    (M tile, N tile, slice), CTA c takes units c, c + grid, ... (SliceWalk), each accumulated on
+//    its own in chunks of wgrad_split::ChunkTerms (fold_tiles k-tiles), and stores its partial
+//    dw into the slice's copy of dw in the workspace (or dw itself with one slice and no
+//    centring); wgrad_split::SumSlices adds the slices in double. No stream-K tail: the slices
+//    give every SM work.
+// Plain C++ for the device and the CPU replay (implicit_gemm_wgmma_wgrad_cpu_test).
+#ifndef CONV2D_CONV_ALGORITHMS_IMPLICIT_GEMM_IMPLICIT_GEMM_WGMMA_WGRAD_H_
+#define CONV2D_CONV_ALGORITHMS_IMPLICIT_GEMM_IMPLICIT_GEMM_WGMMA_WGRAD_H_
+
+#include <cstdint>
+
+#include "absl/status/status.h"
+#include "absl/status/statusor.h"
+#include "conv/algorithms/implicit_gemm/implicit_gemm_wgmma_internal.h"
+#include "conv/algorithms/implicit_gemm/wgrad_split.h"
+#include "conv/arch/host_device.h"
+#include "conv/shape.h"
+
+namespace conv2d {
+namespace implicit_gemm_wgmma_internal {
+
+// The reasons (if any) that wgrad of `shape` cannot be indexed in 32 bits.
+absl::Status CheckWgradIndexing(const Shape& shape);
+// N tiles of the wgrad GEMM: each group's output channels tiled on their own, BN wide.
+int64_t WgradTiles(const Shape& shape, int bn);
+// The split of K for BN-wide tiles (wgrad_split::ChooseSplitK at this kernel's kBK).
+absl::StatusOr<wgrad_split::SplitK> WgradSplitK(const Shape& shape, int bn);
+// The kernel's parameters for wgrad at BN with `slots` CTAs at once and the split `split`;
+// requires CheckWgradIndexing. m, k, k_tiles, m_tiles, n_tiles and tiles are wgrad's GEMM's.
+Params MakeWgradParams(const Shape& shape, int bn, int slots, const wgrad_split::SplitK& split);
+
+// A CTA's walk: unit u = slice * tiles + tile (tile = m_tile * n_tiles + n_tile), u = cta, cta +
+// grid, ...: the CTAs running together share a slice's k range (its x and dy through L2).
+struct SliceWalk {
+  int next = 0;
+  CONV2D_HOST_DEVICE_INLINE SliceWalk(const Params&, int cta) : next(cta) {}
+  CONV2D_HOST_DEVICE_INLINE bool Next(const Params& p, WorkUnit* w) {
+    if (next >= p.units) return false;
+    const int slice = next / p.tiles;
+    const int tile = next - slice * p.tiles;
+    w->m_tile = tile / p.n_tiles;
+    w->n_tile = tile - w->m_tile * p.n_tiles;
+    w->kt_begin = slice * p.slice_tiles;
+    const int left = p.k_tiles - w->kt_begin;
+    w->stages = left < p.slice_tiles ? left : p.slice_tiles;
+    next += p.grid;
+    return true;
+  }
+};
+
+// Where a unit's row m (a tap of the group's filter) goes: the slice's copy of dw (one slice
+// without centring: dw itself), dw's rows being filters of red taps; -1 past M.
+CONV2D_HOST_DEVICE_INLINE int WgradRowBase(const Params& p, const WorkUnit& wu, int m) {
+  return m < p.m ? (wu.kt_begin / p.slice_tiles) * p.slice_stride + m : -1;
+}
+
+// The x gather of copy thread t (0..kCopyThreads-1) into the A stage ([kBK][kAStride], k rows of
+// taps): k columns kc + 4j (j < 8) of tap rows mr + 32i (i < 4), kc = t % 4, mr = 8*(t / 32) +
+// (t % 32) / 4. A warp's copy writes 4 k rows x 8 consecutive taps: banks 8*k + m (mod 32), 32
+// distinct; it reads 4 consecutive pixels (16 bytes at stride 1) of each of 8 taps. Init decodes
+// the thread's four taps once per unit; each k column costs two FastDivs a k-tile.
+struct WgradAGather {
+  static constexpr int kCols = 8;  // k columns a thread copies per stage
+  static constexpr int kRows = 4;  // tap rows
+  static_assert(kCols * kRows * kCopyThreads == kBK * kBM, "the threads cover the stage");
+  static constexpr int kPastM = 1 << 29;  // a row offset that puts every read outside the image
+  int kc = 0, mr = 0;
+  int tap_ofs[kRows] = {};  // c*h*w + r*dh*w + s*dw
+  int tap_r[kRows] = {};    // r*dh, or kPastM for rows past M
+  int tap_c[kRows] = {};    // s*dw
+
+  CONV2D_HOST_DEVICE_INLINE void Init(const Params& p, int m0, int t) {
+    kc = t % 4;
+    mr = 8 * (t / 32) + (t % 32) / 4;
+CONV2D_UNROLL
+    for (int i = 0; i < kRows; ++i) {
+      const int m = m0 + mr + 32 * i;
+      const int c = p.div_khkw.Div(m);
+      const int rs = m - c * (p.kh * p.kw);
+      const int r = p.div_kw.Div(rs);
+      const int s = rs - r * p.kw;
+      tap_r[i] = m < p.m ? r * p.dh : kPastM;
+      tap_c[i] = s * p.dw;
+      tap_ofs[i] = m < p.m ? c * p.hw + r * p.dh_w + s * p.dw : 0;
+    }
+  }
+
+  // f(float index in the A stage, x offset from the group's first channel, valid) for this
+  // thread's copies of k-tile kt; invalid copies (padding, k past K, tap past M) zero-fill and
+  // carry offset 0.
+  template <class F>
+  CONV2D_HOST_DEVICE_INLINE void ForEach(const Params& p, int kt, F&& f) const {
+CONV2D_UNROLL
+    for (int j = 0; j < kCols; ++j) {
+      const int kl = kc + 4 * j;
+      const int k = kt * kBK + kl;
+      const bool k_valid = k < p.k;
+      int row = 0, col = 0, base = 0;
+      if (k_valid) {
+        const int b = p.div_p.Div(k);
+        const int pix = k - b * p.p;
+        const int i = p.div_ow.Div(pix);
+        row = i * p.sh - p.pt;
+        col = (pix - i * p.ow) * p.sw - p.pl;
+        base = b * p.cin_hw + row * p.w + col;
+      }
+CONV2D_UNROLL
+      for (int i = 0; i < kRows; ++i) {
+        const int r = row + tap_r[i], c = col + tap_c[i];
+        const bool valid = k_valid && r >= 0 && r < p.h && c >= 0 && c < p.w;
+        f(kl * kAStride + mr + 32 * i, valid ? base + tap_ofs[i] : 0, valid);
+      }
+    }
+  }
+};
+
+// The dy values copy thread t splits into the B stage of k-tile kt of the N tile [n0, n_end):
+// k column t % kBK, channels n0 + t / kBK + 4j (j < BN / 4). A warp reads 32 consecutive pixels
+// of one channel (128 bytes where the k-tile lies in one image) and writes one 128-byte swizzle
+// row of each plane. f(j, float offset in the hi plane (BTileOffset), dy offset, valid).
+template <int BN>
+struct WgradBGather {
+  static constexpr int kPerThread = BN * kBK / kCopyThreads;
+  template <class F>
+  CONV2D_HOST_DEVICE_INLINE static void ForEach(const Params& p, int n0, int n_end, int kt, int t,
+                                                F&& f) {
+    const int kl = t % kBK;
+    const int k = kt * kBK + kl;
+    const bool k_valid = k < p.k;
+    int base = 0;
+    if (k_valid) {
+      const int b = p.div_p.Div(k);
+      base = b * p.cout_p + (k - b * p.p);
+    }
+CONV2D_UNROLL
+    for (int j = 0; j < kPerThread; ++j) {
+      const int nl = t / kBK + j * (kCopyThreads / kBK);
+      const int n = n0 + nl;
+      const bool valid = k_valid && n < n_end;
+      f(j, BTileOffset(nl, kl), valid ? base + n * p.p : 0, valid);
+    }
+  }
+};
+
+// The centre (wgrad_split::Center) of consumer row m of a unit of N tile nt: its input channel's,
+// 0 past M.
+CONV2D_HOST_DEVICE_INLINE float WgradRowCenter(const Params& p, int nt, int m) {
+  if (m >= p.m) return 0.f;
+  const int g = nt / p.n_tiles_g;
+  return p.centers[g * p.cg + p.div_khkw.Div(m)];
+}
+
+}  // namespace implicit_gemm_wgmma_internal
+}  // namespace conv2d
+
+#endif  // CONV2D_CONV_ALGORITHMS_IMPLICIT_GEMM_IMPLICIT_GEMM_WGMMA_WGRAD_H_

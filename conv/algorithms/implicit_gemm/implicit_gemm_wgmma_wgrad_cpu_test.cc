@@ -1,0 +1,355 @@
+// implicit_gemm_wgmma's weight gradient without a GPU: the functions its kernel runs
+// (implicit_gemm_wgmma_wgrad.h: SliceWalk, WgradAGather, WgradBGather, WgradRowCenter,
+// WgradRowBase; the forward's AFragIndex and AccCoord) replayed CTA by CTA and unit by unit,
+// each stage's product in double, the slices summed by wgrad_split::SumAt as the reduction
+// kernel does, against the fp64 reference (reference::Reference). The fragment maps and the wgmma
+// operand layouts are the forward's, replayed by implicit_gemm_wgmma_cpu_test. Mutants must fail.
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <limits>
+#include <vector>
+
+#include "conv/algorithms/implicit_gemm/implicit_gemm_3xtf32_backward_testing.h"
+#include "conv/algorithms/implicit_gemm/implicit_gemm_wgmma_internal.h"
+#include "conv/algorithms/implicit_gemm/implicit_gemm_wgmma_wgrad.h"
+#include "conv/algorithms/implicit_gemm/wgrad_split.h"
+#include "conv/core/device_info.h"
+#include "conv/core/registry.h"
+#include "conv/testing/shapes.h"
+#include "gtest/gtest.h"
+#include "reference/random.h"
+#include "reference/reference.h"
+
+namespace conv2d {
+namespace implicit_gemm_wgmma_internal {
+namespace {
+
+using implicit_gemm_3xtf32_backward_testing::AsOp;
+using implicit_gemm_3xtf32_backward_testing::BackwardShapes;
+using implicit_gemm_3xtf32_backward_testing::Resnet64;
+
+constexpr double kNaN = std::numeric_limits<double>::quiet_NaN();
+
+struct Inputs {
+  std::vector<float> x, w, dy;
+};
+Inputs MakeInputs(const Shape& s, uint64_t seed) {
+  return {RandomTensor(seed, kInputTensor, s.input_elements()),
+          RandomTensor(seed, kFilterTensor, s.filter_elements()),
+          RandomTensor(seed, kGradTensor, s.output_elements())};
+}
+
+// What the replay runs: the kernel's parameters, the split, and (centring) the centres and dy's
+// channel sums the prologue kernels would compute (one run per channel).
+struct Case {
+  Params p;
+  wgrad_split::SplitK split;
+  wgrad_split::Sum sum;
+  std::vector<float> centers;
+  std::vector<double> dy_sums;
+};
+Case MakeCase(const Shape& s, int bn, int slots) {
+  Case c;
+  const absl::StatusOr<wgrad_split::SplitK> split = WgradSplitK(s, bn);
+  EXPECT_TRUE(split.ok()) << split.status();
+  c.split = split.ok() ? *split : wgrad_split::SplitK{};
+  c.p = MakeWgradParams(s, bn, slots, c.split);
+  c.sum = wgrad_split::SumOf(s, c.split);
+  return c;
+}
+// Centres from image 0 and dy's channel sums, as the prologue kernels compute them.
+void Centre(const Shape& s, const Inputs& in, Case* c) {
+  const int64_t hw = s.height * s.width, plane = s.out_h() * s.out_w();
+  c->centers.assign(s.in_channels, 0.f);
+  for (int64_t ch = 0; ch < s.in_channels; ++ch) {
+    double sum = 0, sum_sq = 0;
+    for (int64_t i = 0; i < hw; ++i) {
+      const double v = in.x[ch * hw + i];
+      sum += v;
+      sum_sq += v * v;
+    }
+    c->centers[ch] = wgrad_split::Center(sum, sum_sq, static_cast<int>(hw));
+  }
+  c->dy_sums.assign(s.out_channels, 0.0);
+  for (int64_t b = 0; b < s.batch; ++b)
+    for (int64_t o = 0; o < s.out_channels; ++o)
+      for (int64_t i = 0; i < plane; ++i) c->dy_sums[o] += in.dy[(b * s.out_channels + o) * plane + i];
+  c->p.centers = c->centers.data();
+  c->sum.centers = c->centers.data();
+  c->sum.dy_sums = c->dy_sums.data();
+  c->sum.dy_runs = 1;
+}
+
+// dw as the kernel computes it, in double up to the slices' sum's rounding to float. `once`:
+// every element written once per slice.
+template <int BN>
+void Replay(const Shape& s, const Case& c, const Inputs& in, bool* once,
+            std::vector<double>* result) {
+  const Params& p = c.p;
+  const int64_t n = s.filter_elements();
+  const bool partials = wgrad_split::WorkspaceBytes(s, c.split) > 0;
+  std::vector<double>& out = *result;
+  out.assign(partials ? c.split.slices * n : n, kNaN);
+  std::vector<int> writes(out.size(), 0);
+  std::vector<float> a(kAStageFloats), b(BN * kBK);
+  std::vector<int> a_writes(kAStageFloats), b_writes(BN * kBK);
+  std::vector<double> acc(kBM * BN);
+  for (int cta = 0; cta < p.grid; ++cta) {
+    SliceWalk walk(p, cta);
+    WorkUnit wu;
+    while (walk.Next(p, &wu)) {
+      const NTile nt = NTileOf<true>(p, BN, wu.n_tile);
+      std::fill(acc.begin(), acc.end(), 0.0);
+      std::vector<WgradAGather> gathers(kCopyThreads);
+      for (int t = 0; t < kCopyThreads; ++t) gathers[t].Init(p, wu.m_tile * kBM, t);
+      for (int i = 0; i < wu.stages; ++i) {
+        const int kt = wu.kt_begin + i;
+        std::fill(a_writes.begin(), a_writes.end(), 0);
+        std::fill(b_writes.begin(), b_writes.end(), 0);
+        for (int t = 0; t < kCopyThreads; ++t) {
+          gathers[t].ForEach(p, kt, [&](int si, int gx, bool valid) {
+            ASSERT_TRUE(si >= 0 && si < kAStageFloats);
+            if (valid) {
+              ASSERT_TRUE(nt.x0 + gx >= 0 && nt.x0 + gx < s.input_elements()) << gx;
+            } else {
+              ASSERT_EQ(gx, 0);
+            }
+            a[si] = valid ? in.x[nt.x0 + gx] : 0.f;
+            ++a_writes[si];
+          });
+          WgradBGather<BN>::ForEach(p, nt.n0, nt.n_end, kt, t,
+                                    [&](int, int off, int src, bool valid) {
+            ASSERT_TRUE(off >= 0 && off < BN * kBK);
+            if (valid) {
+              ASSERT_TRUE(src >= 0 && src < s.output_elements()) << src;
+            } else {
+              ASSERT_EQ(src, 0);
+            }
+            b[off] = valid ? in.dy[src] : 0.f;
+            ++b_writes[off];
+          });
+          if (::testing::Test::HasFatalFailure()) return;
+        }
+        for (int si = 0; si < kAStageFloats; ++si) {
+          ASSERT_EQ(a_writes[si], si % kAStride < kBM ? 1 : 0) << "A stage word " << si;
+        }
+        for (int off = 0; off < BN * kBK; ++off) ASSERT_EQ(b_writes[off], 1) << "B word " << off;
+        // The consumers' A: the centre of the row their fragment register reads (the kernel's
+        // rows gid + 8h of warp 16-row band), subtracted before the split.
+        for (int wg = 0; wg < 2; ++wg)
+          for (int warp = 0; warp < 4; ++warp)
+            for (int lane = 0; lane < 32; ++lane)
+              for (int r = 0; r < 4; ++r) {
+                if ((lane & 3) != 0 || (r & 2) != 0) continue;  // one thread and register a row
+                const int ml = wg * kWarpgroupRows + warp * 16 + (lane >> 2) + 8 * (r & 1);
+                ASSERT_EQ(AFragIndex(wg, warp, 0, lane, r), ml);
+                if (p.centers == nullptr) continue;
+                const float center = WgradRowCenter(p, wu.n_tile, wu.m_tile * kBM + ml);
+                for (int k = 0; k < kBK; ++k) a[k * kAStride + ml] -= center;
+              }
+        for (int m = 0; m < kBM; ++m)
+          for (int nl = 0; nl < BN; ++nl) {
+            double sum = 0;
+            for (int k = 0; k < kBK; ++k) {
+              sum += double{a[k * kAStride + m]} * b[BTileOffset(nl, k)];
+            }
+            acc[m * BN + nl] += sum;
+          }
+      }
+      // The epilogue: every consumer thread's accumulator registers (AccCoord) to dw's or the
+      // slice's rows (WgradRowBase), channels below the tile's end.
+      for (int tid = 0; tid < kConsumerThreads; ++tid) {
+        const int wg = tid >> 7, warp = (tid >> 5) & 3, lane = tid & 31;
+        for (int r = 0; r < BN / 2; ++r) {
+          int ml, nl;
+          AccCoord(wg, warp, lane, r, &ml, &nl);
+          const int row = WgradRowBase(p, wu, wu.m_tile * kBM + ml);
+          const int o = nt.n0 + nl;
+          if (row < 0 || o >= nt.n_end) continue;
+          const int64_t at = row + int64_t{o} * p.red;
+          ASSERT_TRUE(at >= 0 && at < static_cast<int64_t>(out.size())) << at;
+          out[at] = acc[ml * BN + nl];
+          ++writes[at];
+        }
+      }
+    }
+  }
+  int expected = 1;
+  if (partials) {
+    std::vector<double> dw(n);
+    for (int64_t e = 0; e < n; ++e) dw[e] = wgrad_split::SumAt(c.sum, out.data(), e, n);
+    out.swap(dw);
+    std::vector<int> per(n, 0);
+    for (size_t i = 0; i < writes.size(); ++i) per[i % n] += writes[i];
+    writes.swap(per);
+    expected = c.split.slices;
+  }
+  *once = std::all_of(writes.begin(), writes.end(), [&](int w) { return w == expected; });
+}
+
+std::vector<double> ReplayAt(const Shape& s, int bn, const Case& c, const Inputs& in, bool* once) {
+  std::vector<double> out;
+  *once = false;
+  switch (bn) {
+    case 128: Replay<128>(s, c, in, once, &out); break;
+    case 64: Replay<64>(s, c, in, once, &out); break;
+    default: Replay<32>(s, c, in, once, &out); break;
+  }
+  return out;
+}
+
+// Elements off the fp64 reference (the replay's sums are exact products added in double in
+// another order, rounded to float once where slices are summed).
+int64_t Mismatches(const Shape& s, const std::vector<double>& got, const Inputs& in) {
+  Tensors t;
+  t.x = in.x.data();
+  t.w = in.w.data();
+  t.dy = in.dy.data();
+  const std::vector<double> ref = Reference(s, t);
+  EXPECT_EQ(ref.size(), got.size());
+  int64_t bad = 0;
+  for (size_t i = 0; i < std::min(ref.size(), got.size()); ++i) {
+    if (!(std::abs(got[i] - ref[i]) <= 1e-6 * (1 + std::abs(ref[i])))) ++bad;
+  }
+  return bad;
+}
+
+double Work(const Shape& s, int bn) {
+  return double{kBM} * bn * kBK * WgradTiles(s, bn) *
+         ((s.batch * s.out_h() * s.out_w() + kBK - 1) / kBK);
+}
+
+// Every shared backward shape (groups, depthwise, strides, padding, dilation, odd sizes, several
+// M and N tiles), at its own BN and at the others, with grids of 1, 5 and 14 CTAs.
+TEST(ImplicitGemmWgmmaWgradReplay, MatchesReference) {
+  int checked = 0, split = 0;
+  for (const Shape& base : BackwardShapes()) {
+    const Shape s = AsOp(base, Op::kWgrad);
+    SCOPED_TRACE(s.ToString());
+    ASSERT_TRUE(CheckWgradIndexing(s).ok());
+    for (int bn : {ChooseBN(s), 32, 128}) {
+      if (Work(s, bn) > 1e8) continue;
+      for (int slots : {1, 5, 14}) {
+        const Case c = MakeCase(s, bn, slots);
+        const Inputs in = MakeInputs(s, 31);
+        bool once = false;
+        const std::vector<double> got = ReplayAt(s, bn, c, in, &once);
+        if (::testing::Test::HasFatalFailure()) return;
+        EXPECT_TRUE(once) << "bn " << bn << " slots " << slots;
+        EXPECT_EQ(Mismatches(s, got, in), 0) << "bn " << bn << " slots " << slots;
+        ++checked;
+        split += c.split.slices > 1;
+      }
+    }
+  }
+  EXPECT_GE(checked, 60);
+  EXPECT_GE(split, 15) << "too few cases exercise the split";
+}
+
+// x of large mean, centred (the kernel's centring path, forced on shapes far shorter than
+// wgrad_split::kCenterK): equals the uncentred reference; without the correction it does not.
+TEST(ImplicitGemmWgmmaWgradReplay, CentredMatchesReference) {
+  int checked = 0;
+  for (const Shape& base : BackwardShapes()) {
+    const Shape s = AsOp(base, Op::kWgrad);
+    SCOPED_TRACE(s.ToString());
+    const int bn = ChooseBN(s);
+    if (Work(s, bn) > 3e7) continue;
+    Inputs in = MakeInputs(s, 37);
+    for (float& v : in.x) v = std::abs(v) + 10.f;  // ReLU-like, mean 10.8: centred
+    Case c = MakeCase(s, bn, 5);
+    Centre(s, in, &c);
+    for (float center : c.centers) ASSERT_NE(center, 0.f);
+    // The reduction pass runs whenever x is centred (WorkspaceBytes counts the partials then).
+    if (wgrad_split::WorkspaceBytes(s, c.split) == 0) continue;
+    bool once = false;
+    EXPECT_EQ(Mismatches(s, ReplayAt(s, bn, c, in, &once), in), 0);
+    EXPECT_TRUE(once);
+    std::vector<double> zeros(s.out_channels, 0.0);
+    c.sum.dy_sums = zeros.data();  // the mutant: the centre taken out and never added back
+    EXPECT_GT(Mismatches(s, ReplayAt(s, bn, c, in, &once), in), 0);
+    ++checked;
+  }
+  EXPECT_GE(checked, 5);
+}
+
+// The replay's checks have teeth: a slice dropped, slices a k-tile short, a gather off by a
+// padding row.
+TEST(ImplicitGemmWgmmaWgradReplay, MutantsFail) {
+  const Shape s = AsOp(WithGeometry({12, 9, 6, 33, 28, 5, 3}, 2, 1, 0, 3, 2, 3, 2, 1, 3),
+                       Op::kWgrad);
+  const Inputs in = MakeInputs(s, 5);
+  const int bn = ChooseBN(s);
+  const Case good = MakeCase(s, bn, 7);
+  ASSERT_GT(good.split.slices, 2);
+  bool once = false;
+  EXPECT_EQ(Mismatches(s, ReplayAt(s, bn, good, in, &once), in), 0);
+  {
+    Case c = good;  // the last slice's units never walked
+    c.p.units -= c.p.tiles;
+    EXPECT_GT(Mismatches(s, ReplayAt(s, bn, c, in, &once), in), 0);
+  }
+  {
+    Case c = good;  // slices one k-tile short: the last k-tiles of each slice summed by none
+    --c.p.slice_tiles;
+    EXPECT_GT(Mismatches(s, ReplayAt(s, bn, c, in, &once), in), 0);
+  }
+  {
+    Case c = good;  // the padding one row off
+    ++c.p.pt;
+    EXPECT_GT(Mismatches(s, ReplayAt(s, bn, c, in, &once), in), 0);
+  }
+}
+
+// Copy warps write 32 distinct banks of the A stage per copy.
+TEST(ImplicitGemmWgmmaWgradLayout, CopyWritesAreBankConflictFree) {
+  const Shape s = AsOp(WithGeometry({2, 16, 8, 20, 20, 3, 3}, 1, 1, 1, 1, 1, 1), Op::kWgrad);
+  const Case c = MakeCase(s, 32, 4);
+  for (int warp = 0; warp < kCopyThreads / 32; ++warp) {
+    std::vector<std::vector<int>> at(32);
+    for (int lane = 0; lane < 32; ++lane) {
+      WgradAGather g;
+      g.Init(c.p, 0, 32 * warp + lane);
+      g.ForEach(c.p, 0, [&](int si, int, bool) { at[lane].push_back(si); });
+    }
+    for (size_t i = 0; i < at[0].size(); ++i) {
+      uint32_t banks = 0;
+      for (int lane = 0; lane < 32; ++lane) banks |= 1u << (at[lane][i] % 32);
+      EXPECT_EQ(banks, 0xFFFFFFFFu) << "warp " << warp << " copy " << i;
+    }
+  }
+}
+
+// The split is a function of the shape (the device's SM count changes the grid, never the
+// slices), ResNet's 56x56 layer gets about two waves of units, and the algorithm proposes wgrad
+// on a Hopper device within the contract.
+TEST(ImplicitGemmWgmmaWgradPlan, SplitAndProposal) {
+  const Shape s = Resnet64(Op::kWgrad);
+  const int bn = ChooseBN(s);
+  const absl::StatusOr<wgrad_split::SplitK> split = WgradSplitK(s, bn);
+  ASSERT_TRUE(split.ok()) << split.status();
+  const Params a = MakeWgradParams(s, bn, 132 * CtasPerSm(bn), *split);
+  const Params b = MakeWgradParams(s, bn, 114 * CtasPerSm(bn), *split);
+  EXPECT_EQ(a.slices, b.slices);
+  EXPECT_EQ(a.slice_tiles, b.slice_tiles);
+  EXPECT_GE(a.units, wgrad_split::kTargetCtas / 2);
+  EXPECT_LE(a.units, 2 * wgrad_split::kTargetCtas);
+  EXPECT_LE(a.slice_tiles * kBK, kMaxContractReduction);
+  EXPECT_EQ(a.fold_tiles * kBK, 32) << "ResNet's K past 73,728 terms: 32-term chunks";
+  const Algorithm* alg = Registry::Global().Find("implicit_gemm_wgmma");
+  ASSERT_NE(alg, nullptr);
+  EXPECT_TRUE(alg->Computes(Op::kWgrad));
+  EXPECT_FALSE(alg->Computes(Op::kDgrad));
+  EXPECT_TRUE(alg->WithinContract(s).ok());
+  for (const Shape& base : BackwardShapes()) {
+    const Shape w = AsOp(base, Op::kWgrad);
+    EXPECT_TRUE(alg->CanImplement(w).ok()) << w.ToString() << ": " << alg->CanImplement(w);
+  }
+  const double t = alg->EstimateSeconds(s);
+  EXPECT_TRUE(std::isfinite(t) && t > 0) << t;
+}
+
+}  // namespace
+}  // namespace implicit_gemm_wgmma_internal
+}  // namespace conv2d
