@@ -326,18 +326,35 @@ __device__ __forceinline__ void CopyStages(const float* __restrict__ x, const fl
 }
 
 // wgrad's copy warpgroup (implicit_gemm_wgmma_wgrad.h): the CTA's stages over its units
-// (SliceWalk), as CopyStages, with x gathered by WgradAGather and dy split here into the stage's
-// swizzled (hi, lo) planes by WgradBGather's map (the kSplitB protocol: each copy thread
-// arrives twice a phase, by cp.async and after its stores and the proxy fence). A stage's dy loads
-// are issued before the thread waits for the stage's slot; the values are split and stored after
-// the x gathers are issued.
+// (SliceWalk), as CopyStages, with x gathered by WgradAGather and dy by WgradBGather's map, each
+// dy value copied raw (cp.async) to its place in the stage's lo plane. One stage later, once
+// cp.async.wait_group says the thread's own copies of that stage have landed, the thread splits
+// its values in place (hi plane, lo plane) and arrives a second time on the stage's "full",
+// after the proxy fence that shows its stores to wgmma (the kSplitB protocol: two arrivals per
+// copy thread a phase). Nothing of dy is held in registers across the wait for a slot (the
+// copy warps have 40-56 registers; holding a stage's 8-32 values there spilled).
+template <int BN>
+__device__ __forceinline__ void SplitStageInPlace(uint32_t sb, uint32_t bar, int t) {
+  using C = Config<BN>;
+  WgradBGather<BN>::ForEachSlot(t, [&](int off) {
+    const uint32_t at = sb + 4 * static_cast<uint32_t>(off);
+    float v;
+    asm volatile("ld.shared.f32 %0, [%1];\n" : "=f"(v) : "r"(at + C::kBTileBytes));
+    uint32_t hi, lo;
+    SplitTf32(v, hi, lo);
+    asm volatile("st.shared.b32 [%0], %1;\n" ::"r"(at), "r"(hi) : "memory");
+    asm volatile("st.shared.b32 [%0], %1;\n" ::"r"(at + C::kBTileBytes), "r"(lo) : "memory");
+  });
+  FenceProxyAsyncShared();
+  MbarArrive(bar);
+}
+
 template <int BN>
 __device__ __forceinline__ void CopyStagesWgrad(const float* __restrict__ x,
                                                 const float* __restrict__ dy, const Params& p,
                                                 uint32_t smem_base, uint32_t full, uint32_t empty,
                                                 int t) {
   using C = Config<BN>;
-  using BGather = WgradBGather<BN>;
   WgradAGather a_gather;
   int g = 0;
   RingCursor<C::kStages> ring;
@@ -348,31 +365,29 @@ __device__ __forceinline__ void CopyStagesWgrad(const float* __restrict__ x,
     a_gather.Init(p, wu.m_tile * kBM, t);
     const float* xg = x + nt.x0;
     for (int i = 0; i < wu.stages; ++i, ++g, ring.Next()) {
-      const int kt = wu.kt_begin + i;
-      float v[BGather::kPerThread];
-      BGather::ForEach(p, nt.n0, nt.n_end, kt, t, [&](int j, int, int src, bool valid) {
-        v[j] = 0.f;
-        if (valid) asm volatile("ld.global.nc.f32 %0, [%1];\n" : "=f"(v[j]) : "l"(dy + src));
-      });
       const int slot = ring.slot;
       if (g >= C::kStages) MbarWait(empty + 8 * slot, ring.parity ^ 1);
+      const int kt = wu.kt_begin + i;
       const uint32_t sb = smem_base + slot * C::kStageBytes;
       const uint32_t bar = full + 8 * slot;
+      WgradBGather<BN>::ForEach(p, nt.n0, nt.n_end, kt, t, [&](int, int off, int src, bool valid) {
+        CpAsync<4>(sb + C::kBTileBytes + 4 * off, dy + static_cast<uint32_t>(src), valid);
+      });
       const uint32_t sa = sb + 2 * C::kBTileBytes;
       a_gather.ForEach(p, kt, [&](int s, int gx, bool valid) {
         CpAsync<4>(sa + 4 * s, xg + static_cast<uint32_t>(gx), valid);
       });
       CpAsyncArriveOnMbar(bar);
-      BGather::ForEach(p, nt.n0, nt.n_end, kt, t, [&](int j, int off, int, bool) {
-        uint32_t hi, lo;
-        SplitTf32(v[j], hi, lo);
-        const uint32_t at = sb + 4 * static_cast<uint32_t>(off);
-        asm volatile("st.shared.b32 [%0], %1;\n" ::"r"(at), "r"(hi) : "memory");
-        asm volatile("st.shared.b32 [%0], %1;\n" ::"r"(at + C::kBTileBytes), "r"(lo) : "memory");
-      });
-      FenceProxyAsyncShared();
-      MbarArrive(bar);
+      CpAsyncCommit();
+      if (g > 0) {
+        CpAsyncWait<1>();  // the previous stage's copies (this thread's) have landed
+        SplitStageInPlace<BN>(smem_base + ring.prev * C::kStageBytes, full + 8 * ring.prev, t);
+      }
     }
+  }
+  if (g > 0) {
+    CpAsyncWait<0>();
+    SplitStageInPlace<BN>(smem_base + ring.prev * C::kStageBytes, full + 8 * ring.prev, t);
   }
 }
 

@@ -13,9 +13,9 @@
 //  - B: dy is K-major already (a channel's pixels are consecutive floats), but wgmma wants its
 //    TF32 hi and lo planes in the 128-byte swizzled image. Splitting dy into the workspace first
 //    would write and read it twice more (ResNet-50's dy is ~1.3 GB a step); instead the copy
-//    threads load their dy values (WgradBGather: one k column and BN/4 channels each), split them
-//    and store both planes, as the forward's in-kernel filter split (kSplitB) does. A stage's dy
-//    loads are issued before the thread waits for the stage's slot, so they fly meanwhile.
+//    threads copy their dy values (WgradBGather: one k column and BN/4 channels each) raw into
+//    the lo plane by cp.async and, one stage later, split them in place into both planes, as the
+//    forward's in-kernel filter split (kSplitB) splits the filter.
 //  - The walk: K is cut into wgrad_split's slices (a function of the shape), a unit is one
 //    (M tile, N tile, slice), CTA c takes units c, c + grid, ... (SliceWalk), each accumulated on
 //    its own in chunks of wgrad_split::ChunkTerms (fold_tiles k-tiles), and stores its partial
@@ -140,6 +140,13 @@ CONV2D_UNROLL
 template <int BN>
 struct WgradBGather {
   static constexpr int kPerThread = BN * kBK / kCopyThreads;
+  static_assert(kCopyThreads / kBK == 4 && kPerThread % 2 == 0, "channels t / kBK + 4j");
+  // The thread's j-th slot: channel w + 4j is row (w + 4j) % 8 of atom j / 2, so the slots are
+  // two offsets plus multiples of one atom (256 floats): immediates, not 8-32 registers (which
+  // the copy warps, at 40-56 registers, spilled).
+  CONV2D_HOST_DEVICE_INLINE static int Slot(int t, int j) {
+    return BTileOffset(t / kBK + 4 * (j & 1), t % kBK) + (j >> 1) * 256;
+  }
   template <class F>
   CONV2D_HOST_DEVICE_INLINE static void ForEach(const Params& p, int n0, int n_end, int kt, int t,
                                                 F&& f) {
@@ -151,13 +158,19 @@ struct WgradBGather {
       const int b = p.div_p.Div(k);
       base = b * p.cout_p + (k - b * p.p);
     }
+    const int n_first = n0 + t / kBK;
 CONV2D_UNROLL
     for (int j = 0; j < kPerThread; ++j) {
-      const int nl = t / kBK + j * (kCopyThreads / kBK);
-      const int n = n0 + nl;
+      const int n = n_first + 4 * j;
       const bool valid = k_valid && n < n_end;
-      f(j, BTileOffset(nl, kl), valid ? base + n * p.p : 0, valid);
+      f(j, Slot(t, j), valid ? base + n * p.p : 0, valid);
     }
+  }
+  // f(float offset in a plane) of the thread's values, ForEach's order, without the sources.
+  template <class F>
+  CONV2D_HOST_DEVICE_INLINE static void ForEachSlot(int t, F&& f) {
+CONV2D_UNROLL
+    for (int j = 0; j < kPerThread; ++j) f(Slot(t, j));
   }
 };
 

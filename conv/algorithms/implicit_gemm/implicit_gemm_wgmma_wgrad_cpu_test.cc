@@ -321,6 +321,39 @@ TEST(ImplicitGemmWgmmaWgradLayout, CopyWritesAreBankConflictFree) {
   }
 }
 
+// The in-place split visits each copy thread's dy slots in the order its copies wrote them, and
+// a warp's raw copies (one j) write one 128-byte swizzle row: 32 distinct banks.
+template <int BN>
+void CheckSlots() {
+  const Shape s = AsOp(Shape{2, 16, BN, 20, 20, 3, 3}, Op::kWgrad);
+  const Case c = MakeCase(s, BN, 4);
+  for (int t = 0; t < kCopyThreads; ++t) {
+    std::vector<int> copied, split;
+    WgradBGather<BN>::ForEach(c.p, 0, BN, 0, t, [&](int, int off, int, bool) { copied.push_back(off); });
+    WgradBGather<BN>::ForEachSlot(t, [&](int off) { split.push_back(off); });
+    EXPECT_EQ(copied, split) << "thread " << t;
+    for (int j = 0; j < WgradBGather<BN>::kPerThread; ++j) {  // channel t / kBK + 4j, k t % kBK
+      EXPECT_EQ(split[j], BTileOffset(t / kBK + 4 * j, t % kBK)) << "thread " << t << " j " << j;
+    }
+  }
+  for (int warp = 0; warp < kCopyThreads / 32; ++warp)
+    for (int j = 0; j < WgradBGather<BN>::kPerThread; ++j) {
+      uint32_t banks = 0;
+      for (int lane = 0; lane < 32; ++lane) {
+        int k = 0;
+        WgradBGather<BN>::ForEachSlot(32 * warp + lane, [&](int off) {
+          if (k++ == j) banks |= 1u << (off % 32);
+        });
+      }
+      EXPECT_EQ(banks, 0xFFFFFFFFu) << "BN " << BN << " warp " << warp << " j " << j;
+    }
+}
+TEST(ImplicitGemmWgmmaWgradLayout, InPlaceSplitMatchesTheCopies) {
+  CheckSlots<32>();
+  CheckSlots<64>();
+  CheckSlots<128>();
+}
+
 // The split is a function of the shape (the device's SM count changes the grid, never the
 // slices), ResNet's 56x56 layer gets about two waves of units, and the algorithm proposes wgrad
 // on a Hopper device within the contract.

@@ -1,0 +1,76 @@
+// implicit_gemm_wgmma's weight gradient on the GPU against the fp64 reference (NaN-poisoned dw):
+// the CPU replay's shapes (groups, depthwise, strides, padding, dilation, odd sizes, several M and
+// N tiles; every element, every input class in x and dy), ResNet-50's layers whose reductions
+// take the split, the fold chunks of 32 terms and the centring (sampled), and bitwise
+// reproducibility across calls, workspaces and streams. Needs a GPU: without one every case fails
+// with the plan's error.
+#include <cuda_runtime_api.h>
+
+#include <vector>
+
+#include "conv/algorithms/implicit_gemm/implicit_gemm_3xtf32_backward_testing.h"
+#include "conv/conv.h"
+#include "conv/testing/expect_reference.h"
+#include "conv/testing/shapes.h"
+#include "conv/testing/testbed.h"
+#include "gtest/gtest.h"
+
+namespace conv2d {
+namespace {
+
+constexpr char kAlgorithm[] = "implicit_gemm_wgmma";
+
+using implicit_gemm_3xtf32_backward_testing::AsOp;
+using implicit_gemm_3xtf32_backward_testing::BackwardShapes;
+using implicit_gemm_3xtf32_backward_testing::Resnet64;
+
+TEST(ImplicitGemmWgmmaWgradGpuTest, HasDevice) {
+  int n = 0;
+  const cudaError_t err = cudaGetDeviceCount(&n);
+  ASSERT_TRUE(err == cudaSuccess && n > 0)
+      << "this test needs a CUDA GPU: " << (err == cudaSuccess ? "0 devices" : cudaGetErrorString(err));
+}
+
+std::vector<Shape> WgradCases() {
+  std::vector<Shape> cases;
+  for (const Shape& s : BackwardShapes()) cases.push_back(AsOp(s, Op::kWgrad));
+  return cases;
+}
+
+class ImplicitGemmWgmmaWgradTest : public ::testing::TestWithParam<Shape> {};
+
+TEST_P(ImplicitGemmWgmmaWgradTest, MatchesFp64Reference) {
+  ExpectMatchesReference(GetParam(), kAlgorithm, int64_t{1} << 20);
+}
+
+TEST_P(ImplicitGemmWgmmaWgradTest, EveryInputClassWithinBar) {
+  ExpectEveryClassWithinBar(GetParam(), kAlgorithm, 7);
+}
+
+INSTANTIATE_TEST_SUITE_P(Shapes, ImplicitGemmWgmmaWgradTest, ::testing::ValuesIn(WgradCases()),
+                         [](const auto& info) { return GtestName(info.param); });
+
+// ResNet-50's layers at batch 32 (each BN, 1x1 and 3x3, stride 2, the 56x56 reductions past
+// wgrad_split::kCenterK that take 32-term chunks and the centring) and a bias.
+std::vector<Shape> LargeCases() {
+  Shape biased = AsOp(Shape{32, 64, 256, 56, 56, 1, 1}, Op::kWgrad);
+  biased.has_bias = true;  // db by Plan::Run's fixed-order pass beside the kernel's dw
+  return {Resnet64(Op::kWgrad),
+          biased,
+          AsOp(Shape{32, 256, 64, 56, 56, 1, 1}, Op::kWgrad),
+          AsOp(WithGeometry({32, 128, 128, 28, 28, 3, 3}, 1, 1, 1, 1, 1, 1), Op::kWgrad),
+          AsOp(WithGeometry({32, 256, 512, 56, 56, 1, 1}, 0, 0, 0, 0, 2, 2), Op::kWgrad),
+          AsOp(WithGeometry({32, 512, 512, 7, 7, 3, 3}, 1, 1, 1, 1, 1, 1), Op::kWgrad),
+          AsOp(Shape{32, 16, 96, 112, 112, 1, 1}, Op::kWgrad)};
+}
+
+TEST(ImplicitGemmWgmmaWgradLarge, ResnetLayers) {
+  for (const Shape& s : LargeCases()) {
+    SCOPED_TRACE(s.ToString());
+    ExpectMatchesReference(s, kAlgorithm, 4096);
+    ExpectEveryClassWithinBar(s, kAlgorithm, 9);
+  }
+}
+
+}  // namespace
+}  // namespace conv2d
