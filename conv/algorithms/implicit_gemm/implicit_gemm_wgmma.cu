@@ -231,6 +231,17 @@ __global__ void __launch_bounds__(kSplitThreads)
 
 #if CONV2D_HAS_WGMMA
 
+// v's TF32 halves to the shared-memory word `at` of a stage's B hi plane and the same word of its
+// lo plane (the in-kernel splits: the filter's, kSplitB, and wgrad's dy).
+template <int BN>
+__device__ __forceinline__ void StoreSplit(uint32_t at, float v) {
+  uint32_t hi, lo;
+  SplitTf32(v, hi, lo);
+  asm volatile("st.shared.b32 [%0], %1;\n" ::"r"(at), "r"(hi) : "memory");
+  asm volatile("st.shared.b32 [%0], %1;\n" ::"r"(at + Config<BN>::kBTileBytes), "r"(lo)
+               : "memory");
+}
+
 // kSplitB (tiny problems: no split kernel, no workspace, one launch): the copy warpgroup splits
 // the filter's (hi, lo) tile of k-tile kt of N tile nt itself, from w straight into the slot at
 // sb, in the layout the bulk copy would have delivered (SplitFilterTarget's element mapping, less
@@ -260,13 +271,7 @@ __device__ __forceinline__ void SplitTileToShared(const float* __restrict__ w, c
       }
     }
 #pragma unroll
-    for (int j = 0; j < kBatch; ++j) {
-      uint32_t hi, lo;
-      SplitTf32(v[j], hi, lo);
-      asm volatile("st.shared.b32 [%0], %1;\n" ::"r"(at[j]), "r"(hi) : "memory");
-      asm volatile("st.shared.b32 [%0], %1;\n" ::"r"(at[j] + Config<BN>::kBTileBytes), "r"(lo)
-                   : "memory");
-    }
+    for (int j = 0; j < kBatch; ++j) StoreSplit<BN>(at[j], v[j]);
   }
 }
 
@@ -340,10 +345,7 @@ __device__ __forceinline__ void SplitStageInPlace(uint32_t sb, uint32_t bar, int
     const uint32_t at = sb + 4 * static_cast<uint32_t>(off);
     float v;
     asm volatile("ld.shared.f32 %0, [%1];\n" : "=f"(v) : "r"(at + C::kBTileBytes));
-    uint32_t hi, lo;
-    SplitTf32(v, hi, lo);
-    asm volatile("st.shared.b32 [%0], %1;\n" ::"r"(at), "r"(hi) : "memory");
-    asm volatile("st.shared.b32 [%0], %1;\n" ::"r"(at + C::kBTileBytes), "r"(lo) : "memory");
+    StoreSplit<BN>(at, v);
   });
   FenceProxyAsyncShared();
   MbarArrive(bar);

@@ -114,20 +114,14 @@ CONV2D_UNROLL
       const int kl = kc + 4 * j;
       const int k = kt * kBK + kl;
       const bool k_valid = k < p.k;
-      int row = 0, col = 0, base = 0;
-      if (k_valid) {
-        const int b = p.div_p.Div(k);
-        const int pix = k - b * p.p;
-        const int i = p.div_ow.Div(pix);
-        row = i * p.sh - p.pt;
-        col = (pix - i * p.ow) * p.sw - p.pl;
-        base = b * p.cin_hw + row * p.w + col;
-      }
+      // Term k's window: the forward's output pixel k (implicit_gemm_view.h).
+      implicit_gemm_view::Origin o{0, 0, 0};
+      if (k_valid) o = implicit_gemm_view::OriginOf(p, k);
 CONV2D_UNROLL
       for (int i = 0; i < kRows; ++i) {
-        const int r = row + tap_r[i], c = col + tap_c[i];
+        const int r = o.row + tap_r[i], c = o.col + tap_c[i];
         const bool valid = k_valid && r >= 0 && r < p.h && c >= 0 && c < p.w;
-        f(kl * kAStride + mr + 32 * i, valid ? base + tap_ofs[i] : 0, valid);
+        f(kl * kAStride + mr + 32 * i, valid ? o.base + tap_ofs[i] : 0, valid);
       }
     }
   }

@@ -27,18 +27,12 @@ namespace {
 
 using implicit_gemm_3xtf32_backward_testing::AsOp;
 using implicit_gemm_3xtf32_backward_testing::BackwardShapes;
+using implicit_gemm_3xtf32_backward_testing::MakeReplayInputs;
+using implicit_gemm_3xtf32_backward_testing::ReplayInputs;
+using implicit_gemm_3xtf32_backward_testing::ReplayMismatches;
 using implicit_gemm_3xtf32_backward_testing::Resnet64;
 
 constexpr double kNaN = std::numeric_limits<double>::quiet_NaN();
-
-struct Inputs {
-  std::vector<float> x, w, dy;
-};
-Inputs MakeInputs(const Shape& s, uint64_t seed) {
-  return {RandomTensor(seed, kInputTensor, s.input_elements()),
-          RandomTensor(seed, kFilterTensor, s.filter_elements()),
-          RandomTensor(seed, kGradTensor, s.output_elements())};
-}
 
 // What the replay runs: the kernel's parameters, the split, and (centring) the centres and dy's
 // channel sums the prologue kernels would compute (one run per channel).
@@ -59,7 +53,7 @@ Case MakeCase(const Shape& s, int bn, int slots) {
   return c;
 }
 // Centres from image 0 and dy's channel sums, as the prologue kernels compute them.
-void Centre(const Shape& s, const Inputs& in, Case* c) {
+void Centre(const Shape& s, const ReplayInputs& in, Case* c) {
   const int64_t hw = s.height * s.width, plane = s.out_h() * s.out_w();
   c->centers.assign(s.in_channels, 0.f);
   for (int64_t ch = 0; ch < s.in_channels; ++ch) {
@@ -84,7 +78,7 @@ void Centre(const Shape& s, const Inputs& in, Case* c) {
 // dw as the kernel computes it, in double up to the slices' sum's rounding to float. `once`:
 // every element written once per slice.
 template <int BN>
-void Replay(const Shape& s, const Case& c, const Inputs& in, bool* once,
+void Replay(const Shape& s, const Case& c, const ReplayInputs& in, bool* once,
             std::vector<double>* result) {
   const Params& p = c.p;
   const int64_t n = s.filter_elements();
@@ -188,7 +182,7 @@ void Replay(const Shape& s, const Case& c, const Inputs& in, bool* once,
   *once = std::all_of(writes.begin(), writes.end(), [&](int w) { return w == expected; });
 }
 
-std::vector<double> ReplayAt(const Shape& s, int bn, const Case& c, const Inputs& in, bool* once) {
+std::vector<double> ReplayAt(const Shape& s, int bn, const Case& c, const ReplayInputs& in, bool* once) {
   std::vector<double> out;
   *once = false;
   switch (bn) {
@@ -197,22 +191,6 @@ std::vector<double> ReplayAt(const Shape& s, int bn, const Case& c, const Inputs
     default: Replay<32>(s, c, in, once, &out); break;
   }
   return out;
-}
-
-// Elements off the fp64 reference (the replay's sums are exact products added in double in
-// another order, rounded to float once where slices are summed).
-int64_t Mismatches(const Shape& s, const std::vector<double>& got, const Inputs& in) {
-  Tensors t;
-  t.x = in.x.data();
-  t.w = in.w.data();
-  t.dy = in.dy.data();
-  const std::vector<double> ref = Reference(s, t);
-  EXPECT_EQ(ref.size(), got.size());
-  int64_t bad = 0;
-  for (size_t i = 0; i < std::min(ref.size(), got.size()); ++i) {
-    if (!(std::abs(got[i] - ref[i]) <= 1e-6 * (1 + std::abs(ref[i])))) ++bad;
-  }
-  return bad;
 }
 
 double Work(const Shape& s, int bn) {
@@ -232,12 +210,12 @@ TEST(ImplicitGemmWgmmaWgradReplay, MatchesReference) {
       if (Work(s, bn) > 1e8) continue;
       for (int slots : {1, 5, 14}) {
         const Case c = MakeCase(s, bn, slots);
-        const Inputs in = MakeInputs(s, 31);
+        const ReplayInputs in = MakeReplayInputs(s, 31);
         bool once = false;
         const std::vector<double> got = ReplayAt(s, bn, c, in, &once);
         if (::testing::Test::HasFatalFailure()) return;
         EXPECT_TRUE(once) << "bn " << bn << " slots " << slots;
-        EXPECT_EQ(Mismatches(s, got, in), 0) << "bn " << bn << " slots " << slots;
+        EXPECT_EQ(ReplayMismatches(s, got, in), 0) << "bn " << bn << " slots " << slots;
         ++checked;
         split += c.split.slices > 1;
       }
@@ -256,7 +234,7 @@ TEST(ImplicitGemmWgmmaWgradReplay, CentredMatchesReference) {
     SCOPED_TRACE(s.ToString());
     const int bn = ChooseBN(s);
     if (Work(s, bn) > 3e7) continue;
-    Inputs in = MakeInputs(s, 37);
+    ReplayInputs in = MakeReplayInputs(s, 37);
     for (float& v : in.x) v = std::abs(v) + 10.f;  // ReLU-like, mean 10.8: centred
     Case c = MakeCase(s, bn, 5);
     Centre(s, in, &c);
@@ -264,11 +242,11 @@ TEST(ImplicitGemmWgmmaWgradReplay, CentredMatchesReference) {
     // The reduction pass runs whenever x is centred (WorkspaceBytes counts the partials then).
     if (wgrad_split::WorkspaceBytes(s, c.split) == 0) continue;
     bool once = false;
-    EXPECT_EQ(Mismatches(s, ReplayAt(s, bn, c, in, &once), in), 0);
+    EXPECT_EQ(ReplayMismatches(s, ReplayAt(s, bn, c, in, &once), in), 0);
     EXPECT_TRUE(once);
     std::vector<double> zeros(s.out_channels, 0.0);
     c.sum.dy_sums = zeros.data();  // the mutant: the centre taken out and never added back
-    EXPECT_GT(Mismatches(s, ReplayAt(s, bn, c, in, &once), in), 0);
+    EXPECT_GT(ReplayMismatches(s, ReplayAt(s, bn, c, in, &once), in), 0);
     ++checked;
   }
   EXPECT_GE(checked, 5);
@@ -279,26 +257,26 @@ TEST(ImplicitGemmWgmmaWgradReplay, CentredMatchesReference) {
 TEST(ImplicitGemmWgmmaWgradReplay, MutantsFail) {
   const Shape s = AsOp(WithGeometry({12, 9, 6, 33, 28, 5, 3}, 2, 1, 0, 3, 2, 3, 2, 1, 3),
                        Op::kWgrad);
-  const Inputs in = MakeInputs(s, 5);
+  const ReplayInputs in = MakeReplayInputs(s, 5);
   const int bn = ChooseBN(s);
   const Case good = MakeCase(s, bn, 7);
   ASSERT_GT(good.split.slices, 2);
   bool once = false;
-  EXPECT_EQ(Mismatches(s, ReplayAt(s, bn, good, in, &once), in), 0);
+  EXPECT_EQ(ReplayMismatches(s, ReplayAt(s, bn, good, in, &once), in), 0);
   {
     Case c = good;  // the last slice's units never walked
     c.p.units -= c.p.tiles;
-    EXPECT_GT(Mismatches(s, ReplayAt(s, bn, c, in, &once), in), 0);
+    EXPECT_GT(ReplayMismatches(s, ReplayAt(s, bn, c, in, &once), in), 0);
   }
   {
     Case c = good;  // slices one k-tile short: the last k-tiles of each slice summed by none
     --c.p.slice_tiles;
-    EXPECT_GT(Mismatches(s, ReplayAt(s, bn, c, in, &once), in), 0);
+    EXPECT_GT(ReplayMismatches(s, ReplayAt(s, bn, c, in, &once), in), 0);
   }
   {
     Case c = good;  // the padding one row off
     ++c.p.pt;
-    EXPECT_GT(Mismatches(s, ReplayAt(s, bn, c, in, &once), in), 0);
+    EXPECT_GT(ReplayMismatches(s, ReplayAt(s, bn, c, in, &once), in), 0);
   }
 }
 
