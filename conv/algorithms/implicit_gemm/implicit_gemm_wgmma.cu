@@ -126,6 +126,14 @@ Params MakeParams(const Shape& s, int bn, int slots) {
   return p;
 }
 
+// A slice's partial dw, written and read back at 3 TB/s, in k-tile times of one CTA at the
+// model's rate (ChooseWgrad's).
+double WgradSliceKTiles(const Shape& s, int bn) {
+  const double ktile_seconds =
+      3.0 * 2.0 * kBM * bn * kBK / (300e12 / kSplitSms / CtasPerSm(bn));
+  return 8.0 * static_cast<double>(s.filter_elements()) / 3e12 / ktile_seconds;
+}
+
 absl::Status CheckWgradIndexing(const Shape& s) {
   RETURN_IF_ERROR(CheckIndexing(s));
   // Beyond the forward's: taps up to M + kBM (M = (Cin/groups)*Kh*Kw), dy offsets below its size.
@@ -143,7 +151,27 @@ int64_t WgradTiles(const Shape& s, int bn) {
 }
 
 absl::StatusOr<wgrad_split::SplitK> WgradSplitK(const Shape& s, int bn) {
-  return wgrad_split::ChooseSplitK(s, WgradTiles(s, bn), kBK, "implicit_gemm_wgmma");
+  absl::StatusOr<wgrad_split::SliceRange> range =
+      wgrad_split::SliceLimits(s, kBK, "implicit_gemm_wgmma");
+  if (!range.ok()) return range.status();
+  const int64_t tiles = WgradTiles(s, bn);
+  const int64_t slots = int64_t{kSplitSms} * CtasPerSm(bn);
+  wgrad_split::SplitK best;
+  double best_cost = std::numeric_limits<double>::infinity();
+  for (int64_t slices = range->fewest; slices <= range->most; ++slices) {
+    const wgrad_split::SplitK split = wgrad_split::SplitOf(range->k_tiles, slices);
+    if (split.slices != slices) continue;  // the same split as a smaller count's
+    const int64_t rounds = (tiles * split.slices + slots - 1) / slots;
+    // In k-tile times of one CTA: the longest CTA's units, and each slice's partial dw written
+    // and read once more (at 3 TB/s, one k-tile ~1.4 us at BN = 128 on 132 SMs).
+    const double cost = static_cast<double>(rounds) * (split.slice_tiles + kUnitOverhead) +
+                        (split.slices > 1 ? split.slices : 0) * WgradSliceKTiles(s, bn);
+    if (cost < best_cost) {
+      best_cost = cost;
+      best = split;
+    }
+  }
+  return best;
 }
 
 Params MakeWgradParams(const Shape& s, int bn, int slots, const wgrad_split::SplitK& split) {

@@ -42,7 +42,13 @@ namespace implicit_gemm_wgmma_internal {
 absl::Status CheckWgradIndexing(const Shape& shape);
 // N tiles of the wgrad GEMM: each group's output channels tiled on their own, BN wide.
 int64_t WgradTiles(const Shape& shape, int bn);
-// The split of K for BN-wide tiles (wgrad_split::ChooseSplitK at this kernel's kBK).
+// The split of K for BN-wide tiles: within wgrad_split::SliceLimits at this kernel's kBK, the
+// slice count whose modelled time is least on kSplitSms SMs (the longest CTA's units, and the
+// slices' partials through memory). A constant SM count, not the device's: the split sets how dw
+// is rounded, which must not depend on the GPU. (wgrad_split::ChooseSplitK's rule, ceil(528 /
+// tiles) slices, left ResNet's 64-channel 3x3 layer 530 units for 264 slots: three rounds, the
+// last of two units.)
+constexpr int kSplitSms = 132;
 absl::StatusOr<wgrad_split::SplitK> WgradSplitK(const Shape& shape, int bn);
 // The kernel's parameters for wgrad at BN with `slots` CTAs at once and the split `split`;
 // requires CheckWgradIndexing. m, k, k_tiles, m_tiles, n_tiles and tiles are wgrad's GEMM's.

@@ -34,14 +34,38 @@ absl::StatusOr<SplitK> ChooseSplitK(const Shape& s, int64_t tiles, int bk,
     }
     slices = most;
   }
-  SplitK split;
-  split.slice_tiles = static_cast<int>((k_tiles + slices - 1) / slices);
-  split.slices = static_cast<int>((k_tiles + split.slice_tiles - 1) / split.slice_tiles);
+  const SplitK split = SplitOf(k_tiles, slices);
   if (split.slices > 65535) {  // implicit_gemm_3xtf32's gridDim.y
     return absl::OutOfRangeError(absl::StrCat(name, " wgrad: ", split.slices,
                                               " split-K slices exceed the grid's 65535 rows"));
   }
   return split;
+}
+
+SplitK SplitOf(int64_t k_tiles, int64_t slices) {
+  SplitK split;
+  split.slice_tiles = static_cast<int>((k_tiles + slices - 1) / slices);
+  split.slices = static_cast<int>((k_tiles + split.slice_tiles - 1) / split.slice_tiles);
+  return split;
+}
+
+absl::StatusOr<SliceRange> SliceLimits(const Shape& s, int bk, absl::string_view name) {
+  SliceRange r;
+  const int64_t k = s.batch * s.out_h() * s.out_w();
+  r.k_tiles = (k + bk - 1) / bk;
+  const int64_t max_slice_tiles = kMaxContractReduction / bk;
+  r.fewest = (r.k_tiles + max_slice_tiles - 1) / max_slice_tiles;
+  const int64_t slice_bytes = 4 * s.filter_elements();
+  const int64_t by_workspace = (kMaxWorkspaceBytes - 256) / slice_bytes;
+  if (r.fewest > 1 && r.fewest > by_workspace) {
+    return absl::ResourceExhaustedError(absl::StrCat(
+        name, " wgrad: ", r.fewest, " split-K slices of at most ", max_slice_tiles * bk,
+        " terms need ", r.fewest * slice_bytes, " bytes of partial dw, beyond its workspace cap of ",
+        kMaxWorkspaceBytes));
+  }
+  const int64_t by_length = std::max<int64_t>(1, r.k_tiles / (kMinSliceTerms / bk));
+  r.most = std::max(r.fewest, std::min(by_length, std::max<int64_t>(1, by_workspace)));
+  return r;
 }
 
 namespace {

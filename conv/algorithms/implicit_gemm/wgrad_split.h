@@ -85,6 +85,16 @@ constexpr int64_t kMaxWorkspaceBytes = int64_t{256} << 20;
 // `name` is the kernel's, for the messages.
 absl::StatusOr<SplitK> ChooseSplitK(const Shape& shape, int64_t tiles, int bk,
                                     absl::string_view name);
+// The slice counts a kernel that chooses by its own cost model may take (implicit_gemm_wgmma):
+// from the fewest whose slices stay within kMaxContractReduction terms to the most that keeps
+// kMinSliceTerms a slice and the partials within kMaxWorkspaceBytes (never below the fewest).
+// ResourceExhausted as ChooseSplitK's.
+struct SliceRange {
+  int64_t k_tiles = 0, fewest = 1, most = 1;
+};
+absl::StatusOr<SliceRange> SliceLimits(const Shape& shape, int bk, absl::string_view name);
+// `slices` slices of K's k_tiles: ceil(k_tiles / slices) k-tiles each, and the count that takes.
+SplitK SplitOf(int64_t k_tiles, int64_t slices);
 // The workspace of a split (0 with one slice and no centring: the epilogue writes dw), with 256
 // bytes of alignment slack: the partials, then x's channel centres and dy's channel sums.
 size_t WorkspaceBytes(const Shape& shape, const SplitK& split);
