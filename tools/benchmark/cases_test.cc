@@ -110,6 +110,21 @@ TEST(SuitesTest, EveryCaseOfEverySuiteIsValidAndTheNetsCountsHold) {
   EXPECT_EQ(per_net["convnext_tiny"], std::make_pair(8, 22));
   EXPECT_EQ(per_net["efficientnet_b0"], std::make_pair(46, 81));
   EXPECT_EQ(per_net["large_kernel_dw"], std::make_pair(2, 2));
+  // Each network has one input layer, its first (whose dgrad a training step skips); the
+  // large-kernel set's layers are not a network's inputs.
+  std::map<std::string, int> inputs;
+  for (const Case& c : *nets)
+    for (const NetUse& u : c.uses) {
+      if (u.input) {
+        ++inputs[u.net];
+        EXPECT_EQ(c.shape.in_channels, 3) << u.net << " " << u.module;
+        EXPECT_EQ(u.count, 1) << u.net << " " << u.module;
+      }
+    }
+  EXPECT_EQ(inputs["resnet50"], 1);
+  EXPECT_EQ(inputs["convnext_tiny"], 1);
+  EXPECT_EQ(inputs["efficientnet_b0"], 1);
+  EXPECT_EQ(inputs.count("large_kernel_dw"), 0u);
 }
 
 TEST(SuitesTest, SeedsFollowTheCaseIndex) {

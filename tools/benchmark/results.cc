@@ -70,9 +70,14 @@ std::vector<NetTotal> NetTotals(const Results& results) {
     const Op op = results.cases[ci].shape.op;
     for (const NetUse& u : results.cases[ci].uses) {
       // The forward's rows are named by the network alone, as before the backward; each other
-      // operation has its own, and "<net> train" sums all three when the run has the backward.
+      // operation has its own. When the run has the backward, "<net> backward" sums dgrad and
+      // wgrad and "<net> train" all three, as a training step computes them: without the input
+      // layer's dgrad (NetUse::input), which "<net> dgrad" still lists.
       std::vector<std::string> keys = {op == Op::kFprop ? u.net : absl::StrCat(u.net, " ", OpName(op))};
-      if (results.has_backward()) keys.push_back(absl::StrCat(u.net, " train"));
+      if (results.has_backward() && !(op == Op::kDgrad && u.input)) {
+        if (op != Op::kFprop) keys.push_back(absl::StrCat(u.net, " backward"));
+        keys.push_back(absl::StrCat(u.net, " train"));
+      }
       for (const std::string& key : keys) {
       auto t = std::find_if(totals.begin(), totals.end(),
                             [&](const NetTotal& n) { return n.net == key; });

@@ -142,7 +142,7 @@ std::vector<Case> NetsCases() {
     auto it = std::find_if(cases.begin(), cases.end(),
                            [&](const Case& c) { return c.shape == s; });
     if (it == cases.end()) it = cases.insert(cases.end(), Case{s, {}});
-    it->uses.push_back(NetUse{l.net, l.module, l.count});
+    it->uses.push_back(NetUse{l.net, l.module, l.count, l.in == 3});
   }
   return cases;
 }

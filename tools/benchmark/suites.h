@@ -22,6 +22,9 @@ struct NetUse {
   std::string net;
   std::string module;
   int count = 0;
+  // The network's input layer (it reads the images, Cin = 3): a training step computes no dx for
+  // it (the images need no gradient; PyTorch's autograd and the library's own node skip it).
+  bool input = false;
 };
 
 // A case to run and, in the nets suite, which networks use it and how often.

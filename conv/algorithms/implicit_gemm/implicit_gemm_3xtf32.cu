@@ -34,7 +34,6 @@
 #include <limits>
 
 #include "absl/strings/str_cat.h"
-#include "conv/arch/block_sum.cuh"
 #include "conv/arch/cp_async.cuh"
 #include "conv/arch/split_3xtf32.h"
 #include "conv/core/bias.h"
@@ -89,44 +88,7 @@ int64_t NumTiles(const Shape& s) {
 }
 
 absl::StatusOr<SplitK> ChooseSplitK(const Shape& s) {
-  const int64_t k_tiles = (DimsOf(s).k + kBK - 1) / kBK;
-  const int64_t fewest = (k_tiles + kMaxSliceTiles - 1) / kMaxSliceTiles;
-  // Enough slices for kTargetCtas, each at least kMinSliceTiles long where K allows.
-  int64_t slices = (kTargetCtas + NumTiles(s) - 1) / NumTiles(s);
-  slices = std::max<int64_t>(1, std::min(slices, k_tiles / kMinSliceTiles));
-  slices = std::max(slices, fewest);
-  const int64_t slice_bytes = 4 * s.filter_elements();
-  const int64_t most = (kMaxWorkspaceBytes - 256) / slice_bytes;
-  if (slices > 1 && slices > most) {
-    if (fewest > most) {
-      return absl::ResourceExhaustedError(absl::StrCat(
-          "implicit_gemm_3xtf32 wgrad: ", fewest, " split-K slices of at most ",
-          kMaxSliceTiles * kBK, " terms need ", fewest * slice_bytes,
-          " bytes of partial dw, beyond its workspace cap of ", kMaxWorkspaceBytes));
-    }
-    slices = most;
-  }
-  SplitK split;
-  split.slice_tiles = static_cast<int>((k_tiles + slices - 1) / slices);
-  split.slices = static_cast<int>((k_tiles + split.slice_tiles - 1) / split.slice_tiles);
-  if (split.slices > 65535) {  // gridDim.y
-    return absl::OutOfRangeError(absl::StrCat("implicit_gemm_3xtf32 wgrad: ", split.slices,
-                                              " split-K slices exceed the grid's 65535 rows"));
-  }
-  return split;
-}
-
-size_t WgradWorkspaceBytes(const Shape& s, const SplitK& split) {
-  const bool center = WgradCenters(DimsOf(s).k);
-  if (split.slices == 1 && !center) return 0;
-  const size_t part =
-      static_cast<size_t>(split.slices) * 4 * static_cast<size_t>(s.filter_elements());
-  const size_t sums =
-      center ? 4 * static_cast<size_t>(s.in_channels) + 8 +
-                   8 * static_cast<size_t>(s.out_channels) *
-                       ChannelSumSplits(s.batch, s.out_channels, s.out_h() * s.out_w())
-             : 0;
-  return part + sums + 256;
+  return wgrad_split::ChooseSplitK(s, NumTiles(s), kBK, "implicit_gemm_3xtf32");
 }
 
 Params MakeParams(const Shape& s) {
@@ -159,7 +121,7 @@ Params MakeParams(const Shape& s) {
       p.slice_tiles = split->slice_tiles;
     }
     p.fold_tiles = WgradFoldTiles(d.k);
-    p.center = WgradCenters(d.k);
+    p.center = wgrad_split::Centres(d.k);
     p.dy_runs = ChannelSumSplits(s.batch, s.out_channels, s.out_h() * s.out_w());
   }
   return p;
@@ -328,32 +290,6 @@ __global__ void __launch_bounds__(kThreads, 2)
   });
 }
 
-// centers[c] = WgradCenter of image 0's plane of x's channel c: one CTA per channel, its sum
-// and sum of squares in double by fixed trees.
-constexpr int kCenterThreads = 256;
-__global__ void __launch_bounds__(kCenterThreads)
-    CentersKernel(const float* __restrict__ x, float* __restrict__ centers, int plane) {
-  __shared__ double partial[kCenterThreads];
-  const float* p = x + static_cast<int64_t>(blockIdx.x) * plane;
-  double sum = 0, sum_sq = 0;
-  for (int i = threadIdx.x; i < plane; i += kCenterThreads) {
-    const double v = p[i];
-    sum += v;
-    sum_sq += v * v;
-  }
-  sum = BlockSum<kCenterThreads>(sum, partial);
-  __syncthreads();  // every thread has read partial[0] before the second tree writes it
-  sum_sq = BlockSum<kCenterThreads>(sum_sq, partial);
-  if (threadIdx.x == 0) centers[blockIdx.x] = WgradCenter(sum, sum_sq, plane);
-}
-
-// dw from wgrad's partials: one thread per element, WgradSumAt's fixed order.
-__global__ void SumSlicesKernel(const float* __restrict__ part, float* __restrict__ dw, int n,
-                                const Params p) {
-  const int e = static_cast<int>(blockIdx.x * blockDim.x + threadIdx.x);
-  if (e < n) dw[e] = WgradSumAt(p, part, e, n);
-}
-
 template <class Op>
 void Launch(dim3 grid, cudaStream_t stream, const float* a, const float* b, float* c,
             const Params& p) {
@@ -364,8 +300,8 @@ class ImplicitGemm3xTf32Runner : public Runner {
  public:
   ImplicitGemm3xTf32Runner(const Shape& s, const Params& p)
       : op_(s.op),
+        shape_(s),
         p_(p),
-        batch_(s.batch),
         tiles_(static_cast<unsigned>(NumTiles(s))),
         filter_(static_cast<int>(s.filter_elements())),
         workspace_(s.op == Op::kWgrad ? WgradWorkspaceBytes(s, SplitK{p.slices, p.slice_tiles})
@@ -408,35 +344,28 @@ class ImplicitGemm3xTf32Runner : public Runner {
   }
 
   // Partial dw per slice in the workspace (then, where x is centred, its channel centres and
-  // dy's channel sums), summed in double by SumSlicesKernel.
+  // dy's channel sums), summed in double (wgrad_split::SumSlices).
   absl::Status RunWgradSlices(const RunArgs& a) const {
-    const uintptr_t at = (reinterpret_cast<uintptr_t>(a.workspace) + 255) & ~uintptr_t{255};
-    float* part = reinterpret_cast<float*>(at);
+    const SplitK split{p_.slices, p_.slice_tiles};
+    const wgrad_split::Buffers b = wgrad_split::Carve(a.workspace, shape_, split);
+    wgrad_split::Sum sum = SumOf(p_);
+    RETURN_IF_ERROR(wgrad_split::Centre(shape_, a.x, a.dy, b, &sum, a.stream));
     Params p = p_;
-    if (p.center) {
-      float* centers = reinterpret_cast<float*>(at + size_t{4} * p.slices * filter_);
-      double* dy_sums = reinterpret_cast<double*>(
-          (reinterpret_cast<uintptr_t>(centers + p.cin) + 7) & ~uintptr_t{7});
-      CentersKernel<<<p.cin, kCenterThreads, 0, a.stream>>>(a.x, centers, p.hw);
-      RETURN_IF_ERROR(LaunchStatus("implicit_gemm_3xtf32 wgrad centres"));
-      RETURN_IF_ERROR(ChannelSums(a.dy, batch_, p.cout, p.p, dy_sums, a.stream, centers, p.cin));
-      p.centers = centers;
-      p.dy_sums = dy_sums;
-    }
+    p.centers = sum.centers;
+    p.dy_sums = sum.dy_sums;
     const dim3 grid(tiles_, static_cast<unsigned>(p.slices));
     if (p.center) {
-      Launch<WgradOp<true>>(grid, a.stream, a.x, a.dy, part, p);
+      Launch<WgradOp<true>>(grid, a.stream, a.x, a.dy, b.part, p);
     } else {
-      Launch<WgradOp<false>>(grid, a.stream, a.x, a.dy, part, p);
+      Launch<WgradOp<false>>(grid, a.stream, a.x, a.dy, b.part, p);
     }
     RETURN_IF_ERROR(LaunchStatus("implicit_gemm_3xtf32 wgrad kernel launch"));
-    SumSlicesKernel<<<(filter_ + 255) / 256, 256, 0, a.stream>>>(part, a.dw, filter_, p);
-    return absl::OkStatus();
+    return wgrad_split::SumSlices(sum, b.part, a.dw, filter_, a.stream);
   }
 
   Op op_;
+  Shape shape_;
   Params p_;
-  int64_t batch_;
   unsigned tiles_;
   int filter_;
   size_t workspace_;
@@ -491,7 +420,7 @@ class ImplicitGemm3xTf32 : public AlgorithmWithConfig<Params> {
       if (!split.ok()) return split.status();
       bytes += 2.0 * static_cast<double>(WgradWorkspaceBytes(s, *split));
       if (split->slices > 1) launch += 3e-6;
-      if (WgradCenters(d.k)) {  // the channel sums: dy once more, two launches
+      if (wgrad_split::Centres(d.k)) {  // the channel sums: dy once more, two launches
         bytes += 4.0 * static_cast<double>(s.output_elements());
         launch += 4e-6;
       }

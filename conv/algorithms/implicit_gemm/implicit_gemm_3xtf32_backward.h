@@ -22,7 +22,7 @@
 //   `slices` of slice_tiles k-tiles each, one grid row (blockIdx.y) per slice, a function of the
 //   shape alone (ChooseSplitK). A slice accumulates as the forward does (blocked fp32); with one
 //   slice the epilogue writes dw, otherwise each slice writes its partial dw (the layout of dw)
-//   to the workspace and SumSlicesAt adds them in slice order in double.
+//   to the workspace and WgradSumAt (wgrad_split.h) adds them in slice order in double.
 #ifndef CONV2D_CONV_IMPLICIT_GEMM_3XTF32_BACKWARD_H_
 #define CONV2D_CONV_IMPLICIT_GEMM_3XTF32_BACKWARD_H_
 
@@ -32,86 +32,39 @@
 
 #include "absl/status/statusor.h"
 #include "conv/algorithms/implicit_gemm/implicit_gemm_3xtf32.h"
-#include "conv/arch/float_bits.h"
+#include "conv/algorithms/implicit_gemm/wgrad_split.h"
 
 namespace conv2d {
 namespace implicit_gemm_3xtf32_internal {
 
-// wgrad's split of K: a function of the shape only, never of the device, so that the rounding
-// (and hence dw, bit for bit) is the same on every GPU and every call.
-struct SplitK {
-  int slices = 1;
-  int slice_tiles = 0;
-};
-// wgrad's centring. dw[o, c, tap] = sum over k of x[c, k + tap] dy[o, k] is a sum of K terms
-// (K = batch*out_h*out_w: 100,352 on ResNet-50's 56x56 layers); where x has a large mean (the
-// large-mean class, x = |N(0, 1)| + 10) every term carries it while their sum cancels, and the
-// mma accumulator's truncation (an error of ~ulp(partial sum) per mma, biased within a chunk)
-// grows with the terms' magnitude. So beyond kCenterK terms, where even 32-term chunks pass the
-// verified L * sqrt(K) (WgradFoldTiles), a channel c whose image 0 has |mean| > its standard
-// deviation is centred: the GEMM takes x - center_c (center_c: that mean to 8 significant bits;
-// the zero padding becomes -center_c too) and the reduction adds back center_c * sum(dy[:, o])
-// in double: the same dw in exact arithmetic, with terms of the data's spread instead of its
-// mean. Other channels (randn; ReLU-like data, mean 0.7 of the spread) keep center_c = 0, and
-// where no channel is centred dy's channel sums (one more read of dy: +30-40% on ResNet's 1x1
-// 56x56 wgrad, measured session 30) are skipped. Paid on every shape past kCenterK: the centres'
-// pass over image 0 of x and an FADD per A element in the main loop (WgradOp<true>; +2%
-// measured on shapes where it subtracted zeros); shorter reductions run WgradOp<false>.
-constexpr int64_t kCenterK = 73728;
-inline bool WgradCenters(int64_t k) { return k > kCenterK; }
-// center_c from image 0's sum and sum of squares over its `plane` elements (0: not centred).
-CONV2D_HOST_DEVICE_INLINE float WgradCenter(double sum, double sum_sq, int plane) {
-  const double mean = sum / plane, var = sum_sq / plane - mean * mean;
-  if (!(fabs(mean) <= 1e38) || !(mean * mean > var)) return 0.f;  // NaN, inf, or spread-bound
-  return BitsFloat(FloatBits(static_cast<float>(mean)) & 0xffff8000u);
-}
-// A channel's sum from ChannelSums's runs, in their order.
-CONV2D_HOST_DEVICE_INLINE double RunsSum(const double* sums, int c, int runs) {
-  double s = 0;
-  for (int r = 0; r < runs; ++r) s += sums[c * runs + r];
-  return s;
-}
-
-// wgrad's accumulator chunk, in k-tiles: shorter as K grows. The chunks' errors (the mma
-// accumulator's truncation bias, ~L^1.5 for a chunk of L terms) have random signs, so a sum of K
-// terms errs ~ L * sqrt(K): the forward's verified case, 128-term chunks at K = 4608 (worst 0.41
-// of the bar on large-mean data), holds L * sqrt(K) <= 128 * sqrt(4608) for K <= 4608 at 128,
-// <= 18432 at 64 and <= 73728 at 32. Measured on the large-mean class at K = 100,352 (ResNet's
-// 64-channel 3x3 56x56 layer, H100): 128-term chunks, 44 of 36,864 elements past the bar (worst
-// 2.93x, round 97); 32-term chunks, rms 6.5e-4 and one element at 1.47x (round 98), the tf32
-// model's rms (cpu_replay/tf32_model.h) within 2% of it. With x centred the model gives 1.3e-4
-// at 32 terms (2.5e-4 at 64: the padding's -center_c terms remain; the CPU test's WgradChunk).
-constexpr int WgradFoldTiles(int64_t k) {
-  return k <= 4608 ? kFoldTiles : k <= 18432 ? kFoldTiles / 2 : kFoldTiles / 4;
-}
-
-// The CTAs the split aims for: two waves of two resident CTAs on each of an H100's 132 SMs. A
-// constant, not the device's count: it sets how the sum is rounded.
-constexpr int64_t kTargetCtas = 2 * 2 * 132;
-// A slice holds at least two folds (256 terms), so that its partial tile (one store, one load
-// in the reduction) stays small against its mma work, and at most kMaxContractReduction terms,
-// so that each slice's fp32 sum is one the accuracy contract covers (algorithm.h).
-constexpr int kMinSliceTiles = 2 * kFoldTiles;
-constexpr int kMaxSliceTiles = static_cast<int>(kMaxContractReduction / kBK);
-// The partial dw tiles' workspace cap.
-constexpr int64_t kMaxWorkspaceBytes = int64_t{256} << 20;
-// ResourceExhausted when even the fewest slices the accuracy allows exceed the cap.
+// wgrad's split of K, its accumulator chunks and its centring: wgrad_split.h, at this kernel's
+// k-tiles of kBK terms.
+using wgrad_split::kMaxWorkspaceBytes;
+using wgrad_split::kTargetCtas;
+using wgrad_split::SplitK;
+constexpr int WgradFoldTiles(int64_t k) { return wgrad_split::ChunkTerms(k) / kBK; }
+static_assert(WgradFoldTiles(0) == kFoldTiles, "the forward's chunk up to K = 4608");
+// ResourceExhausted when even the fewest slices the accuracy allows exceed the workspace cap.
 absl::StatusOr<SplitK> ChooseSplitK(const Shape& shape);
-// The workspace of a wgrad split (0 with one slice: the epilogue writes dw), with 256 bytes of
-// alignment slack.
-size_t WgradWorkspaceBytes(const Shape& shape, const SplitK& split);
-
-// dw[e] from the slices' partials part[slice*n + e]: in slice order, in double (exact enough
-// that the sum's rounding does not depend on K, and fixed, so the result is reproducible).
-template <class T>
-CONV2D_HOST_DEVICE_INLINE double SliceSum(const T* part, int64_t e, int64_t n, int slices) {
-  double s = 0;
-  for (int i = 0; i < slices; ++i) s += static_cast<double>(part[i * n + e]);
+inline size_t WgradWorkspaceBytes(const Shape& shape, const SplitK& split) {
+  return wgrad_split::WorkspaceBytes(shape, split);
+}
+// The reduction's view of the kernel's parameters.
+CONV2D_HOST_DEVICE_INLINE wgrad_split::Sum SumOf(const Params& p) {
+  wgrad_split::Sum s;
+  s.slices = p.slices;
+  s.red = p.red;
+  s.og = p.og;
+  s.cg = p.cg;
+  s.khkw = p.kh * p.kw;
+  s.dy_runs = p.dy_runs;
+  s.centers = p.centers;
+  s.dy_sums = p.dy_sums;
   return s;
 }
 template <class T>
-CONV2D_HOST_DEVICE_INLINE float SumSlicesAt(const T* part, int64_t e, int64_t n, int slices) {
-  return static_cast<float>(SliceSum(part, e, n, slices));
+CONV2D_HOST_DEVICE_INLINE float WgradSumAt(const Params& p, const T* part, int64_t e, int64_t n) {
+  return wgrad_split::SumAt(SumOf(p), part, e, n);
 }
 
 // The N tile's group and its first column within the group.
@@ -213,7 +166,7 @@ CONV2D_UNROLL
 // writes 4 k x 8 consecutive m, 32 distinct banks (kAStride = 8 mod 32), and reads 8 runs of 4
 // consecutive pixels. A thread's two taps are decoded once; each k-tile decodes its 4 pixels. B
 // (dy): as DgradOp's B, k column t % 16 of rows t/16 + 16*i, 64 contiguous bytes per half warp.
-// kCentred: A() takes x's channel centres (p.centers, WgradCenters' shapes); otherwise A() is
+// kCentred: A() takes x's channel centres (p.centers, wgrad_split::Centres's shapes); otherwise A() is
 // the identity and the kernel the one before centring (its FADD per A element measured +2%).
 template <bool kCentred>
 struct WgradOp {
@@ -229,7 +182,7 @@ struct WgradOp {
   int tap_ofs[kAM] = {};     // x offset of tap row m for pixel (0, 0) of image 0, group g
   int tap_r[kAM] = {}, tap_c[kAM] = {};  // p*dh, q*dw
   bool tap_valid[kAM] = {};
-  // The centre of each of the thread's A fragment rows (mi, gid or gid + 8): WgradCenter.
+  // The centre of each of the thread's A fragment rows (mi, gid or gid + 8): wgrad_split::Center.
   float center[kMmaTilesM][2] = {};
 
   CONV2D_HOST_DEVICE_INLINE void Init(const Params& p, int m_tile, int n_tile, int slice,
@@ -273,20 +226,14 @@ CONV2D_UNROLL
       const int kl = kc + j * kAK;
       const int k = kt * kBK + kl;
       const bool k_valid = k < p.k;
-      int row = 0, col = 0, base = 0;
-      if (k_valid) {
-        const int b = p.div_p.Div(k);
-        const int pix = k - b * p.p;
-        const int i = p.div_ow.Div(pix);
-        row = i * p.sh - p.pt;
-        col = (pix - i * p.ow) * p.sw - p.pl;
-        base = b * p.cin_hw + row * p.w + col;
-      }
+      // Term k's window: the forward's output pixel k (implicit_gemm_view.h).
+      implicit_gemm_view::Origin o{0, 0, 0};
+      if (k_valid) o = implicit_gemm_view::OriginOf(p, k);
 CONV2D_UNROLL
       for (int i = 0; i < kAM; ++i) {
-        const int r = row + tap_r[i], c = col + tap_c[i];
+        const int r = o.row + tap_r[i], c = o.col + tap_c[i];
         const bool valid = k_valid && tap_valid[i] && r >= 0 && r < p.h && c >= 0 && c < p.w;
-        f(kl * kAStride + mr + i * (kBM / kAM), valid ? base + tap_ofs[i] : 0, valid);
+        f(kl * kAStride + mr + i * (kBM / kAM), valid ? o.base + tap_ofs[i] : 0, valid);
       }
     }
   }
@@ -318,19 +265,6 @@ CONV2D_UNROLL
     return kCentred ? v - center[mi][reg & 1] : v;
   }
 };
-
-// dw[e] from the slices' partials (SumSlicesAt) plus, where x was centred, center_c * the sum
-// of dy[:, o] (e = o * red + m, c = g * cg + m / (kh * kw)): in double, in a fixed order.
-template <class T>
-CONV2D_HOST_DEVICE_INLINE float WgradSumAt(const Params& p, const T* part, int64_t e, int64_t n) {
-  double s = SliceSum(part, e, n, p.slices);
-  if (p.centers != nullptr) {
-    const int o = static_cast<int>(e / p.red), m = static_cast<int>(e - int64_t{o} * p.red);
-    const float center = p.centers[o / p.og * p.cg + m / (p.kh * p.kw)];
-    if (center != 0.f) s += static_cast<double>(center) * RunsSum(p.dy_sums, o, p.dy_runs);
-  }
-  return static_cast<float>(s);
-}
 
 }  // namespace implicit_gemm_3xtf32_internal
 }  // namespace conv2d

@@ -108,19 +108,11 @@ void ReplayGemm(const Params& p, const std::vector<float>& a_src, const std::vec
   }
 }
 
-struct Inputs {
-  std::vector<float> x, w, dy;
-};
-Inputs MakeInputs(const Shape& s, uint64_t seed) {
-  return {RandomTensor(seed, kInputTensor, s.input_elements()),
-          RandomTensor(seed, kFilterTensor, s.filter_elements()),
-          RandomTensor(seed, kGradTensor, s.output_elements())};
-}
-
 // dx or dw as the kernels compute it with parameters p (MakeParams(s), or a mutant), in double
 // up to wgrad's final rounding to float; `once` says whether every element was written once
 // (once per slice into the partials).
-std::vector<double> Replay(const Shape& s, const Params& p, const Inputs& in, bool* once) {
+std::vector<double> Replay(const Shape& s, const Params& p, const ReplayInputs& in,
+                           bool* once) {
   std::vector<double> out;
   std::vector<int> writes;
   int expected_writes = 1;
@@ -152,22 +144,6 @@ std::vector<double> Replay(const Shape& s, const Params& p, const Inputs& in, bo
   return out;
 }
 
-// Elements off the fp64 reference: the replay's sums are exact products added in double in
-// another order, then (wgrad's split) rounded to float once.
-int64_t Mismatches(const Shape& s, const std::vector<double>& got, const Inputs& in) {
-  Tensors t;
-  t.x = in.x.data();
-  t.w = in.w.data();
-  t.dy = in.dy.data();
-  const std::vector<double> ref = Reference(s, t);
-  EXPECT_EQ(ref.size(), got.size());
-  int64_t bad = 0;
-  for (size_t i = 0; i < std::min(ref.size(), got.size()); ++i) {
-    if (!(std::abs(got[i] - ref[i]) <= 1e-6 * (1 + std::abs(ref[i])))) ++bad;
-  }
-  return bad;
-}
-
 double Work(const Shape& s) {
   const Params p = MakeParams(s);
   return double{kBM} * kBN * kBK * ((p.m + kBM - 1) / kBM) * p.n_tiles * p.k_tiles;
@@ -182,12 +158,12 @@ void CheckOp(Op op) {
     ASSERT_TRUE(CheckIndexing(s).ok());
     if (Work(s) > 2e8) continue;
     const Params p = MakeParams(s);
-    const Inputs in = MakeInputs(s, 21);
+    const ReplayInputs in = MakeReplayInputs(s, 21);
     bool once = false;
     const std::vector<double> got = Replay(s, p, in, &once);
     if (::testing::Test::HasFatalFailure()) return;
     EXPECT_TRUE(once) << "an element written other than once (per slice)";
-    EXPECT_EQ(Mismatches(s, got, in), 0);
+    EXPECT_EQ(ReplayMismatches(s, got, in), 0);
     ++checked;
     split += p.slices > 1;
   }
@@ -203,7 +179,7 @@ TEST(ImplicitGemm3xTf32BackwardReplay, WgradMatchesReference) { CheckOp(Op::kWgr
 // Splits other than ChooseSplitK's (uneven last slice, one slice per k-tile) sum to the same.
 TEST(ImplicitGemm3xTf32BackwardReplay, WgradAnySplitMatchesReference) {
   const Shape s = AsOp(WithGeometry({2, 9, 6, 33, 28, 5, 3}, 2, 1, 0, 3, 2, 3, 2, 1, 3), Op::kWgrad);
-  const Inputs in = MakeInputs(s, 5);
+  const ReplayInputs in = MakeReplayInputs(s, 5);
   for (int slice_tiles : {1, 3, 7, 1000}) {
     Params p = MakeParams(s);
     p.slice_tiles = slice_tiles;
@@ -211,7 +187,7 @@ TEST(ImplicitGemm3xTf32BackwardReplay, WgradAnySplitMatchesReference) {
     bool once = false;
     const std::vector<double> got = Replay(s, p, in, &once);
     EXPECT_TRUE(once) << slice_tiles;
-    EXPECT_EQ(Mismatches(s, got, in), 0) << slice_tiles;
+    EXPECT_EQ(ReplayMismatches(s, got, in), 0) << slice_tiles;
   }
 }
 
@@ -226,7 +202,7 @@ TEST(ImplicitGemm3xTf32BackwardReplay, WgradCentredMatchesReference) {
     const Shape s = AsOp(base, Op::kWgrad);
     SCOPED_TRACE(s.ToString());
     if (Work(s) > 5e7) continue;
-    Inputs in = MakeInputs(s, 23);
+    ReplayInputs in = MakeReplayInputs(s, 23);
     for (float& v : in.x) v = std::abs(v) + 10.f;  // ReLU-like, mean 10.8: centred
     const int64_t hw = s.height * s.width;
     std::vector<float> centers(s.in_channels);
@@ -237,7 +213,7 @@ TEST(ImplicitGemm3xTf32BackwardReplay, WgradCentredMatchesReference) {
         sum += v;
         sum_sq += v * v;
       }
-      centers[c] = WgradCenter(sum, sum_sq, static_cast<int>(hw));
+      centers[c] = wgrad_split::Center(sum, sum_sq, static_cast<int>(hw));
       ASSERT_NE(centers[c], 0.f);
     }
     std::vector<double> dy_sums(s.out_channels, 0.0);
@@ -252,11 +228,11 @@ TEST(ImplicitGemm3xTf32BackwardReplay, WgradCentredMatchesReference) {
     p.dy_sums = dy_sums.data();
     p.dy_runs = 1;
     bool once = false;
-    EXPECT_EQ(Mismatches(s, Replay(s, p, in, &once), in), 0);
+    EXPECT_EQ(ReplayMismatches(s, Replay(s, p, in, &once), in), 0);
     if (::testing::Test::HasFatalFailure()) return;
     std::vector<double> zeros(s.out_channels, 0.0);
     p.dy_sums = zeros.data();  // the mutant: the centre taken out and never added back
-    EXPECT_GT(Mismatches(s, Replay(s, p, in, &once), in), 0);
+    EXPECT_GT(ReplayMismatches(s, Replay(s, p, in, &once), in), 0);
     ++checked;
   }
   EXPECT_GE(checked, 10);
@@ -265,32 +241,32 @@ TEST(ImplicitGemm3xTf32BackwardReplay, WgradCentredMatchesReference) {
 // Each mutant must be caught by the replay: the checks above have teeth.
 TEST(ImplicitGemm3xTf32BackwardReplay, MutantsFail) {
   const Shape dgrad = AsOp(WithGeometry({1, 5, 3, 20, 17, 3, 3}, 1, 1, 1, 1, 2, 2), Op::kDgrad);
-  const Inputs din = MakeInputs(dgrad, 3);
+  const ReplayInputs din = MakeReplayInputs(dgrad, 3);
   bool once = false;
   {
     Params p = MakeParams(dgrad);  // the wrong stride phase: rows tested against pt + 1
     ++p.pt;
-    EXPECT_GT(Mismatches(dgrad, Replay(dgrad, p, din, &once), din), 0);
+    EXPECT_GT(ReplayMismatches(dgrad, Replay(dgrad, p, din, &once), din), 0);
   }
   {
     Params p = MakeParams(dgrad);  // the phase test dropped: every tap taken
     p.div_sh = FastDiv(1);
     p.sh = 1;
-    EXPECT_GT(Mismatches(dgrad, Replay(dgrad, p, din, &once), din), 0);
+    EXPECT_GT(ReplayMismatches(dgrad, Replay(dgrad, p, din, &once), din), 0);
   }
   const Shape wgrad = AsOp(Shape{2, 3, 16, 33, 31, 3, 3}, Op::kWgrad);
-  const Inputs win = MakeInputs(wgrad, 4);
+  const ReplayInputs win = MakeReplayInputs(wgrad, 4);
   const Params good = MakeParams(wgrad);
   ASSERT_GT(good.slices, 2);
   {
     Params p = good;  // the last slice dropped
     --p.slices;
-    EXPECT_GT(Mismatches(wgrad, Replay(wgrad, p, win, &once), win), 0);
+    EXPECT_GT(ReplayMismatches(wgrad, Replay(wgrad, p, win, &once), win), 0);
   }
   {
     Params p = good;  // slices one k-tile short: the last k-tiles summed by none
     --p.slice_tiles;
-    EXPECT_GT(Mismatches(wgrad, Replay(wgrad, p, win, &once), win), 0);
+    EXPECT_GT(ReplayMismatches(wgrad, Replay(wgrad, p, win, &once), win), 0);
   }
 }
 
@@ -335,13 +311,13 @@ TEST(ImplicitGemm3xTf32BackwardPlan, Proposals) {
 // the plain GEMM and skip dy's channel sums); the centre keeps 8 significant bits; non-finite
 // data are not centred.
 TEST(WgradCenter, CentresOnlyWhereTheMeanOutweighsTheSpread) {
-  EXPECT_EQ(WgradCenter(0.0, 100.0, 100), 0.f);   // randn: mean 0, variance 1
-  EXPECT_EQ(WgradCenter(40.0, 50.0, 100), 0.f);   // ReLU of randn: mean 0.4, variance 0.34
-  const float c = WgradCenter(1080.0, 11700.0, 100);  // large mean: 10.8, variance 0.36
+  EXPECT_EQ(wgrad_split::Center(0.0, 100.0, 100), 0.f);   // randn: mean 0, variance 1
+  EXPECT_EQ(wgrad_split::Center(40.0, 50.0, 100), 0.f);   // ReLU of randn: mean 0.4, variance 0.34
+  const float c = wgrad_split::Center(1080.0, 11700.0, 100);  // large mean: 10.8, variance 0.36
   EXPECT_NEAR(c, 10.8, 0.05);
   EXPECT_EQ(FloatBits(c) & 0x7fffu, 0u);
-  EXPECT_EQ(WgradCenter(std::numeric_limits<double>::quiet_NaN(), 1.0, 100), 0.f);
-  EXPECT_EQ(WgradCenter(std::numeric_limits<double>::infinity(), 1.0, 100), 0.f);
+  EXPECT_EQ(wgrad_split::Center(std::numeric_limits<double>::quiet_NaN(), 1.0, 100), 0.f);
+  EXPECT_EQ(wgrad_split::Center(std::numeric_limits<double>::infinity(), 1.0, 100), 0.f);
 }
 
 // wgrad's accumulation (WgradCenters, WgradFoldTiles) on the data that took 128-term and 32-term
@@ -355,7 +331,7 @@ TEST(WgradChunk, BoundsTheLargeMeanErrorAtResnetLength) {
   const conv2d::Inputs in = MakeInputs(s, 9, InputClass::kLargeMean);
   const int64_t b_n = s.batch, c_n = s.in_channels, o_n = s.out_channels, h = s.height,
                 w = s.width, k = b_n * h * w;
-  ASSERT_TRUE(WgradCenters(k));
+  ASSERT_TRUE(wgrad_split::Centres(k));
   const absl::StatusOr<SplitK> split = ChooseSplitK(s);
   ASSERT_TRUE(split.ok());
   const int64_t slice = int64_t{split->slice_tiles} * kBK;
@@ -377,7 +353,7 @@ TEST(WgradChunk, BoundsTheLargeMeanErrorAtResnetLength) {
       image0 += in.x[c * h * w + i];
       image0_sq += static_cast<double>(in.x[c * h * w + i]) * in.x[c * h * w + i];
     }
-    const float center = WgradCenter(image0, image0_sq, static_cast<int>(h * w));
+    const float center = wgrad_split::Center(image0, image0_sq, static_cast<int>(h * w));
     ASSERT_NE(center, 0.f) << "large-mean data are centred";
     double exact = 0, dy_sum = 0;
     for (int64_t i = 0; i < k; ++i) {

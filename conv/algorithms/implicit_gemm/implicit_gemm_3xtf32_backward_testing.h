@@ -1,11 +1,18 @@
-// The backward cases that implicit_gemm_3xtf32's CPU replay and GPU test share. Test-only.
+// The backward cases that implicit_gemm_3xtf32's CPU replay and GPU test share, and the replay's
+// inputs and comparison with the fp64 reference. Test-only.
 #ifndef CONV2D_CONV_ALGORITHMS_IMPLICIT_GEMM_IMPLICIT_GEMM_3XTF32_BACKWARD_TESTING_H_
 #define CONV2D_CONV_ALGORITHMS_IMPLICIT_GEMM_IMPLICIT_GEMM_3XTF32_BACKWARD_TESTING_H_
 
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
 #include <vector>
 
 #include "conv/shape.h"
 #include "conv/testing/shapes.h"
+#include "gtest/gtest.h"
+#include "reference/random.h"
+#include "reference/reference.h"
 
 namespace conv2d {
 namespace implicit_gemm_3xtf32_backward_testing {
@@ -41,6 +48,33 @@ inline std::vector<Shape> BackwardShapes() {
 // ResNet-50's 3x3, 64-channel layer at 56x56, batch 32.
 inline Shape Resnet64(Op op) {
   return AsOp(WithGeometry({32, 64, 64, 56, 56, 3, 3}, 1, 1, 1, 1, 1, 1), op);
+}
+
+// A replay's tensors: seeded randn x, w and dy.
+struct ReplayInputs {
+  std::vector<float> x, w, dy;
+};
+inline ReplayInputs MakeReplayInputs(const Shape& s, uint64_t seed) {
+  return {RandomTensor(seed, kInputTensor, s.input_elements()),
+          RandomTensor(seed, kFilterTensor, s.filter_elements()),
+          RandomTensor(seed, kGradTensor, s.output_elements())};
+}
+
+// Elements of a replay's result off the fp64 reference: the replays' sums are exact products
+// added in double in another order, rounded to float at most once (wgrad's slices' sum).
+inline int64_t ReplayMismatches(const Shape& s, const std::vector<double>& got,
+                                const ReplayInputs& in) {
+  Tensors t;
+  t.x = in.x.data();
+  t.w = in.w.data();
+  t.dy = in.dy.data();
+  const std::vector<double> ref = Reference(s, t);
+  EXPECT_EQ(ref.size(), got.size());
+  int64_t bad = 0;
+  for (size_t i = 0; i < std::min(ref.size(), got.size()); ++i) {
+    if (!(std::abs(got[i] - ref[i]) <= 1e-6 * (1 + std::abs(ref[i])))) ++bad;
+  }
+  return bad;
 }
 
 }  // namespace implicit_gemm_3xtf32_backward_testing
