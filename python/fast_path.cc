@@ -213,7 +213,8 @@ struct ConvTrain : public torch::autograd::Function<ConvTrain> {
       auto tensor = [](py::handle h) { return h.is_none() ? at::Tensor() : h.cast<at::Tensor>(); };
       return {tensor(g[0]), tensor(g[1]), tensor(g[2]), at::Tensor()};
     }
-    const at::Tensor dy = grads[0].contiguous();
+    // Dense memory of dy's values: a negative view's data are not its values (functional._dense).
+    const at::Tensor dy = Plain(grads[0]) ? grads[0] : grads[0].resolve_neg().contiguous();
     at::Tensor gx, gw, gb;
     if (want_x) gx = c->Dgrad(dy, w);
     if (want_w) {
