@@ -214,6 +214,15 @@ def test_the_ops_c_kernels_run_a_signature_after_its_first_call(monkeypatch):
     assert y.grad_fn is not None
     y.backward(torch.ones_like(y))
     assert xx.grad is not None and xx.grad.shape == x.shape
+def test_a_gradient_that_is_a_negative_view_counts_as_its_values():
+    x, w, b = _inputs(7, (2, 4, 6, 9, 8, 3, 3), {}, True)
+    g = torch.randn(2, 6, 9, 8, device="cuda")
+    grads = []
+    for dy in (-g, g._neg_view()):
+        xx, ww, bb = (t.clone().requires_grad_() for t in (x, w, b))
+        conv2d.conv2d(xx, ww, bb, padding=1).backward(dy)
+        grads.append((xx.grad, ww.grad, bb.grad))
+    assert all(torch.equal(p, q) for p, q in zip(*grads))
 
 
 def test_sizes_that_do_not_fit_are_refused():
