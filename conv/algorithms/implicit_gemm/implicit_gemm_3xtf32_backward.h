@@ -317,8 +317,8 @@ CONV2D_UNROLL
 
 // dw[e] from the slices' partials (SumSlicesAt) plus, where x was centred, center_c * the sum
 // of dy[:, o] (e = o * red + m, c = g * cg + m / (kh * kw)): in double, in a fixed order.
-CONV2D_HOST_DEVICE_INLINE float WgradSumAt(const Params& p, const float* part, int64_t e,
-                                           int64_t n) {
+template <class T>
+CONV2D_HOST_DEVICE_INLINE float WgradSumAt(const Params& p, const T* part, int64_t e, int64_t n) {
   double s = SliceSum(part, e, n, p.slices);
   if (p.centers != nullptr) {
     const int o = static_cast<int>(e / p.red), m = static_cast<int>(e - int64_t{o} * p.red);

@@ -1,8 +1,8 @@
-// implicit_gemm_3xtf32's backward without a GPU: DgradOp's and WgradOp's gathers, k-tile ranges
-// and epilogue maps (the functions the kernel runs, compiled for the host) replayed block by
-// block and slice by slice in double, wgrad's partials summed by SumSlicesAt as the reduction
-// kernel does, and compared with the fp64 reference (reference::Reference). The mainloop's
-// fragment maps and mma are the forward's, op-independent, and replayed by
+// implicit_gemm_3xtf32's backward without a GPU: DgradOp's and WgradOp's gathers, k-tile ranges,
+// A() (wgrad's centring) and epilogue maps (the functions the kernel runs, compiled for the host)
+// replayed block by block and slice by slice in double, wgrad's partials summed by WgradSumAt as
+// the reduction kernel does, and compared with the fp64 reference (reference::Reference). The
+// mainloop's fragment maps and mma are the forward's, op-independent, and replayed by
 // implicit_gemm_3xtf32_cpu_test; here each stage's product is taken directly. Mutants (a dgrad
 // gather with the wrong phase, a wgrad split that drops a slice or leaves gaps) must fail.
 #include <algorithm>
@@ -74,6 +74,17 @@ void ReplayGemm(const Params& p, const std::vector<float>& a_src, const std::vec
                                              : ((i - kAStageFloats) % kBStride) >= kBK;
           ASSERT_EQ(stage_writes[i], pad ? 0 : 1) << "stage word " << i;
         }
+        // A as the mma takes it: op.A() of the thread whose fragment register reads the row
+        // (wgrad's centring; the other operations' A() is the identity).
+        for (int m = 0; m < kBM; ++m) {
+          const int warp = m / kWarpM, r = m % kWarpM, mi = r / 16, h = (r % 16) / 8;
+          const int lane = 4 * (r % 8);
+          ASSERT_EQ(AFragIndex(WarpM0(warp), mi, 0, lane, h), m);
+          for (int k = 0; k < kBK; ++k) {
+            float& v = stage[k * kAStride + m];
+            v = ops[32 * warp + lane].A(v, mi, h);
+          }
+        }
         for (int m = 0; m < kBM; ++m)
           for (int n = 0; n < kBN; ++n) {
             double s = 0;
@@ -122,9 +133,9 @@ std::vector<double> Replay(const Shape& s, const Params& p, const Inputs& in, bo
     out.assign(p.slices * n, kNaN);
     writes.assign(out.size(), 0);
     ReplayGemm<WgradOp>(p, in.x, in.dy, out, writes);
-    if (p.slices > 1) {
+    if (p.slices > 1 || p.centers != nullptr) {  // the reduction kernel: WgradSumAt
       std::vector<double> dw(n);
-      for (int64_t e = 0; e < n; ++e) dw[e] = SumSlicesAt(out.data(), e, n, p.slices);
+      for (int64_t e = 0; e < n; ++e) dw[e] = WgradSumAt(p, out.data(), e, n);
       out.swap(dw);
       std::vector<int> per(n, 0);
       for (int64_t i = 0; i < static_cast<int64_t>(writes.size()); ++i) per[i % n] += writes[i];
@@ -198,6 +209,53 @@ TEST(ImplicitGemm3xTf32BackwardReplay, WgradAnySplitMatchesReference) {
     EXPECT_TRUE(once) << slice_tiles;
     EXPECT_EQ(Mismatches(s, got, in), 0) << slice_tiles;
   }
+}
+
+// wgrad's centring (WgradCenter): x of large mean, each channel's centre from image 0 as
+// CentersKernel takes it, dy's channel sums as ChannelSums's (one run): the replay (the centre
+// subtracted by the thread whose fragment reads the row, padding included; WgradSumAt's
+// correction) equals the uncentred reference, on the shared shapes (groups, strides, padding,
+// dilation); without the correction it does not.
+TEST(ImplicitGemm3xTf32BackwardReplay, WgradCentredMatchesReference) {
+  int checked = 0;
+  for (const Shape& base : BackwardShapes()) {
+    const Shape s = AsOp(base, Op::kWgrad);
+    SCOPED_TRACE(s.ToString());
+    if (Work(s) > 5e7) continue;
+    Inputs in = MakeInputs(s, 23);
+    for (float& v : in.x) v = std::abs(v) + 10.f;  // ReLU-like, mean 10.8: centred
+    const int64_t hw = s.height * s.width;
+    std::vector<float> centers(s.in_channels);
+    for (int64_t c = 0; c < s.in_channels; ++c) {
+      double sum = 0, sum_sq = 0;
+      for (int64_t i = 0; i < hw; ++i) {
+        const double v = in.x[c * hw + i];
+        sum += v;
+        sum_sq += v * v;
+      }
+      centers[c] = WgradCenter(sum, sum_sq, static_cast<int>(hw));
+      ASSERT_NE(centers[c], 0.f);
+    }
+    std::vector<double> dy_sums(s.out_channels, 0.0);
+    const int64_t plane = s.out_h() * s.out_w();
+    for (int64_t b = 0; b < s.batch; ++b)
+      for (int64_t o = 0; o < s.out_channels; ++o)
+        for (int64_t i = 0; i < plane; ++i) {
+          dy_sums[o] += in.dy[(b * s.out_channels + o) * plane + i];
+        }
+    Params p = MakeParams(s);
+    p.centers = centers.data();
+    p.dy_sums = dy_sums.data();
+    p.dy_runs = 1;
+    bool once = false;
+    EXPECT_EQ(Mismatches(s, Replay(s, p, in, &once), in), 0);
+    if (::testing::Test::HasFatalFailure()) return;
+    std::vector<double> zeros(s.out_channels, 0.0);
+    p.dy_sums = zeros.data();  // the mutant: the centre taken out and never added back
+    EXPECT_GT(Mismatches(s, Replay(s, p, in, &once), in), 0);
+    ++checked;
+  }
+  EXPECT_GE(checked, 10);
 }
 
 // Each mutant must be caught by the replay: the checks above have teeth.
