@@ -407,8 +407,8 @@ class ImplicitGemm3xTf32Runner : public Runner {
     }
   }
 
-  // Partial dw per slice in the workspace (then, if x is centred, x's and dy's channel sums),
-  // summed in double by SumSlicesKernel.
+  // Partial dw per slice in the workspace (then, where x is centred, its channel centres and
+  // dy's channel sums), summed in double by SumSlicesKernel.
   absl::Status RunWgradSlices(const RunArgs& a) const {
     const uintptr_t at = (reinterpret_cast<uintptr_t>(a.workspace) + 255) & ~uintptr_t{255};
     float* part = reinterpret_cast<float*>(at);
