@@ -22,7 +22,9 @@ total=$(ldconfig -p | grep -c 'libabsl_.*\.so\.[0-9]' || true)
 echo "NEEDED: $n Abseil libraries (the system has $total)"
 [ "$n" -gt 0 ] && [ "$n" -lt "$total" ] || { echo "FAIL: NEEDED lists every Abseil library"; exit 1; }
 for a in $absl; do
-  src=$(ldconfig -p | awk -v n="$a" '$1 == n {print $NF; exit}')
+  # awk reads to the end: had it exited at the match, ldconfig's next write could die of
+  # SIGPIPE, which pipefail and set -e turn into a failed test (seen once in CI).
+  src=$(ldconfig -p | awk -v n="$a" '$1 == n && !found {print $NF; found = 1}')
   [ -n "$src" ] || { echo "FAIL: $a is not on this machine"; exit 1; }
   cp -L "$src" "$dir/$a"
 done

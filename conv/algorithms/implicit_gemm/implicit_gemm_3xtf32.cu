@@ -382,7 +382,7 @@ class ImplicitGemm3xTf32Runner : public Runner {
         break;
       case Op::kWgrad:
         if (p_.slices == 1 && !p_.center) {
-          Launch<WgradOp>(dim3(tiles_), a.stream, a.x, a.dy, a.dw, p_);
+          Launch<WgradOp<false>>(dim3(tiles_), a.stream, a.x, a.dy, a.dw, p_);
           break;
         }
         RETURN_IF_ERROR(RunWgradSlices(a));
@@ -423,7 +423,12 @@ class ImplicitGemm3xTf32Runner : public Runner {
       p.centers = centers;
       p.dy_sums = dy_sums;
     }
-    Launch<WgradOp>(dim3(tiles_, static_cast<unsigned>(p.slices)), a.stream, a.x, a.dy, part, p);
+    const dim3 grid(tiles_, static_cast<unsigned>(p.slices));
+    if (p.center) {
+      Launch<WgradOp<true>>(grid, a.stream, a.x, a.dy, part, p);
+    } else {
+      Launch<WgradOp<false>>(grid, a.stream, a.x, a.dy, part, p);
+    }
     RETURN_IF_ERROR(LaunchStatus("implicit_gemm_3xtf32 wgrad kernel launch"));
     SumSlicesKernel<<<(filter_ + 255) / 256, 256, 0, a.stream>>>(part, a.dw, filter_, p);
     return absl::OkStatus();

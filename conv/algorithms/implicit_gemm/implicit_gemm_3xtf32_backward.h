@@ -54,8 +54,9 @@ struct SplitK {
 // in double: the same dw in exact arithmetic, with terms of the data's spread instead of its
 // mean. Other channels (randn; ReLU-like data, mean 0.7 of the spread) keep center_c = 0, and
 // where no channel is centred dy's channel sums (one more read of dy: +30-40% on ResNet's 1x1
-// 56x56 wgrad, measured session 30) are skipped. Always paid: the centres' pass over image 0 of
-// x and an FADD per A element in the main loop.
+// 56x56 wgrad, measured session 30) are skipped. Paid on every shape past kCenterK: the centres'
+// pass over image 0 of x and an FADD per A element in the main loop (WgradOp<true>; +2%
+// measured on shapes where it subtracted zeros); shorter reductions run WgradOp<false>.
 constexpr int64_t kCenterK = 73728;
 inline bool WgradCenters(int64_t k) { return k > kCenterK; }
 // center_c from image 0's sum and sum of squares over its `plane` elements (0: not centred).
@@ -212,6 +213,9 @@ CONV2D_UNROLL
 // writes 4 k x 8 consecutive m, 32 distinct banks (kAStride = 8 mod 32), and reads 8 runs of 4
 // consecutive pixels. A thread's two taps are decoded once; each k-tile decodes its 4 pixels. B
 // (dy): as DgradOp's B, k column t % 16 of rows t/16 + 16*i, 64 contiguous bytes per half warp.
+// kCentred: A() takes x's channel centres (p.centers, WgradCenters' shapes); otherwise A() is
+// the identity and the kernel the one before centring (its FADD per A element measured +2%).
+template <bool kCentred>
 struct WgradOp {
   static constexpr int kACopy = 1;
   static constexpr int kBCopy = 1;
@@ -250,7 +254,7 @@ CONV2D_UNROLL
       tap_c[i] = (r - kp * p.kw) * p.dw;
       tap_ofs[i] = tap_valid[i] ? (g * p.cg + c) * p.hw + tap_r[i] * p.w + tap_c[i] : 0;
     }
-    if (p.centers != nullptr) {
+    if (kCentred && p.centers != nullptr) {
       const int lane = tid % 32, row0 = m0 + WarpM0(tid / 32) + lane / 4;
 CONV2D_UNROLL
       for (int mi = 0; mi < kMmaTilesM; ++mi)
@@ -311,7 +315,7 @@ CONV2D_UNROLL
   CONV2D_HOST_DEVICE_INLINE int NLimit(const Params& p) const { return p.og; }
   // A fragment register `reg` of mma tile mi: row gid + 8 * (reg & 1) (implicit_gemm_3xtf32.h).
   CONV2D_HOST_DEVICE_INLINE float A(float v, int mi, int reg) const {
-    return v - center[mi][reg & 1];
+    return kCentred ? v - center[mi][reg & 1] : v;
   }
 };
 

@@ -132,7 +132,11 @@ std::vector<double> Replay(const Shape& s, const Params& p, const Inputs& in, bo
     const int64_t n = s.filter_elements();
     out.assign(p.slices * n, kNaN);
     writes.assign(out.size(), 0);
-    ReplayGemm<WgradOp>(p, in.x, in.dy, out, writes);
+    if (p.centers != nullptr) {
+      ReplayGemm<WgradOp<true>>(p, in.x, in.dy, out, writes);
+    } else {
+      ReplayGemm<WgradOp<false>>(p, in.x, in.dy, out, writes);
+    }
     if (p.slices > 1 || p.centers != nullptr) {  // the reduction kernel: WgradSumAt
       std::vector<double> dw(n);
       for (int64_t e = 0; e < n; ++e) dw[e] = WgradSumAt(p, out.data(), e, n);
