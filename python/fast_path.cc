@@ -89,13 +89,7 @@ class Call {
     }
     const c10::cuda::CUDAGuard guard(device_);
     const cudaStream_t stream = c10::cuda::getCurrentCUDAStream(device_).stream();
-    // y as at::empty makes it, without the dispatcher's round trip (~0.4 us): the caching
-    // allocator on the current device and stream.
-    at::Tensor y = out ? *out
-                       : at::Tensor(at::detail::empty_generic(
-                             out_shape_, c10::cuda::CUDACachingAllocator::get(),
-                             c10::DispatchKeySet(c10::DispatchKey::CUDA), at::kFloat,
-                             std::nullopt));
+    at::Tensor y = out ? *out : Empty(out_shape_);
     // Every call that may throw comes before the workspace exists (PyTorch's errors reach
     // Python as its own exception types).
     const float* x_ptr = x.const_data_ptr<float>();
@@ -152,6 +146,7 @@ class TrainCall {
         w_shape_(std::move(w_shape)), y_shape_(std::move(y_shape)),
         geometry_(std::move(geometry)) {}
 
+  // Each allocates on the plan's device (made current first: the caller's may be another).
   at::Tensor Forward(const at::Tensor& x, const at::Tensor& w, const at::Tensor* bias) const {
     ++g_train_runs[0];
     return RunForward(forward_, device_, y_shape_, x, w, bias);
