@@ -41,24 +41,16 @@
 #include <torch/csrc/autograd/forward_grad.h>
 #include <torch/csrc/autograd/python_variable.h>
 #include <torch/csrc/autograd/variable.h>
+#include <torch/csrc/jit/python/pybind_utils.h>
 #include <torch/csrc/utils/pybind.h>
 
 #include "conv/conv2d_c.h"
+#include "python/fast_path_runs.h"
 
+namespace conv2d_fast {
 namespace {
 
 namespace py = pybind11;
-using RunEx = decltype(&conv2d_plan_run_ex);
-
-using RunDgrad = decltype(&conv2d_plan_run_dgrad);
-using RunWgrad = decltype(&conv2d_plan_run_wgrad);
-using LastError = decltype(&conv2d_last_error);
-
-// Set once by init(), before any Call exists (functional.py makes Calls only after it).
-RunEx g_run_ex = nullptr;
-RunDgrad g_run_dgrad = nullptr;
-RunWgrad g_run_wgrad = nullptr;
-LastError g_last_error = nullptr;
 // Python: (x, w, bias_wanted, grad, geometry, needs) -> the gradients through conv2d.grad's ops,
 // for a backward that records its own graph (create_graph): functional._train_double_backward.
 py::object* g_double_backward = nullptr;
@@ -66,21 +58,11 @@ py::object* g_double_backward = nullptr;
 // thread's last error).
 py::object* g_error = nullptr;
 
-bool Plain(const at::Tensor& t) { return t.is_contiguous() && !t.is_neg(); }
-
 // Whether two dense float32 tensors' memory overlaps.
 bool Overlap(const at::Tensor& a, const at::Tensor& b) {
   const auto a0 = reinterpret_cast<uintptr_t>(a.const_data_ptr());
   const auto b0 = reinterpret_cast<uintptr_t>(b.const_data_ptr());
   return b0 < a0 + 4 * a.numel() && a0 < b0 + 4 * b.numel();
-}
-
-// A float32 tensor as at::empty makes it on the current device, without the dispatcher's round
-// trip (~0.4 us): the caching allocator on the current stream.
-at::Tensor Empty(c10::IntArrayRef shape) {
-  return at::Tensor(at::detail::empty_generic(shape, c10::cuda::CUDACachingAllocator::get(),
-                                              c10::DispatchKeySet(c10::DispatchKey::CUDA),
-                                              at::kFloat, std::nullopt));
 }
 
 // One problem's plan on one device: what functional.py's _Call holds, in C++.
@@ -150,25 +132,6 @@ class Call {
 // A training call's plans: the forward's, and the dgrad's and wgrad's of the same problem
 // (functional.py makes all of them on a signature's first training call, so that the backward,
 // which runs on autograd's thread without the GIL, finds them made).
-struct PlanRef {
-  const conv2d_plan* plan = nullptr;
-  size_t workspace_bytes = 0;
-};
-
-// run(plan, a, b, out[, db], workspace, bytes, stream) with a workspace from the caching
-// allocator on the current stream of the tensors' device; a library error as a c10::Error.
-template <class F>
-void Enqueue(const PlanRef& p, c10::DeviceIndex device, const char* what, F&& run) {
-  const c10::cuda::CUDAGuard guard(device);
-  const cudaStream_t stream = c10::cuda::getCurrentCUDAStream(device).stream();
-  void* workspace = p.workspace_bytes == 0
-                        ? nullptr
-                        : c10::cuda::CUDACachingAllocator::raw_alloc_with_stream(
-                              p.workspace_bytes, stream);
-  const int rc = run(workspace, stream);
-  if (workspace != nullptr) c10::cuda::CUDACachingAllocator::raw_delete(workspace);
-  TORCH_CHECK(rc == 0, "conv2d: ", what, " failed: ", g_last_error(), " (code ", rc, ")");
-}
 
 // Runs of the training node's forward, dgrad and wgrad (tests: only what is asked for).
 std::atomic<int64_t> g_train_runs[3];
@@ -185,47 +148,19 @@ class TrainCall {
 
   // Each allocates on the plan's device (made current first: the caller's may be another).
   at::Tensor Forward(const at::Tensor& x, const at::Tensor& w, const at::Tensor* bias) const {
-    const c10::cuda::CUDAGuard guard(device_);
-    at::Tensor y = Empty(y_shape_);
-    const float* xp = x.const_data_ptr<float>();
-    const float* wp = w.const_data_ptr<float>();
-    const float* bp = bias ? bias->const_data_ptr<float>() : nullptr;
-    float* yp = y.mutable_data_ptr<float>();
     ++g_train_runs[0];
-    Enqueue(forward_, device_, "the forward", [&](void* ws, cudaStream_t stream) {
-      return g_run_ex(forward_.plan, xp, wp, bp, yp, ws, forward_.workspace_bytes, stream);
-    });
-    return y;
+    return RunForward(forward_, device_, y_shape_, x, w, bias);
   }
 
   at::Tensor Dgrad(const at::Tensor& dy, const at::Tensor& w) const {
-    const c10::cuda::CUDAGuard guard(device_);
-    at::Tensor dx = Empty(x_shape_);
-    const float* dyp = dy.const_data_ptr<float>();
-    const float* wp = w.const_data_ptr<float>();
-    float* dxp = dx.mutable_data_ptr<float>();
     ++g_train_runs[1];
-    Enqueue(dgrad_, device_, "dgrad", [&](void* ws, cudaStream_t stream) {
-      return g_run_dgrad(dgrad_.plan, dyp, wp, dxp, ws, dgrad_.workspace_bytes, stream);
-    });
-    return dx;
+    return RunDgrad(dgrad_, device_, x_shape_, dy, w);
   }
 
   std::pair<at::Tensor, at::Tensor> Wgrad(const at::Tensor& x, const at::Tensor& dy,
                                           bool bias) const {
-    const PlanRef& p = bias ? wgrad_bias_ : wgrad_;
-    const c10::cuda::CUDAGuard guard(device_);
-    at::Tensor dw = Empty(w_shape_);
-    at::Tensor db = bias ? Empty({w_shape_[0]}) : at::Tensor();
-    const float* xp = x.const_data_ptr<float>();
-    const float* dyp = dy.const_data_ptr<float>();
-    float* dwp = dw.mutable_data_ptr<float>();
-    float* dbp = bias ? db.mutable_data_ptr<float>() : nullptr;
     ++g_train_runs[2];
-    Enqueue(p, device_, "wgrad", [&](void* ws, cudaStream_t stream) {
-      return g_run_wgrad(p.plan, xp, dyp, dwp, dbp, ws, p.workspace_bytes, stream);
-    });
-    return {dw, db};
+    return RunWgrad(bias ? wgrad_bias_ : wgrad_, device_, w_shape_, x, dy, bias);
   }
 
   // y = conv2d(x, w, bias) recording ConvTrain, or None where the tensors are not plain (the
@@ -445,8 +380,10 @@ PyMethodDef g_conv2d_def = {
     "for a signature remembered before, else None"};
 
 }  // namespace
+}  // namespace conv2d_fast
 
 PYBIND11_MODULE(CONV2D_FAST_PATH_MODULE, m) {
+  using namespace conv2d_fast;  // NOLINT: the module's bindings of this file's classes
   m.doc() = "conv2d.conv2d's direct path in C++ (python/fast_path.cc)";
   // The PyTorch release it was compiled against: functional.py uses it under that release only.
   m.attr("TORCH_VERSION") = CONV2D_FAST_PATH_TORCH_VERSION;
@@ -455,8 +392,8 @@ PYBIND11_MODULE(CONV2D_FAST_PATH_MODULE, m) {
       [](uintptr_t run_ex, py::object error, uintptr_t run_dgrad, uintptr_t run_wgrad,
          uintptr_t last_error, py::object double_backward) {
         g_run_ex = reinterpret_cast<RunEx>(run_ex);
-        g_run_dgrad = reinterpret_cast<RunDgrad>(run_dgrad);
-        g_run_wgrad = reinterpret_cast<RunWgrad>(run_wgrad);
+        g_run_dgrad = reinterpret_cast<RunDgradFn>(run_dgrad);
+        g_run_wgrad = reinterpret_cast<RunWgradFn>(run_wgrad);
         g_last_error = reinterpret_cast<LastError>(last_error);
         if (g_error == nullptr) g_error = new py::object();  // never freed: outlives teardown
         *g_error = std::move(error);
@@ -524,6 +461,29 @@ PYBIND11_MODULE(CONV2D_FAST_PATH_MODULE, m) {
       "Call, or a TrainCall for calls with a gradient to record) run `call`; returns whether "
       "they have a key (else conv2d leaves them to the Python path)");
   m.def("forget", [] { g_table->clear(); }, "Empties the signature table (tests)");
+  m.def("register_ops", &RegisterOps,
+        "Swaps C++ kernels in for the custom ops' Python CUDA and Autograd kernels (once; "
+        "python/fast_path_ops.cc)");
+  m.def(
+      "remember_op",
+      [](int op, uintptr_t plan, size_t workspace_bytes, int device,
+         std::vector<int64_t> out_shape, py::args args) {
+        const c10::FunctionSchema& schema = OpSchema(op);
+        TORCH_CHECK(args.size() == schema.arguments().size(), "remember_op: ",
+                    schema.arguments().size(), " arguments of ", schema.name(), ", got ",
+                    args.size());
+        std::vector<c10::IValue> values;
+        for (size_t i = 0; i < args.size(); ++i) {
+          values.push_back(torch::jit::toIValue(args[i], schema.arguments()[i].real_type()));
+        }
+        return RememberOp(op, PlanRef{reinterpret_cast<const conv2d_plan*>(plan), workspace_bytes},
+                          device, std::move(out_shape), values);
+      },
+      py::arg("op"), py::arg("plan"), py::arg("workspace_bytes"), py::arg("device"),
+      py::arg("out_shape"),
+      "Makes the op `op` (0 conv2d, 1 conv2d_input_grad, 2 conv2d_weight_grad) called with "
+      "these arguments run `plan` in C++ (its result's shape out_shape: y, dx or dw); returns "
+      "whether they have a key");
   m.def(
       "train_runs",
       [] { return py::make_tuple(g_train_runs[0].load(), g_train_runs[1].load(),

@@ -102,8 +102,9 @@ print("fast path imports against PyTorch", torch.__version__, "->", m.TORCH_VERS
     echo "NOTE: import NOT TESTED"
   fi
   if "$torch_py" -c 'import pytest' 2>/dev/null; then
+    # Beside the loading test: the ops' C++ kernels swapped in (test_fast_path_ops_meta.py).
     PYTHONPATH="$site_torch" "$torch_py" -m pytest -q -p no:cacheprovider "$meta_test" \
-      "$loading_test"
+      "$loading_test" "$(dirname "$loading_test")/test_fast_path_ops_meta.py"
   else
     PYTHONPATH="$site_torch" "$torch_py" "$meta_test"
     echo "NOTE: no pytest for $torch_py: test_fast_path_loading.py NOT TESTED here"

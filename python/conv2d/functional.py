@@ -65,7 +65,8 @@ class _Call:
     made once. op: the forward (_native.FPROP), or the backward's DGRAD or WGRAD (conv2d.grad),
     whose has_bias says whether the call writes db."""
     __slots__ = ("out_shape", "out_strides", "fields", "has_bias", "device", "index", "plan",
-                 "run", "kind", "fast", "op", "x_shape", "w_shape", "grads", "train")
+                 "run", "kind", "fast", "op", "x_shape", "w_shape", "grads", "train",
+                 "op_known")
 
     def __init__(self, x_shape, w_shape, has_bias, device, stride, pad, dilation, groups,
                  op=_native.FPROP):
@@ -81,6 +82,7 @@ class _Call:
         self.x_shape, self.w_shape = tuple(x_shape), tuple(w_shape)
         self.grads = {}  # a forward's backward _Calls, (op, has_bias) -> _Call (conv2d.grad)
         self.train = None  # the fast path's TrainCall once made, False where there is none
+        self.op_known = False  # whether the op's C++ kernel has this call (_remember_op)
         self.plan = None
         self.run = None  # (plan handle, workspace bytes), published together once made
         self.fast = None  # the fast path's Call for the plan, once made (where it loads)
@@ -165,7 +167,19 @@ def _load_fast_path():
     module.init(address(_run_ex), _run_error, address(_native.run_function(_native.DGRAD)),
                 address(_native.run_function(_native.WGRAD)),
                 address(_native.lib().conv2d_last_error), _train_double_backward)
+    if hasattr(module, "register_ops"):  # the ops' kernels in C++ from now (fast_path_ops.cc)
+        module.register_ops()
     return module
+
+
+def _remember_op(call, out_shape, *args):
+    """After the op `call.op`'s Python kernel first ran `call` with these arguments (the op's
+    own, in its schema's order): the fast path's C++ kernel of the op runs them from now."""
+    if call.op_known or _fast is None or call.run is None or not hasattr(_fast, "remember_op"):
+        return
+    handle, nbytes = call.run
+    _fast.remember_op(call.op, handle, nbytes, call.index, list(out_shape), *args)
+    call.op_known = True
 
 
 def fast_path():
@@ -328,7 +342,11 @@ def conv2d_op(x: torch.Tensor, weight: torch.Tensor, bias: Optional[torch.Tensor
               stride: List[int], padding: List[int], dilation: List[int],
               groups: int) -> torch.Tensor:
     """x (B, Cin, H, W), weight (Cout, Cin / groups, Kh, Kw), bias (Cout,) or None."""
-    return _direct(x, weight, bias, tuple(stride), tuple(padding), tuple(dilation), groups, True)
+    geometry = (tuple(stride), tuple(padding), tuple(dilation), groups)
+    call = _call_for(x, weight, bias, *geometry, True)
+    y = _direct_call(call, x, weight, bias, geometry, True)
+    _remember_op(call, call.out_shape, x, weight, bias, stride, padding, dilation, groups)
+    return y
 
 
 @conv2d_op.register_fake

@@ -116,7 +116,9 @@ def _input_grad(dy, w, input_size, stride, pad, dilation, groups):
     call = _call(_native.DGRAD, input_size, w.shape, False, dy.device, stride, pad, dilation,
                  groups)
     _check_dy(call, dy)
-    return _dgrad(call, dy, w)
+    dx = _dgrad(call, dy, w)
+    _f._remember_op(call, call.x_shape, dy, w, input_size, stride, pad, dilation, groups)
+    return dx
 
 
 def _weight_grad(x, dy, weight_size, stride, pad, dilation, groups, bias):
@@ -125,6 +127,7 @@ def _weight_grad(x, dy, weight_size, stride, pad, dilation, groups, bias):
                  groups)
     _check_dy(call, dy)
     dw, db = _wgrad(call, x, dy)
+    _f._remember_op(call, call.w_shape, x, dy, weight_size, stride, pad, dilation, groups, bias)
     return dw, db if bias else dw.new_empty((0,))  # the op's schema: db empty when not asked
 
 

@@ -185,6 +185,35 @@ def test_a_compiled_training_step_matches_eager():
         assert torch.allclose(e, c.grad, rtol=1e-4, atol=1e-5)
 
 
+def test_the_ops_c_kernels_run_a_signature_after_its_first_call(monkeypatch):
+    """The custom ops' kernels in C++ (python/fast_path_ops.cc): a signature's first call goes
+    through the Python kernel (plan, checks), later ones run in C++ without it, bitwise the
+    same; with a gradient to record, the Python autograd formula still records the graph."""
+    from conv2d import functional
+    x, w, b = _inputs(6, (2, 8, 12, 10, 9, 3, 3), {}, True)
+    dy = torch.randn(2, 12, 5, 5, device="cuda")
+    geometry = ([2, 2], [1, 1, 1, 1], [1, 1], 1)
+    ops = torch.ops.conv2d
+    calls = [lambda: ops.conv2d.default(x, w, b, *geometry),
+             lambda: ops.conv2d_input_grad.default(dy, w, list(x.shape), *geometry),
+             lambda: ops.conv2d_weight_grad.default(x, dy, list(w.shape), *geometry, True)]
+    first = [c() for c in calls]  # loads the fast path (and its kernels), makes the plans
+    if functional._fast is None or not hasattr(functional._fast, "register_ops"):
+        pytest.skip("NOT TESTED here: no fast path for this Python and PyTorch")
+    first = [c() for c in calls]  # through the Python kernels once more: now remembered
+    seen = []
+    for module, name in ((functional, "_direct_call"), (cgrad, "_dgrad"), (cgrad, "_wgrad")):
+        real = getattr(module, name)
+        monkeypatch.setattr(module, name, lambda *a, _r=real, **k: seen.append(1) or _r(*a, **k))
+    again = [c() for c in calls]
+    assert not seen, "a remembered signature went through the op's Python kernel"
+    flat = lambda r: list(r) if isinstance(r, tuple) else [r]
+    assert all(torch.equal(p, q) for a, c in zip(first, again) for p, q in zip(flat(a), flat(c)))
+    xx = x.clone().requires_grad_()
+    y = ops.conv2d.default(xx, w, b, *geometry)
+    assert y.grad_fn is not None
+    y.backward(torch.ones_like(y))
+    assert xx.grad is not None and xx.grad.shape == x.shape
 def test_a_gradient_that_is_a_negative_view_counts_as_its_values():
     x, w, b = _inputs(7, (2, 4, 6, 9, 8, 3, 3), {}, True)
     g = torch.randn(2, 6, 9, 8, device="cuda")
