@@ -201,6 +201,17 @@ bool RememberOp(int op, PlanRef plan, int device, std::vector<int64_t> out_shape
   return true;
 }
 
+// Op I's C++ CUDA and Autograd kernels into lib (the op's name without the "conv2d::" namespace).
+template <int I>
+void ImplOp(torch::Library* lib) {
+  const char* name = kOpNames[I] + sizeof("conv2d::") - 1;
+  using torch::CppFunction;
+  lib->impl(name, torch::dispatch(c10::DispatchKey::CUDA,
+                                  CppFunction::makeFromBoxedFunction<&CudaKernel<I>>()));
+  lib->impl(name, torch::dispatch(c10::DispatchKey::Autograd,
+                                  CppFunction::makeFromBoxedFunction<&AutogradKernel<I>>()));
+}
+
 void RegisterOps() {
   static torch::Library* lib = nullptr;  // once; never freed (the kernels stay registered)
   if (lib != nullptr) return;
@@ -213,23 +224,9 @@ void RegisterOps() {
   static QuietHandler quiet_handler;
   const c10::WarningUtils::WarningHandlerGuard quiet(&quiet_handler);
   lib = new torch::Library(torch::Library::IMPL, "conv2d", std::nullopt, __FILE__, __LINE__);
-  using torch::CppFunction;
-  lib->impl("conv2d", torch::dispatch(c10::DispatchKey::CUDA,
-                                      CppFunction::makeFromBoxedFunction<&CudaKernel<0>>()));
-  lib->impl("conv2d_input_grad",
-            torch::dispatch(c10::DispatchKey::CUDA,
-                            CppFunction::makeFromBoxedFunction<&CudaKernel<1>>()));
-  lib->impl("conv2d_weight_grad",
-            torch::dispatch(c10::DispatchKey::CUDA,
-                            CppFunction::makeFromBoxedFunction<&CudaKernel<2>>()));
-  lib->impl("conv2d", torch::dispatch(c10::DispatchKey::Autograd,
-                                      CppFunction::makeFromBoxedFunction<&AutogradKernel<0>>()));
-  lib->impl("conv2d_input_grad",
-            torch::dispatch(c10::DispatchKey::Autograd,
-                            CppFunction::makeFromBoxedFunction<&AutogradKernel<1>>()));
-  lib->impl("conv2d_weight_grad",
-            torch::dispatch(c10::DispatchKey::Autograd,
-                            CppFunction::makeFromBoxedFunction<&AutogradKernel<2>>()));
+  ImplOp<0>(lib);
+  ImplOp<1>(lib);
+  ImplOp<2>(lib);
 }
 
 }  // namespace conv2d_fast
