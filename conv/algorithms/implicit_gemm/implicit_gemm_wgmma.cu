@@ -42,6 +42,7 @@
 #include <cuda_runtime.h>
 
 #include <cstdint>
+#include <cstdlib>
 #include <limits>
 #include <memory>
 #include <string>
@@ -197,6 +198,8 @@ Params MakeWgradParams(const Shape& s, int bn, int slots, const wgrad_split::Spl
   p.fold_tiles = wgrad_split::ChunkTerms(p.k) / kBK;
   p.cout_p = p.cout * p.p;
   p.slice_stride = p.cout * p.red;
+  if (const char* e = std::getenv("CONV2D_WGRAD_EXP")) p.exp = std::atoi(e);  // EXPERIMENT
+  if (p.exp & 8) p.fold_tiles = 1 << 30;  // EXPERIMENT: fold at the unit's end only
   return p;
 }
 
@@ -359,27 +362,12 @@ __device__ __forceinline__ void CopyStages(const float* __restrict__ x, const fl
 }
 
 // wgrad's copy warpgroup (implicit_gemm_wgmma_wgrad.h): the CTA's stages over its units
-// (SliceWalk), as CopyStages, with x gathered by WgradAGather and dy by WgradBGather's map, each
-// dy value copied raw (cp.async) to its place in the stage's lo plane. One stage later, once
-// cp.async.wait_group says the thread's own copies of that stage have landed, the thread splits
-// its values in place (hi plane, lo plane) and arrives a second time on the stage's "full",
-// after the proxy fence that shows its stores to wgmma (the kSplitB protocol: two arrivals per
-// copy thread a phase). Nothing of dy is held in registers across the wait for a slot (the
-// copy warps have 40-56 registers; holding a stage's 8-32 values there spilled).
-template <int BN>
-__device__ __forceinline__ void SplitStageInPlace(uint32_t sb, uint32_t bar, int t) {
-  using C = Config<BN>;
-  WgradBGather<BN>::ForEachSlot(t, [&](int off) {
-    const uint32_t at = sb + 4 * static_cast<uint32_t>(off);
-    float v;
-    asm volatile("ld.shared.f32 %0, [%1];\n" : "=f"(v) : "r"(at + C::kBTileBytes));
-    StoreSplit<BN>(at, v);
-  });
-  FenceProxyAsyncShared();
-  MbarArrive(bar);
-}
-
-template <int BN>
+// (SliceWalk), as CopyStages, with x gathered by WgradAGather and dy by WgradBGather's map (or
+// WgradBGatherVec's 16-byte chunks), each dy value copied raw (cp.async) to its place in the
+// stage's lo plane; the consumers split it (SplitDyShare). Like CopyStages, nothing here waits for
+// a copy to land, so the group runs up to kStages stages ahead. (Splitting here instead, one
+// stage behind each thread's own copies, held the copies' latency to one stage: ~30 TFLOP/s.)
+template <int BN, bool kVecB>
 __device__ __forceinline__ void CopyStagesWgrad(const float* __restrict__ x,
                                                 const float* __restrict__ dy, const Params& p,
                                                 uint32_t smem_base, uint32_t full, uint32_t empty,
@@ -399,26 +387,64 @@ __device__ __forceinline__ void CopyStagesWgrad(const float* __restrict__ x,
       if (g >= C::kStages) MbarWait(empty + 8 * slot, ring.parity ^ 1);
       const int kt = wu.kt_begin + i;
       const uint32_t sb = smem_base + slot * C::kStageBytes;
-      const uint32_t bar = full + 8 * slot;
-      WgradBGather<BN>::ForEach(p, nt.n0, nt.n_end, kt, t, [&](int, int off, int src, bool valid) {
-        CpAsync<4>(sb + C::kBTileBytes + 4 * off, dy + static_cast<uint32_t>(src), valid);
-      });
-      const uint32_t sa = sb + 2 * C::kBTileBytes;
-      a_gather.ForEach(p, kt, [&](int s, int gx, bool valid) {
-        CpAsync<4>(sa + 4 * s, xg + static_cast<uint32_t>(gx), valid);
-      });
-      CpAsyncArriveOnMbar(bar);
-      CpAsyncCommit();
-      if (g > 0) {
-        CpAsyncWait<1>();  // the previous stage's copies (this thread's) have landed
-        SplitStageInPlace<BN>(smem_base + ring.prev * C::kStageBytes, full + 8 * ring.prev, t);
+      if (!(p.exp & 2)) {  // EXPERIMENT
+        if constexpr (kVecB) {
+          WgradBGatherVec<BN>::ForEach(p, nt.n0, nt.n_end, kt, t,
+                                       [&](int, int off, int src, bool valid) {
+            CpAsync<16>(sb + C::kBTileBytes + 4 * off, dy + static_cast<uint32_t>(src), valid);
+          });
+        } else {
+          WgradBGather<BN>::ForEach(p, nt.n0, nt.n_end, kt, t,
+                                    [&](int, int off, int src, bool valid) {
+            CpAsync<4>(sb + C::kBTileBytes + 4 * off, dy + static_cast<uint32_t>(src), valid);
+          });
+        }
       }
+      const uint32_t sa = sb + 2 * C::kBTileBytes;
+      if (!(p.exp & 1)) {  // EXPERIMENT
+        a_gather.ForEach(p, kt, [&](int s, int gx, bool valid) {
+          CpAsync<4>(sa + 4 * s, xg + static_cast<uint32_t>(gx), valid);
+        });
+      }
+      CpAsyncArriveOnMbar(full + 8 * slot);
     }
   }
-  if (g > 0) {
-    CpAsyncWait<0>();
-    SplitStageInPlace<BN>(smem_base + ring.prev * C::kStageBytes, full + 8 * ring.prev, t);
+}
+
+// wgrad: consumer thread tid's share of a landed stage's raw dy (its lo plane, as the copies left
+// it), split in place into the hi and lo planes 16 bytes at a time: chunks tid + 256i. The split is
+// elementwise, so any partition of the plane serves, whatever the copies' map; consecutive lanes
+// take consecutive chunks (no bank conflicts). The proxy fence shows the stores to wgmma; the
+// consumers' named barrier (ConsumersSync) then orders every thread's share before any wgmma.
+template <int BN>
+__device__ __forceinline__ void SplitDyShare(uint32_t sb, int tid) {
+  using C = Config<BN>;
+  constexpr int kChunks = BN * kBK / 4 / kConsumerThreads;
+  static_assert(kChunks * 4 * kConsumerThreads == BN * kBK, "whole chunks per thread");
+#pragma unroll
+  for (int i = 0; i < kChunks; ++i) {
+    const uint32_t at = sb + 16 * static_cast<uint32_t>(tid + kConsumerThreads * i);
+    float v[4];
+    uint32_t hi[4], lo[4];
+    asm volatile("ld.shared.v4.f32 {%0, %1, %2, %3}, [%4];\n"
+                 : "=f"(v[0]), "=f"(v[1]), "=f"(v[2]), "=f"(v[3])
+                 : "r"(at + C::kBTileBytes)
+                 : "memory");
+#pragma unroll
+    for (int e = 0; e < 4; ++e) SplitTf32(v[e], hi[e], lo[e]);
+    asm volatile("st.shared.v4.b32 [%0], {%1, %2, %3, %4};\n" ::"r"(at), "r"(hi[0]), "r"(hi[1]),
+                 "r"(hi[2]), "r"(hi[3])
+                 : "memory");
+    asm volatile("st.shared.v4.b32 [%0], {%1, %2, %3, %4};\n" ::"r"(at + C::kBTileBytes),
+                 "r"(lo[0]), "r"(lo[1]), "r"(lo[2]), "r"(lo[3])
+                 : "memory");
   }
+  FenceProxyAsyncShared();
+}
+
+// The two consumer warpgroups' named barrier (barrier 1; 0 is __syncthreads').
+__device__ __forceinline__ void ConsumersSync() {
+  asm volatile("bar.sync 1, %0;\n" ::"n"(kConsumerThreads) : "memory");
 }
 
 // Where a unit's results go: the y offsets of the thread's two rows (-1 past M) and the unit's
@@ -547,7 +573,8 @@ __device__ __forceinline__ void TailPiece(float (&sum)[BN / 2], const WorkUnit& 
 // One persistent CTA: its work units (UnitWalk), each a kBM x BN tile of the GEMM over its
 // k-tiles (all of K, or a tail piece). b: the split filter of this call (the split kernel's
 // workspace), or with kSplitB the filter w itself. kGeometry: padding, stride or dilation
-// (AGather's geometry gather). kWgrad (1, or 2 where x is centred): the weight gradient
+// (AGather's geometry gather). kWgrad (kWgradOn, with kWgradCentred where x is centred and
+// kWgradVecB where dy is copied in 16-byte chunks): the weight gradient
 // (implicit_gemm_wgmma_wgrad.h; b is dy, y is dw or the slices' partial dw).
 template <int BN, bool kVecA, bool kTail, bool kGeometry, bool kGrouped = false,
           bool kSplitB = false, int kWgrad = 0>
@@ -572,7 +599,7 @@ __global__ void __launch_bounds__(kThreads, Config<BN>::kMinBlocks)
   if (tid == 0) {
 #pragma unroll
     for (int s = 0; s < C::kStages; ++s) {
-      MbarInit(full + 8 * s, kSplitB || kIsWgrad ? kSplitBFullArrivals : kFullArrivals);
+      MbarInit(full + 8 * s, kSplitB ? kSplitBFullArrivals : kIsWgrad ? kWgradFullArrivals : kFullArrivals);
       MbarInit(empty + 8 * s, kConsumerThreads);
     }
     FenceMbarInit();  // the bulk copies complete "full" through the async proxy
@@ -583,7 +610,8 @@ __global__ void __launch_bounds__(kThreads, Config<BN>::kMinBlocks)
   if (tid >= kConsumerThreads) {
     GiveRegisters<C::kCopyRegs>();
     if constexpr (kIsWgrad) {
-      CopyStagesWgrad<BN>(x, b, p, smem_base, full, empty, tid - kConsumerThreads);
+      CopyStagesWgrad<BN, (kWgrad & kWgradVecB) != 0>(x, b, p, smem_base, full, empty,
+                                                       tid - kConsumerThreads);
     } else {
       CopyStages<BN, kVecA, kTail, kGeometry, kGrouped, kSplitB>(x, b, p, smem_base, full, empty,
                                                                 tid - kConsumerThreads);
@@ -619,9 +647,21 @@ __global__ void __launch_bounds__(kThreads, Config<BN>::kMinBlocks)
       walk(p, static_cast<int>(blockIdx.x));
   const int fold_tiles = kIsWgrad ? p.fold_tiles : kFoldTiles;
   float center[2] = {0.f, 0.f};  // wgrad with centring: the centres of the thread's A rows
+  // wgrad: the CTA's stages in all (so that the split of the next stage is never waited for past
+  // the last), the index of the current one, and stage 0's split before the loop.
+  int total_stages = 0, stage = 0;
+  if constexpr (kIsWgrad) {
+    SliceWalk all(p, static_cast<int>(blockIdx.x));
+    WorkUnit u;
+    while (all.Next(p, &u)) total_stages += u.stages;
+    if (total_stages > 0) {
+      MbarWait(full, 0);
+      SplitDyShare<BN>(smem_base, tid);
+    }
+  }
   WorkUnit wu;
   while (walk.Next(p, &wu)) {
-    if (kWgrad == 2) {
+    if (kWgrad & kWgradCentred) {
 #pragma unroll
       for (int h = 0; h < 2; ++h) {
         const int m = wu.m_tile * kBM + wg * kWarpgroupRows + warp * 16 + (lane >> 2) + 8 * h;
@@ -629,9 +669,10 @@ __global__ void __launch_bounds__(kThreads, Config<BN>::kMinBlocks)
       }
     }
     int fold_count = 0;  // k-tiles in acc
-    for (int i = 0; i < wu.stages; ++i, ring.Next()) {
+    for (int i = 0; i < wu.stages; ++i, ring.Next(), ++stage) {
       const int slot = ring.slot;
       MbarWait(full + 8 * slot, ring.parity);  // the stage has landed
+      if constexpr (kIsWgrad) ConsumersSync();  // and every thread's share of dy is split
 
       const uint32_t sb = smem_base + slot * C::kStageBytes;
       const uint64_t desc_hi = MakeDescriptor(sb);
@@ -646,7 +687,7 @@ __global__ void __launch_bounds__(kThreads, Config<BN>::kMinBlocks)
         for (int r = 0; r < 4; ++r) {
           // Register r reads row gid + 8 * (r & 1) (AFragIndex).
           const float v = sa[AFragIndex(wg, warp, j, lane, r)];
-          SplitTf32(kWgrad == 2 ? v - center[r & 1] : v, hi[r], lo[r]);
+          SplitTf32((kWgrad & kWgradCentred) ? v - center[r & 1] : v, hi[r], lo[r]);
         }
         WgmmaFence();
         WgmmaTf32(acc, lo, DescriptorAtStep(desc_hi, j), j == 0 ? keep : 1);
@@ -657,6 +698,14 @@ __global__ void __launch_bounds__(kThreads, Config<BN>::kMinBlocks)
         // touch sum only, never acc or the A fragments in flight).
         if (C::kDeferStores && store_pending) {
           StoreQuarter<BN, kGrouped, kIsWgrad>(j, sum, store, wg, warp, lane, y, p);
+        }
+        // wgrad: while the stage's last step runs, the next stage's dy split (it has landed:
+        // the copies run up to kStages ahead).
+        if (kIsWgrad && j == kK8Steps - 1 && stage + 1 < total_stages) {
+          RingCursor<C::kStages> next = ring;
+          next.Next();
+          MbarWait(full + 8 * next.slot, next.parity);
+          SplitDyShare<BN>(smem_base + next.slot * C::kStageBytes, tid);
         }
         // Step j - 1 is complete: the tensor core always has step j queued while this thread
         // prepares step j + 1 (two register sets of A fragments alternate).
@@ -751,8 +800,11 @@ absl::Status EnableSmemAll() {
 // wgrad's two kernels (plain and centring).
 template <int BN>
 absl::Status EnableSmemWgrad() {
-  RETURN_IF_ERROR((EnableSmem<BN, false, false, true, true, false, 1>()));
-  return EnableSmem<BN, false, false, true, true, false, 2>();
+  RETURN_IF_ERROR((EnableSmem<BN, false, false, true, true, false, kWgradOn>()));
+  RETURN_IF_ERROR((EnableSmem<BN, false, false, true, true, false, kWgradOn | kWgradCentred>()));
+  RETURN_IF_ERROR((EnableSmem<BN, false, false, true, true, false, kWgradOn | kWgradVecB>()));
+  return EnableSmem<BN, false, false, true, true, false,
+                    kWgradOn | kWgradCentred | kWgradVecB>();
 }
 
 // The schedule of a shape on a device with `sms` multiprocessors.
@@ -878,9 +930,14 @@ class WgmmaWgradRunner : public Runner {
  private:
   template <int BN>
   static absl::Status Gemm(const Params& p, const RunArgs& a, float* out) {
-    auto* kernel = p.centers != nullptr
-                       ? &ImplicitGemmWgmmaKernel<BN, false, false, true, true, false, 2>
-                       : &ImplicitGemmWgmmaKernel<BN, false, false, true, true, false, 1>;
+    constexpr int kOn = kWgradOn, kC = kWgradOn | kWgradCentred;
+    const bool vec = CanVectorizeDy(p, reinterpret_cast<uintptr_t>(a.dy));
+    auto* kernel =
+        p.centers != nullptr
+            ? (vec ? &ImplicitGemmWgmmaKernel<BN, false, false, true, true, false, kC | kWgradVecB>
+                   : &ImplicitGemmWgmmaKernel<BN, false, false, true, true, false, kC>)
+            : (vec ? &ImplicitGemmWgmmaKernel<BN, false, false, true, true, false, kOn | kWgradVecB>
+                   : &ImplicitGemmWgmmaKernel<BN, false, false, true, true, false, kOn>);
     return CudaStatus(LaunchPdl(/*pdl=*/false, kernel, dim3(static_cast<unsigned>(p.grid)),
                                 kThreads, Config<BN>::kSmemBytes, a.stream, a.x, a.dy, out, p),
                       "implicit_gemm_wgmma wgrad kernel launch");

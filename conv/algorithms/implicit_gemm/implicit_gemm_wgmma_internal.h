@@ -129,6 +129,8 @@ constexpr int kFullArrivals = kCopyThreads + 1;
 // thread arrives twice a phase, once by cp.async (its gathers) and once after its filter stores
 // and the proxy fence that shows them to wgmma.
 constexpr int kSplitBFullArrivals = 2 * kCopyThreads;
+// wgrad: each copy thread's cp.async arrival (the consumers split dy after "full").
+constexpr int kWgradFullArrivals = kCopyThreads;
 // The in-kernel split where a schedule of whole tiles has at most this many M tiles (each splits
 // the filter again: M <= 512 output pixels). Measured (H100, round 91): equal to the split
 // kernel's device time at 2 M tiles (0.009 and 0.008 ms), 1.4x slower at 18 (0.017 / 0.012).
@@ -206,6 +208,7 @@ struct Params {
   int cout_p = 0;        // cout*out_h*out_w: one dy image
   int slice_stride = 0;  // floats between two slices' partial dw (cout*red)
   const float* centers = nullptr;  // per call where x is centred: its channel centres
+  int exp = 0;  // EXPERIMENT (branch only): CONV2D_WGRAD_EXP bits, see CopyStagesWgrad
 };
 
 // The output channels [n0, n_end) of N tile nt and the x offset x0 of its group's first input

@@ -13,9 +13,10 @@
 //  - B: dy is K-major already (a channel's pixels are consecutive floats), but wgmma wants its
 //    TF32 hi and lo planes in the 128-byte swizzled image. Splitting dy into the workspace first
 //    would write and read it twice more (ResNet-50's dy is ~1.3 GB a step); instead the copy
-//    threads copy their dy values (WgradBGather: one k column and BN/4 channels each) raw into
-//    the lo plane by cp.async and, one stage later, split them in place into both planes, as the
-//    forward's in-kernel filter split (kSplitB) splits the filter.
+//    threads copy dy raw into the lo plane by cp.async (WgradBGather: one k column and BN/4
+//    channels each; WgradBGatherVec: 16-byte chunks where the plane allows), and the consumers,
+//    once the stage has landed, split it in place into both planes (each thread a share, while
+//    the previous stage's last wgmma run), then meet at a named barrier before their wgmma.
 //  - The walk: K is cut into wgrad_split's slices (a function of the shape), a unit is one
 //    (M tile, N tile, slice), CTA c takes units c, c + grid, ... (SliceWalk), each accumulated on
 //    its own in chunks of wgrad_split::ChunkTerms (fold_tiles k-tiles), and stores its partial
@@ -37,6 +38,11 @@
 
 namespace conv2d {
 namespace implicit_gemm_wgmma_internal {
+
+// The kernel's kWgrad template argument: wgrad at all, x centred, dy copied by WgradBGatherVec.
+constexpr int kWgradOn = 1;
+constexpr int kWgradCentred = 2;
+constexpr int kWgradVecB = 4;
 
 // The reasons (if any) that wgrad of `shape` cannot be indexed in 32 bits.
 absl::Status CheckWgradIndexing(const Shape& shape);
@@ -173,6 +179,49 @@ CONV2D_UNROLL
     for (int j = 0; j < kPerThread; ++j) f(Slot(t, j));
   }
 };
+
+// The dy gather by 16-byte copies, where every four consecutive terms lie in one image and 16
+// bytes apart from its start (out_h*out_w % 4 == 0, dy 16-byte aligned: CanVectorizeDy): copy
+// thread t takes the 16-byte chunk t % 8 (k columns 4(t % 8) .. +3) of channels n0 + t / 8 + 16j
+// (j < BN / 16), a quarter of WgradBGather's copies. A warp reads 128 contiguous bytes of each of
+// four channels and writes four whole swizzle rows. Same interface as WgradBGather, in chunks.
+template <int BN>
+struct WgradBGatherVec {
+  static constexpr int kPerThread = BN / 16;  // chunks
+  static_assert(kPerThread * 4 * kCopyThreads == BN * kBK, "the threads cover the stage");
+  // Channel t / 8 + 16j is row (t / 8) % 8 of atom t / 64 + 2j: one swizzle, atoms 512 floats on.
+  CONV2D_HOST_DEVICE_INLINE static int Slot(int t, int j) {
+    return BTileOffset(t / 8, 4 * (t % 8)) + 512 * j;
+  }
+  template <class F>
+  CONV2D_HOST_DEVICE_INLINE static void ForEach(const Params& p, int n0, int n_end, int kt, int t,
+                                                F&& f) {
+    const int k = kt * kBK + 4 * (t % 8);
+    const bool k_valid = k < p.k;  // K = batch*P, a multiple of 4: a chunk is whole or absent
+    int base = 0;
+    if (k_valid) {
+      const int b = p.div_p.Div(k);
+      base = b * p.cout_p + (k - b * p.p);
+    }
+    const int n_first = n0 + t / 8;
+CONV2D_UNROLL
+    for (int j = 0; j < kPerThread; ++j) {
+      const int n = n_first + 16 * j;
+      const bool valid = k_valid && n < n_end;
+      f(j, Slot(t, j), valid ? base + n * p.p : 0, valid);
+    }
+  }
+  template <class F>
+  CONV2D_HOST_DEVICE_INLINE static void ForEachSlot(int t, F&& f) {
+CONV2D_UNROLL
+    for (int j = 0; j < kPerThread; ++j) f(Slot(t, j));
+  }
+};
+
+// Whether dy can be copied in 16-byte chunks (WgradBGatherVec).
+inline bool CanVectorizeDy(const Params& p, uintptr_t dy) {
+  return p.p % 4 == 0 && dy % 16 == 0;
+}
 
 // The centre (wgrad_split::Center) of consumer row m of a unit of N tile nt: its input channel's,
 // 0 past M.

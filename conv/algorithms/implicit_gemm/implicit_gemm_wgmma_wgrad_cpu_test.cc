@@ -76,8 +76,8 @@ void Centre(const Shape& s, const ReplayInputs& in, Case* c) {
 }
 
 // dw as the kernel computes it, in double up to the slices' sum's rounding to float. `once`:
-// every element written once per slice.
-template <int BN>
+// every element written once per slice. kVecB: dy by WgradBGatherVec's 16-byte chunks.
+template <int BN, bool kVecB>
 void Replay(const Shape& s, const Case& c, const ReplayInputs& in, bool* once,
             std::vector<double>* result) {
   const Params& p = c.p;
@@ -112,17 +112,26 @@ void Replay(const Shape& s, const Case& c, const ReplayInputs& in, bool* once,
             a[si] = valid ? in.x[nt.x0 + gx] : 0.f;
             ++a_writes[si];
           });
-          WgradBGather<BN>::ForEach(p, nt.n0, nt.n_end, kt, t,
-                                    [&](int, int off, int src, bool valid) {
-            ASSERT_TRUE(off >= 0 && off < BN * kBK);
-            if (valid) {
-              ASSERT_TRUE(src >= 0 && src < s.output_elements()) << src;
-            } else {
-              ASSERT_EQ(src, 0);
-            }
-            b[off] = valid ? in.dy[src] : 0.f;
-            ++b_writes[off];
-          });
+          auto copy_b = [&](int words) {
+            return [&, words](int, int off, int src, bool valid) {
+              ASSERT_TRUE(off >= 0 && off + words <= BN * kBK);
+              if (valid) {
+                ASSERT_TRUE(src >= 0 && src + words <= s.output_elements()) << src;
+                ASSERT_EQ((src % words), 0) << "a 16-byte copy's source is 16-byte aligned";
+              } else {
+                ASSERT_EQ(src, 0);
+              }
+              for (int e = 0; e < words; ++e) {
+                b[off + e] = valid ? in.dy[src + e] : 0.f;
+                ++b_writes[off + e];
+              }
+            };
+          };
+          if constexpr (kVecB) {
+            WgradBGatherVec<BN>::ForEach(p, nt.n0, nt.n_end, kt, t, copy_b(4));
+          } else {
+            WgradBGather<BN>::ForEach(p, nt.n0, nt.n_end, kt, t, copy_b(1));
+          }
           if (::testing::Test::HasFatalFailure()) return;
         }
         for (int si = 0; si < kAStageFloats; ++si) {
@@ -182,13 +191,17 @@ void Replay(const Shape& s, const Case& c, const ReplayInputs& in, bool* once,
   *once = std::all_of(writes.begin(), writes.end(), [&](int w) { return w == expected; });
 }
 
-std::vector<double> ReplayAt(const Shape& s, int bn, const Case& c, const ReplayInputs& in, bool* once) {
+std::vector<double> ReplayAt(const Shape& s, int bn, const Case& c, const ReplayInputs& in,
+                             bool* once, bool vec_b = false) {
   std::vector<double> out;
   *once = false;
-  switch (bn) {
-    case 128: Replay<128>(s, c, in, once, &out); break;
-    case 64: Replay<64>(s, c, in, once, &out); break;
-    default: Replay<32>(s, c, in, once, &out); break;
+  switch (bn * 2 + vec_b) {
+    case 256: Replay<128, false>(s, c, in, once, &out); break;
+    case 257: Replay<128, true>(s, c, in, once, &out); break;
+    case 128: Replay<64, false>(s, c, in, once, &out); break;
+    case 129: Replay<64, true>(s, c, in, once, &out); break;
+    case 65: Replay<32, true>(s, c, in, once, &out); break;
+    default: Replay<32, false>(s, c, in, once, &out); break;
   }
   return out;
 }
@@ -201,7 +214,7 @@ double Work(const Shape& s, int bn) {
 // Every shared backward shape (groups, depthwise, strides, padding, dilation, odd sizes, several
 // M and N tiles), at its own BN and at the others, with grids of 1, 5 and 14 CTAs.
 TEST(ImplicitGemmWgmmaWgradReplay, MatchesReference) {
-  int checked = 0, split = 0;
+  int checked = 0, split = 0, vec_checked = 0;
   for (const Shape& base : BackwardShapes()) {
     const Shape s = AsOp(base, Op::kWgrad);
     SCOPED_TRACE(s.ToString());
@@ -211,18 +224,25 @@ TEST(ImplicitGemmWgmmaWgradReplay, MatchesReference) {
       for (int slots : {1, 5, 14}) {
         const Case c = MakeCase(s, bn, slots);
         const ReplayInputs in = MakeReplayInputs(s, 31);
-        bool once = false;
-        const std::vector<double> got = ReplayAt(s, bn, c, in, &once);
-        if (::testing::Test::HasFatalFailure()) return;
-        EXPECT_TRUE(once) << "bn " << bn << " slots " << slots;
-        EXPECT_EQ(ReplayMismatches(s, got, in), 0) << "bn " << bn << " slots " << slots;
-        ++checked;
+        // dy by 16-byte chunks too where the kernel would take them (CanVectorizeDy).
+        for (bool vec : {false, true}) {
+          if (vec && !CanVectorizeDy(c.p, 0)) continue;
+          bool once = false;
+          const std::vector<double> got = ReplayAt(s, bn, c, in, &once, vec);
+          if (::testing::Test::HasFatalFailure()) return;
+          EXPECT_TRUE(once) << "bn " << bn << " slots " << slots << " vec " << vec;
+          EXPECT_EQ(ReplayMismatches(s, got, in), 0)
+              << "bn " << bn << " slots " << slots << " vec " << vec;
+          ++checked;
+          vec_checked += vec;
+        }
         split += c.split.slices > 1;
       }
     }
   }
   EXPECT_GE(checked, 60);
   EXPECT_GE(split, 15) << "too few cases exercise the split";
+  EXPECT_GE(vec_checked, 10) << "too few cases exercise the 16-byte dy copies";
 }
 
 // x of large mean, centred (the kernel's centring path, forced on shapes far shorter than
@@ -326,10 +346,43 @@ void CheckSlots() {
       EXPECT_EQ(banks, 0xFFFFFFFFu) << "BN " << BN << " warp " << warp << " j " << j;
     }
 }
+// The same for the 16-byte copies: per thread the split's chunks are the copies' in order, each
+// at its swizzled place, and each quarter warp (the eight lanes a 16-byte access serves at once)
+// writes one whole 128-byte row: 32 distinct banks.
+template <int BN>
+void CheckVecSlots() {
+  const Shape s = AsOp(Shape{2, 16, BN, 20, 20, 3, 3}, Op::kWgrad);
+  const Case c = MakeCase(s, BN, 4);
+  ASSERT_TRUE(CanVectorizeDy(c.p, 0));
+  ASSERT_FALSE(CanVectorizeDy(c.p, 4));
+  for (int t = 0; t < kCopyThreads; ++t) {
+    std::vector<int> copied, split;
+    WgradBGatherVec<BN>::ForEach(c.p, 0, BN, 0, t,
+                                 [&](int, int off, int, bool) { copied.push_back(off); });
+    WgradBGatherVec<BN>::ForEachSlot(t, [&](int off) { split.push_back(off); });
+    EXPECT_EQ(copied, split) << "thread " << t;
+    for (int j = 0; j < WgradBGatherVec<BN>::kPerThread; ++j) {
+      EXPECT_EQ(split[j], BTileOffset(t / 8 + 16 * j, 4 * (t % 8))) << "thread " << t << " j " << j;
+      EXPECT_EQ(split[j] % 4, 0) << "16-byte aligned";
+    }
+  }
+  for (int q = 0; q < kCopyThreads / 8; ++q)
+    for (int j = 0; j < WgradBGatherVec<BN>::kPerThread; ++j) {
+      uint32_t banks = 0;
+      for (int lane = 0; lane < 8; ++lane) {
+        const int off = WgradBGatherVec<BN>::Slot(8 * q + lane, j);
+        for (int e = 0; e < 4; ++e) banks |= 1u << ((off + e) % 32);
+      }
+      EXPECT_EQ(banks, 0xFFFFFFFFu) << "BN " << BN << " quarter warp " << q << " j " << j;
+    }
+}
 TEST(ImplicitGemmWgmmaWgradLayout, InPlaceSplitMatchesTheCopies) {
   CheckSlots<32>();
   CheckSlots<64>();
   CheckSlots<128>();
+  CheckVecSlots<32>();
+  CheckVecSlots<64>();
+  CheckVecSlots<128>();
 }
 
 // The split is a function of the shape (the device's SM count changes the grid, never the
