@@ -2,6 +2,7 @@
 // every forward algorithm as the forwards it equals (transposed_dgrad.h).
 #include "conv/core/algorithm.h"
 
+#include <algorithm>
 #include <utility>
 
 #include "conv/core/transposed_dgrad.h"
@@ -60,6 +61,9 @@ bool DgradAsForwards(const Shape& d, std::vector<DgradPhase>* phases) {
     return true;
   }
   if (d.dilated()) return false;
+  if (std::min(d.stride_h, d.height) * std::min(d.stride_w, d.width) > kMaxScatterPhases) {
+    return false;  // more phases than the scatter's map holds
+  }
   int64_t offset = 0;
   for (int64_t rh = 0; rh < d.stride_h && rh < d.height; ++rh) {
     for (int64_t rw = 0; rw < d.stride_w && rw < d.width; ++rw) {
@@ -87,6 +91,28 @@ bool DgradAsForwards(const Shape& d, std::vector<DgradPhase>* phases) {
     }
   }
   return true;
+}
+
+ScatterMap MakeScatterMap(const Shape& d, const std::vector<DgradPhase>& phases) {
+  ScatterMap m;
+  m.h = static_cast<int32_t>(d.height), m.w = static_cast<int32_t>(d.width);
+  m.sh = static_cast<int32_t>(d.stride_h), m.sw = static_cast<int32_t>(d.stride_w);
+  m.phase_cols = static_cast<int32_t>(std::min(d.stride_w, d.width));
+  m.div_w = FastDiv(static_cast<uint32_t>(m.w));
+  m.div_sh = FastDiv(static_cast<uint32_t>(m.sh));
+  m.div_sw = FastDiv(static_cast<uint32_t>(m.sw));
+  for (size_t i = 0; i < phases.size() && i < kMaxScatterPhases; ++i) {
+    const DgradPhase& p = phases[i];
+    if (p.empty()) {
+      m.offset[i] = -1;
+      continue;
+    }
+    m.offset[i] = m.outputs;
+    m.out_rows[i] = static_cast<int32_t>(p.forward.out_h());
+    m.out_cols[i] = static_cast<int32_t>(p.forward.out_w());
+    m.outputs += p.forward.output_elements();
+  }
+  return m;
 }
 
 double TransposedDgradOverheadSeconds(const Shape& d, size_t phases) {

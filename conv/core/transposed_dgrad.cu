@@ -47,19 +47,19 @@ __global__ void __launch_bounds__(kZeroThreads)
   if (threadIdx.x == 0) zero[c] = finite ? 0.0f : __int_as_float(0x7fc00000);
 }
 
-// dx[b, c, rh + sh*u, rw + sw*v] = out[b, c, u, v] + zero[c] for the phase's pixels, one thread
-// per pixel; `out` null for a phase no tap reaches (dx = zero[c]).
-struct Scatter {
-  int64_t channels, h, w, rh, rw, sh, sw, rows, cols, out_rows, out_cols;
-};
+// dx = the phases' outputs scattered (ScatterMap) plus the channel's zero term: one CTA per
+// (b, c) plane, its threads over the plane in dx's order (coalesced writes, each pixel once).
 __global__ void ScatterKernel(const float* __restrict__ out, const float* __restrict__ zero,
-                              float* __restrict__ dx, Scatter s, int64_t total) {
-  const int64_t e = blockIdx.x * int64_t{blockDim.x} + threadIdx.x;
-  if (e >= total) return;
-  const int64_t v = e % s.cols, u = (e / s.cols) % s.rows, bc = e / (s.cols * s.rows);
-  const float z = zero[bc % s.channels];
-  const float y = out != nullptr ? out[(bc * s.out_rows + u) * s.out_cols + v] : 0.0f;
-  dx[(bc * s.h + s.rh + s.sh * u) * s.w + s.rw + s.sw * v] = y + z;
+                              float* __restrict__ dx, const ScatterMap m, int64_t channels) {
+  const int64_t bc = blockIdx.x;
+  const int plane = m.h * m.w;
+  const float z = zero[bc % channels];
+  float* d = dx + bc * plane;
+  for (int i = static_cast<int>(threadIdx.x); i < plane; i += static_cast<int>(blockDim.x)) {
+    const int y = m.div_w.Div(i);
+    const int64_t src = ScatterSource(m, bc, y, i - y * m.w);
+    d[i] = (src >= 0 ? out[src] : 0.0f) + z;
+  }
 }
 
 constexpr uintptr_t kAlign = 256;
@@ -67,9 +67,9 @@ size_t Aligned(size_t bytes) { return (bytes + kAlign - 1) / kAlign * kAlign; }
 constexpr int kThreads = 256;
 dim3 Blocks(int64_t n) { return dim3(static_cast<unsigned>((n + kThreads - 1) / kThreads)); }
 
-// Workspace: [slack][filters of every phase][zero terms][one phase's output][the forwards']
-// (the phases run one after another on the stream, so the output and the forwards' workspace
-// are reused).
+// Workspace: [slack][filters of every phase][zero terms][every phase's output (ScatterMap)]
+// [the forwards'] (the phases run one after another on the stream, so the forwards' workspace is
+// reused).
 class TransposedDgradRunner : public Runner {
  public:
   TransposedDgradRunner(const Shape& dgrad, std::vector<DgradPhase> phases,
@@ -78,11 +78,13 @@ class TransposedDgradRunner : public Runner {
     for (size_t i = 0; i < phases_.size(); ++i) {
       if (phases_[i].empty()) continue;
       filters_ += static_cast<size_t>(phases_[i].forward.filter_elements());
-      out_ = std::max(out_, static_cast<size_t>(phases_[i].forward.output_elements()));
       inner_ = std::max(inner_, forwards_[i]->workspace_bytes());
       records_ = records_ && forwards_[i]->records_launches();
     }
-    if (!s_.strided()) out_ = 0;  // the one forward writes dx
+    if (s_.strided()) {  // otherwise the one forward writes dx
+      map_ = MakeScatterMap(s_, phases_);
+      out_ = static_cast<size_t>(map_.outputs);
+    }
   }
   size_t workspace_bytes() const override {
     return kAlign + Aligned(filters_ * 4) + Aligned(s_.in_channels * 4) + Aligned(out_ * 4) +
@@ -119,33 +121,30 @@ class TransposedDgradRunner : public Runner {
     }
     for (size_t i = 0; i < phases_.size(); ++i) {
       const DgradPhase& ph = phases_[i];
-      if (!ph.empty()) {
-        RunArgs f;
-        f.x = a.dy;
-        f.w = filters + ph.filter_offset;
-        f.y = phased ? out : a.dx;
-        f.workspace = inner;
-        f.workspace_bytes = inner_;
-        f.stream = a.stream;
-        RETURN_IF_ERROR(forwards_[i]->Run(f));
-      }
-      if (!phased) continue;
-      const Scatter sc{s_.in_channels, s_.height, s_.width, ph.rh, ph.rw, s_.stride_h,
-                       s_.stride_w, ph.rows, ph.cols,
-                       ph.empty() ? 0 : ph.forward.out_h(), ph.empty() ? 0 : ph.forward.out_w()};
-      const int64_t total = s_.batch * s_.in_channels * ph.rows * ph.cols;
-      RETURN_IF_ERROR(CudaStatus(LaunchPdl(false, ScatterKernel, Blocks(total), kThreads, 0,
-                                           a.stream, ph.empty() ? nullptr : out, zero, a.dx, sc,
-                                           total),
-                                 "transposed dgrad: scatter"));
+      if (ph.empty()) continue;
+      RunArgs f;
+      f.x = a.dy;
+      f.w = filters + ph.filter_offset;
+      f.y = phased ? out + map_.offset[i] : a.dx;
+      f.workspace = inner;
+      f.workspace_bytes = inner_;
+      f.stream = a.stream;
+      RETURN_IF_ERROR(forwards_[i]->Run(f));
     }
-    return absl::OkStatus();
+    if (!phased) return absl::OkStatus();
+    const int plane = static_cast<int>(s_.height * s_.width);
+    const int threads = std::min(kThreads, (plane + 31) / 32 * 32);
+    return CudaStatus(LaunchPdl(false, ScatterKernel,
+                                dim3(static_cast<unsigned>(s_.batch * s_.in_channels)), threads,
+                                0, a.stream, out, zero, a.dx, map_, s_.in_channels),
+                      "transposed dgrad: scatter");
   }
 
  private:
   Shape s_;
   std::vector<DgradPhase> phases_;
   std::vector<std::unique_ptr<Runner>> forwards_;
+  ScatterMap map_;
   size_t filters_ = 0, out_ = 0, inner_ = 0;
   bool records_ = true;
 };

@@ -18,6 +18,7 @@
 #include <memory>
 #include <vector>
 
+#include "conv/arch/fast_div.h"
 #include "conv/arch/host_device.h"
 #include "conv/core/algorithm.h"
 #include "conv/shape.h"
@@ -70,6 +71,33 @@ CONV2D_HOST_DEVICE_INLINE int64_t TransposedFilterSource(int64_t e, int64_t cg, 
   const int64_t t = tap / tw, u = tap - t * tw;
   const int64_t p = p0h + sh * (th - 1 - t), q = p0w + sw * (tw - 1 - u);
   return ((g * og + o) * cg + c) * kh * kw + p * kw + q;
+}
+
+// The scatter at stride > 1, one pass over dx in dx's order (each dx pixel written once, whole
+// sectors: per-phase passes wrote every sector of dx once per phase, partly, empty phases'
+// zeros included): dx[b, c, y, x] = phase (y mod sh, x mod sw)'s output element (b, c, y / sh,
+// x / sw) plus the channel's zero term. The non-empty phases' outputs lie one after another in
+// the workspace, each [batch*channels][out_rows][out_cols] (a phase's forward may compute more
+// rows or columns than it has pixels: PhaseAxis's padding). At most kMaxScatterPhases phases
+// (the map is a kernel parameter): DgradAsForwards declines more (a stride product past 64).
+constexpr int kMaxScatterPhases = 64;
+struct ScatterMap {
+  int64_t offset[kMaxScatterPhases] = {};  // floats into the phases' outputs; -1: no tap reaches
+  int32_t out_rows[kMaxScatterPhases] = {}, out_cols[kMaxScatterPhases] = {};
+  int32_t h = 0, w = 0, sh = 1, sw = 1;
+  int32_t phase_cols = 1;  // phases per phase row: min(sw, w), DgradAsForwards's order
+  FastDiv div_w, div_sh, div_sw;
+  int64_t outputs = 0;  // floats of all the phases' outputs
+};
+// The map of `phases` (DgradAsForwards's of the strided dgrad `d`), outputs packed in phase order.
+ScatterMap MakeScatterMap(const Shape& d, const std::vector<DgradPhase>& phases);
+// Where dx pixel (y, x) of plane bc (= b*channels + c) comes from among the phases' outputs; -1
+// where its phase is empty.
+CONV2D_HOST_DEVICE_INLINE int64_t ScatterSource(const ScatterMap& m, int64_t bc, int y, int x) {
+  const int u = m.div_sh.Div(y), v = m.div_sw.Div(x);
+  const int ph = (y - u * m.sh) * m.phase_cols + (x - v * m.sw);
+  if (m.offset[ph] < 0) return -1;
+  return m.offset[ph] + (bc * m.out_rows[ph] + u) * int64_t{m.out_cols[ph]} + v;
 }
 
 // The modelled time of the transform and, at stride > 1, the scatter: the filter once, dx written

@@ -3,6 +3,7 @@
 // element, and every dx pixel in exactly one phase.
 #include "conv/core/transposed_dgrad.h"
 
+#include <algorithm>
 #include <cmath>
 #include <string>
 #include <vector>
@@ -27,7 +28,8 @@ Shape Dgrad(Shape s, int64_t pt, int64_t pb, int64_t pl, int64_t pr, int64_t sh,
 // dx as the runner computes it, on the CPU: every phase's forward by the reference, scattered,
 // plus the zero terms (NaN for a channel with a non-finite tap) at stride > 1.
 std::vector<double> ByPhases(const Shape& d, const std::vector<float>& dy,
-                             const std::vector<float>& w, std::vector<int>* hits) {
+                             const std::vector<float>& w, std::vector<int>* hits,
+                             std::vector<std::vector<double>>* outs = nullptr) {
   std::vector<DgradPhase> phases;
   EXPECT_TRUE(DgradAsForwards(d, &phases)) << d.ToString();
   std::vector<double> dx(d.input_elements(), -7.0);
@@ -46,6 +48,7 @@ std::vector<double> ByPhases(const Shape& d, const std::vector<float>& dy,
                                          sw)];
       }
       out = ReferenceConv(f, dy.data(), wt.data());
+      if (outs != nullptr) outs->push_back(out);
       if (!d.strided()) {
         EXPECT_EQ(f.output_elements(), d.input_elements());
       } else {
@@ -103,6 +106,45 @@ TEST_P(TransposedDgradTest, EqualsTheReferenceDgrad) {
   }
 }
 
+// The runner's one-pass scatter: the phases' outputs packed by MakeScatterMap and read back per
+// dx pixel through ScatterSource give ByPhases's dx (its own per-phase placement), bit for bit;
+// every output lies inside the packed outputs.
+TEST_P(TransposedDgradTest, OnePassScatterEqualsThePhases) {
+  const Shape d = GetParam();
+  if (!d.strided()) GTEST_SKIP() << "stride 1: the one forward writes dx, no scatter";
+  const auto dy = RandomTensor(5, kGradTensor, d.output_elements(), Distribution::kNormal);
+  const auto w = RandomTensor(5, kFilterTensor, d.filter_elements(), Distribution::kNormal);
+  std::vector<int> hits;
+  std::vector<std::vector<double>> outs;
+  const std::vector<double> want = ByPhases(d, dy, w, &hits, &outs);
+  std::vector<DgradPhase> phases;
+  ASSERT_TRUE(DgradAsForwards(d, &phases));
+  const ScatterMap m = MakeScatterMap(d, phases);
+  std::vector<double> packed(m.outputs, NAN);
+  size_t k = 0;
+  for (size_t i = 0; i < phases.size(); ++i) {
+    if (phases[i].empty()) {
+      EXPECT_EQ(m.offset[i], -1);
+      continue;
+    }
+    ASSERT_LT(k, outs.size());
+    std::copy(outs[k].begin(), outs[k].end(), packed.begin() + m.offset[i]);
+    ++k;
+  }
+  ASSERT_EQ(k, outs.size());
+  for (int64_t bc = 0; bc < d.batch * d.in_channels; ++bc) {
+    for (int y = 0; y < d.height; ++y) {
+      for (int x = 0; x < d.width; ++x) {
+        const int64_t src = ScatterSource(m, bc, y, x);
+        ASSERT_LT(src, m.outputs);
+        const double got = src >= 0 ? packed[src] : 0.0;
+        const int64_t at = (bc * d.height + y) * d.width + x;
+        ASSERT_EQ(got, want[at]) << "bc " << bc << " y " << y << " x " << x;
+      }
+    }
+  }
+}
+
 INSTANTIATE_TEST_SUITE_P(
     Shapes, TransposedDgradTest,
     ::testing::Values(Dgrad(Shape{2, 3, 5, 9, 7, 3, 3}, 1, 1, 1, 1, 1, 1, 1, 1, 1),
@@ -137,6 +179,13 @@ TEST(TransposedDgradTest, WhereThereIsNoForward) {
   d.dilation_w = 2;  // stride and dilation together: not by phases
   EXPECT_FALSE(DgradAsForwards(d, &phases));
   d.dilation_w = 1;
+  {
+    Shape big = Dgrad(Shape{1, 2, 2, 32, 32, 9, 9}, 0, 0, 0, 0, 8, 8, 1, 1, 1);
+    EXPECT_TRUE(DgradAsForwards(big, &phases));  // 64 phases: the scatter's map holds them
+    EXPECT_EQ(phases.size(), 64u);
+    big.stride_w = 9;  // 72: more than it holds
+    EXPECT_FALSE(DgradAsForwards(big, &phases));
+  }
   d.op = Op::kWgrad;
   EXPECT_FALSE(DgradAsForwards(d, &phases));
 }
