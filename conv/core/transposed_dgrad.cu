@@ -149,6 +149,19 @@ class TransposedDgradRunner : public Runner {
   bool records_ = true;
 };
 
+}  // namespace
+
+absl::Status TransposeChannels(const float* in, float* out, int64_t rows, int64_t cols,
+                               cudaStream_t stream) {
+  // TransposedFilterSource at 1x1, groups 1: w' [Cin = cols][Cout = rows] from w [rows][cols].
+  const PhaseFilter f{cols, rows, 1, 1, 1, 1, 0, 0, 1, 1, rows * cols};
+  return CudaStatus(
+      LaunchPdl(false, TransposeFilterKernel, Blocks(f.total), kThreads, 0, stream, in, out, f),
+      "channel transpose");
+}
+
+namespace {
+
 std::unique_ptr<Runner> MakeTransposedDgradRunner(const Shape& dgrad,
                                                   const std::vector<DgradPhase>& phases,
                                                   std::vector<std::unique_ptr<Runner>> forwards) {

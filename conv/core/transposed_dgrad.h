@@ -15,9 +15,12 @@
 #ifndef CONV2D_CONV_CORE_TRANSPOSED_DGRAD_H_
 #define CONV2D_CONV_CORE_TRANSPOSED_DGRAD_H_
 
+#include <cuda_runtime.h>
+
 #include <memory>
 #include <vector>
 
+#include "absl/status/status.h"
 #include "conv/arch/fast_div.h"
 #include "conv/arch/host_device.h"
 #include "conv/core/algorithm.h"
@@ -99,6 +102,12 @@ CONV2D_HOST_DEVICE_INLINE int64_t ScatterSource(const ScatterMap& m, int64_t bc,
   if (m.offset[ph] < 0) return -1;
   return m.offset[ph] + (bc * m.out_rows[ph] + u) * int64_t{m.out_cols[ph]} + v;
 }
+
+// out[c][r] = in[r][c] for in [rows][cols] on `stream`: the phases' filter transform of a 1x1
+// filter (TransposeFilterKernel), which implicit_gemm_wgmma's weight gradient also uses to undo
+// its swapped orientation. Defined where the runner is (the transposed_dgrad target).
+absl::Status TransposeChannels(const float* in, float* out, int64_t rows, int64_t cols,
+                               cudaStream_t stream);
 
 // The modelled time of the transform and, at stride > 1, the scatter: the filter once, dx written
 // and read once more, a launch per phase.

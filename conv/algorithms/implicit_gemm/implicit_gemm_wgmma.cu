@@ -47,6 +47,7 @@
 #include <memory>
 #include <string>
 #include <type_traits>
+#include <utility>
 
 #include "absl/strings/str_cat.h"
 #include "conv/arch/cp_async.cuh"
@@ -54,6 +55,7 @@
 #include "conv/arch/split_3xtf32.h"
 #include "conv/arch/wgmma.cuh"
 #include "conv/core/cuda_status.h"
+#include "conv/core/transposed_dgrad.h"
 #include "conv/algorithms/implicit_gemm/implicit_gemm_wgmma.h"
 #include "conv/algorithms/implicit_gemm/implicit_gemm_wgmma_internal.h"
 #include "conv/algorithms/implicit_gemm/implicit_gemm_wgmma_wgrad.h"
@@ -902,14 +904,28 @@ class ImplicitGemmWgmmaRunner : public Runner {
 };
 
 // wgrad (implicit_gemm_wgmma_wgrad.h): where x is centred its centres and dy's channel sums
-// first, then the GEMM into dw or the slices' partials, then the slices' sum in double.
+// first, then the GEMM into dw or the slices' partials, then the slices' sum in double. Swapped
+// (SwappedWgrad): the same on the swapped shape with x and dy exchanged, into the workspace, and
+// dw as its transpose.
 class WgmmaWgradRunner : public Runner {
  public:
-  WgmmaWgradRunner(const Shape& s, int bn, const Params& p, const wgrad_split::SplitK& split)
-      : shape_(s), bn_(bn), p_(p), split_(split) {}
-  size_t workspace_bytes() const override { return wgrad_split::WorkspaceBytes(shape_, split_); }
+  WgmmaWgradRunner(const Shape& s, int bn, const Params& p, const wgrad_split::SplitK& split,
+                   bool swapped)
+      : shape_(s), bn_(bn), p_(p), split_(split), swapped_(swapped) {}
+  size_t workspace_bytes() const override {
+    return wgrad_split::WorkspaceBytes(shape_, split_) + (swapped_ ? SwappedDwBytes() : 0);
+  }
 
-  absl::Status Run(const RunArgs& a) const override {
+  absl::Status Run(const RunArgs& args) const override {
+    RunArgs a = args;
+    float* dw_t = nullptr;  // swapped: dw transposed, after the split's workspace
+    if (swapped_) {
+      std::swap(a.x, a.dy);
+      const uintptr_t end = reinterpret_cast<uintptr_t>(a.workspace) +
+                            wgrad_split::WorkspaceBytes(shape_, split_);
+      dw_t = reinterpret_cast<float*>((end + kWorkspaceAlign - 1) & ~(kWorkspaceAlign - 1));
+      a.dw = dw_t;
+    }
     const wgrad_split::Buffers b = wgrad_split::Carve(a.workspace, shape_, split_);
     wgrad_split::Sum sum = wgrad_split::SumOf(shape_, split_);
     RETURN_IF_ERROR(wgrad_split::Centre(shape_, a.x, a.dy, b, &sum, a.stream));
@@ -923,8 +939,13 @@ class WgmmaWgradRunner : public Runner {
       default:
         return absl::InternalError(absl::StrCat("implicit_gemm_wgmma: no kernel for BN = ", bn_));
     }
-    if (b.part == nullptr) return absl::OkStatus();
-    return wgrad_split::SumSlices(sum, b.part, a.dw, shape_.filter_elements(), a.stream);
+    if (b.part != nullptr) {
+      RETURN_IF_ERROR(
+          wgrad_split::SumSlices(sum, b.part, a.dw, shape_.filter_elements(), a.stream));
+    }
+    if (!swapped_) return absl::OkStatus();
+    // The swapped shape's dw is [Cin][Cout]: dw = its transpose.
+    return TransposeChannels(dw_t, args.dw, shape_.out_channels, shape_.in_channels, a.stream);
   }
 
  private:
@@ -943,10 +964,15 @@ class WgmmaWgradRunner : public Runner {
                       "implicit_gemm_wgmma wgrad kernel launch");
   }
 
-  Shape shape_;
+  size_t SwappedDwBytes() const {
+    return static_cast<size_t>(shape_.filter_elements()) * 4 + kWorkspaceAlign;
+  }
+
+  Shape shape_;  // swapped: the swapped shape
   int bn_;
   Params p_;
   wgrad_split::SplitK split_;
+  bool swapped_;
 };
 
 // Where the filter is split: by the rule (kSplitBMaxMTiles), or forced for measurement.
@@ -984,6 +1010,7 @@ struct WgmmaConfig {
   int64_t split_bytes = 0;
   bool split_b = false;  // the filter split inside the main kernel (kSplitB): one launch
   wgrad_split::SplitK wgrad_split;  // wgrad: the split of K
+  bool wgrad_swapped = false;  // wgrad: computed on SwappedWgrad(shape), params and split its
 };
 
 class ImplicitGemmWgmma : public AlgorithmWithConfig<WgmmaConfig> {
@@ -1100,7 +1127,8 @@ class ImplicitGemmWgmma : public AlgorithmWithConfig<WgmmaConfig> {
           return absl::InternalError(
               absl::StrCat("implicit_gemm_wgmma: no kernel for BN = ", c.bn));
       }
-      return std::unique_ptr<Runner>(new WgmmaWgradRunner(s, c.bn, c.params, c.wgrad_split));
+      return std::unique_ptr<Runner>(new WgmmaWgradRunner(
+          c.wgrad_swapped ? SwappedWgrad(s) : s, c.bn, c.params, c.wgrad_split, c.wgrad_swapped));
     }
     switch (c.bn) {
       case 128: RETURN_IF_ERROR(EnableSmemAll<128>()); break;
@@ -1120,6 +1148,21 @@ class ImplicitGemmWgmma : public AlgorithmWithConfig<WgmmaConfig> {
   // 3 TB/s, plus the launches (the GEMM's, the slices' sum, the centring's two).
   absl::StatusOr<WgmmaConfig> ChooseWgrad(const Shape& s, const DeviceInfo& device,
                                           double* seconds) const {
+    absl::StatusOr<WgmmaConfig> c = ChooseWgradOriented(s, device, seconds);
+    if (!c.ok() || !CanSwapWgrad(s)) return c;
+    // The swapped orientation where its model is faster (few input channels against many
+    // output channels: the tile's 128 rows on the output channels), plus dw's transpose.
+    double swapped_seconds = 0;
+    absl::StatusOr<WgmmaConfig> t = ChooseWgradOriented(SwappedWgrad(s), device, &swapped_seconds);
+    swapped_seconds += 8.0 * static_cast<double>(s.filter_elements()) / 3e12 + 3e-6;
+    if (!t.ok() || swapped_seconds >= *seconds) return c;
+    t->wgrad_swapped = true;
+    *seconds = swapped_seconds;
+    return t;
+  }
+
+  absl::StatusOr<WgmmaConfig> ChooseWgradOriented(const Shape& s, const DeviceInfo& device,
+                                                  double* seconds) const {
     RETURN_IF_ERROR(CheckWgradIndexing(s));
     RETURN_IF_ERROR(CheckDevice(device, ChooseBN(s)));
     WgmmaConfig c;

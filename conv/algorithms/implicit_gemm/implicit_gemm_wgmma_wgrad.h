@@ -44,6 +44,24 @@ constexpr int kWgradOn = 1;
 constexpr int kWgradCentred = 2;
 constexpr int kWgradVecB = 4;
 
+// The swapped orientation. For a 1x1 filter at stride 1 without padding, dilation or groups, x
+// and dy are alike ([batch][channels][pixels], the same pixels), and dw[o][c] = sum over k of
+// x[c][k] dy[o][k] is also the wgrad of the shape with the channel counts exchanged, taken with x
+// and dy exchanged, transposed. Where Cin is small against Cout (EfficientNet's expansions,
+// ResNet's 64 -> 256) that puts the many output channels on the tile's 128 rows instead of a
+// few input channels (16 of 128 rows used at 16 -> 96).
+inline bool CanSwapWgrad(const Shape& s) {
+  return s.kernel_h == 1 && s.kernel_w == 1 && !s.strided() && !s.padded() && !s.dilated() &&
+         !s.grouped();
+}
+inline Shape SwappedWgrad(const Shape& s) {
+  Shape t = s;
+  t.in_channels = s.out_channels;
+  t.out_channels = s.in_channels;
+  t.has_bias = false;  // db is the plan's (from dy), never the kernel's
+  return t;
+}
+
 // The reasons (if any) that wgrad of `shape` cannot be indexed in 32 bits.
 absl::Status CheckWgradIndexing(const Shape& shape);
 // N tiles of the wgrad GEMM: each group's output channels tiled on their own, BN wide.

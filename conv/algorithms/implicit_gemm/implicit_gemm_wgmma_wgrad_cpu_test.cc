@@ -272,6 +272,42 @@ TEST(ImplicitGemmWgmmaWgradReplay, CentredMatchesReference) {
   EXPECT_GE(checked, 5);
 }
 
+// The swapped orientation: the kernel's replay on SwappedWgrad(s) with x and dy exchanged,
+// transposed, is s's dw (against the fp64 reference of s), for the 1x1 shapes that allow it.
+TEST(ImplicitGemmWgmmaWgradReplay, SwappedEqualsReference) {
+  int checked = 0;
+  for (const Shape& s : {AsOp(Shape{2, 3, 40, 9, 7, 1, 1}, Op::kWgrad),
+                         AsOp(Shape{3, 16, 96, 12, 12, 1, 1}, Op::kWgrad),
+                         AsOp(Shape{1, 24, 144, 20, 19, 1, 1}, Op::kWgrad),
+                         AsOp(Shape{2, 64, 256, 8, 8, 1, 1}, Op::kWgrad)}) {
+    SCOPED_TRACE(s.ToString());
+    ASSERT_TRUE(CanSwapWgrad(s));
+    const Shape t = SwappedWgrad(s);
+    const ReplayInputs in = MakeReplayInputs(s, 41);
+    ReplayInputs swapped = in;
+    swapped.x = in.dy;
+    swapped.dy = in.x;
+    for (int bn : {ChooseBN(t), 32}) {
+      const Case c = MakeCase(t, bn, 5);
+      bool once = false;
+      const std::vector<double> dw_t = ReplayAt(t, bn, c, swapped, &once);
+      if (::testing::Test::HasFatalFailure()) return;
+      EXPECT_TRUE(once);
+      std::vector<double> dw(dw_t.size());
+      for (int64_t o = 0; o < s.out_channels; ++o)
+        for (int64_t ci = 0; ci < s.in_channels; ++ci) {
+          dw[o * s.in_channels + ci] = dw_t[ci * s.out_channels + o];
+        }
+      EXPECT_EQ(ReplayMismatches(s, dw, in), 0) << "bn " << bn;
+      EXPECT_GT(ReplayMismatches(s, dw_t, in), 0) << "untransposed: the check has teeth";
+      ++checked;
+    }
+  }
+  EXPECT_EQ(checked, 8);
+  EXPECT_FALSE(CanSwapWgrad(AsOp(WithGeometry({2, 4, 8, 9, 9, 1, 1}, 0, 0, 0, 0, 2, 2), Op::kWgrad)));
+  EXPECT_FALSE(CanSwapWgrad(AsOp(Shape{2, 4, 8, 9, 9, 3, 3}, Op::kWgrad)));
+}
+
 // The replay's checks have teeth: a slice dropped, slices a k-tile short, a gather off by a
 // padding row.
 TEST(ImplicitGemmWgmmaWgradReplay, MutantsFail) {
@@ -414,6 +450,14 @@ TEST(ImplicitGemmWgmmaWgradPlan, SplitAndProposal) {
   }
   const double t = alg->EstimateSeconds(s);
   EXPECT_TRUE(std::isfinite(t) && t > 0) << t;
+  // The orientation by the model: EfficientNet's 16 -> 96 expansion at 112x112 swapped (its
+  // estimate is the swapped shape's plus dw's transpose), ResNet's 256 -> 64 as it is.
+  const Shape expand = AsOp(Shape{32, 16, 96, 112, 112, 1, 1}, Op::kWgrad);
+  const double transpose = 8.0 * static_cast<double>(expand.filter_elements()) / 3e12 + 3e-6;
+  EXPECT_NEAR(alg->EstimateSeconds(expand),
+              alg->EstimateSeconds(SwappedWgrad(expand)) + transpose, 1e-12);
+  const Shape reduce = AsOp(Shape{32, 256, 64, 56, 56, 1, 1}, Op::kWgrad);
+  EXPECT_LT(alg->EstimateSeconds(reduce), alg->EstimateSeconds(SwappedWgrad(reduce)));
 }
 
 }  // namespace
