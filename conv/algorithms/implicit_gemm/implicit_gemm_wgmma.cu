@@ -364,8 +364,8 @@ __device__ __forceinline__ void CopyStages(const float* __restrict__ x, const fl
 }
 
 // wgrad's copy warpgroup (implicit_gemm_wgmma_wgrad.h): the CTA's stages over its units
-// (SliceWalk), as CopyStages, with x gathered by WgradAGather and dy by WgradBGather's map (or
-// WgradBGatherVec's 16-byte chunks), each dy value copied raw (cp.async) to its place in the
+// (SliceWalk), as CopyStages, with x gathered by WgradAGather and dy by WgradBGather's map (in
+// 16-byte chunks where it can), each dy value copied raw (cp.async) to its place in the
 // stage's lo plane; the consumers split it (SplitDyShare). Like CopyStages, nothing here waits for
 // a copy to land, so the group runs up to kStages stages ahead. (Splitting here instead, one
 // stage behind each thread's own copies, held the copies' latency to one stage: ~30 TFLOP/s.)
@@ -390,17 +390,11 @@ __device__ __forceinline__ void CopyStagesWgrad(const float* __restrict__ x,
       const int kt = wu.kt_begin + i;
       const uint32_t sb = smem_base + slot * C::kStageBytes;
       if (!(p.exp & 2)) {  // EXPERIMENT
-        if constexpr (kVecB) {
-          WgradBGatherVec<BN>::ForEach(p, nt.n0, nt.n_end, kt, t,
-                                       [&](int, int off, int src, bool valid) {
-            CpAsync<16>(sb + C::kBTileBytes + 4 * off, dy + static_cast<uint32_t>(src), valid);
-          });
-        } else {
-          WgradBGather<BN>::ForEach(p, nt.n0, nt.n_end, kt, t,
-                                    [&](int, int off, int src, bool valid) {
-            CpAsync<4>(sb + C::kBTileBytes + 4 * off, dy + static_cast<uint32_t>(src), valid);
-          });
-        }
+        constexpr int kV = kVecB ? 4 : 1;
+        WgradBGather<BN, kV>::ForEach(p, nt.n0, nt.n_end, kt, t,
+                                      [&](int, int off, int src, bool valid) {
+          CpAsync<4 * kV>(sb + C::kBTileBytes + 4 * off, dy + static_cast<uint32_t>(src), valid);
+        });
       }
       const uint32_t sa = sb + 2 * C::kBTileBytes;
       if (!(p.exp & 1)) {  // EXPERIMENT

@@ -13,8 +13,8 @@
 //  - B: dy is K-major already (a channel's pixels are consecutive floats), but wgmma wants its
 //    TF32 hi and lo planes in the 128-byte swizzled image. Splitting dy into the workspace first
 //    would write and read it twice more (ResNet-50's dy is ~1.3 GB a step); instead the copy
-//    threads copy dy raw into the lo plane by cp.async (WgradBGather: one k column and BN/4
-//    channels each; WgradBGatherVec: 16-byte chunks where the plane allows), and the consumers,
+//    threads copy dy raw into the lo plane by cp.async (WgradBGather: one k column of BN/4
+//    channels each, or a 16-byte chunk of BN/16 channels where the plane allows), and the consumers,
 //    once the stage has landed, split it in place into both planes (each thread a share, while
 //    the previous stage's last wgmma run), then meet at a named barrier before their wgmma.
 //  - The walk: K is cut into wgrad_split's slices (a function of the shape), a unit is one
@@ -39,7 +39,8 @@
 namespace conv2d {
 namespace implicit_gemm_wgmma_internal {
 
-// The kernel's kWgrad template argument: wgrad at all, x centred, dy copied by WgradBGatherVec.
+// The kernel's kWgrad template argument: wgrad at all, x centred, dy copied in 16-byte chunks
+// (WgradBGather<BN, 4>).
 constexpr int kWgradOn = 1;
 constexpr int kWgradCentred = 2;
 constexpr int kWgradVecB = 4;
@@ -157,86 +158,47 @@ CONV2D_UNROLL
   }
 };
 
-// The dy values copy thread t splits into the B stage of k-tile kt of the N tile [n0, n_end):
-// k column t % kBK, channels n0 + t / kBK + 4j (j < BN / 4). A warp reads 32 consecutive pixels
-// of one channel (128 bytes where the k-tile lies in one image) and writes one 128-byte swizzle
-// row of each plane. f(j, float offset in the hi plane (BTileOffset), dy offset, valid).
-template <int BN>
+// The dy copies into the B stage of k-tile kt of the N tile [n0, n_end), kV floats each (1, or 4
+// where every four consecutive terms lie in one image and 16 bytes apart from its start:
+// CanVectorizeDy). With kC = kBK / kV copies per channel row, copy thread t takes k columns
+// kV(t % kC) .. +kV-1 of channels n0 + t / kC + kR·j, kR = kCopyThreads / kC (4 or 16). A warp
+// reads 128 contiguous bytes of each channel it touches (where the k-tile lies in one image) and
+// writes whole 128-byte swizzle rows (conflict-free). f(j, float offset in a plane (BTileOffset),
+// dy offset, valid).
+template <int BN, int kV>
 struct WgradBGather {
-  static constexpr int kPerThread = BN * kBK / kCopyThreads;
-  static_assert(kCopyThreads / kBK == 4 && kPerThread % 2 == 0, "channels t / kBK + 4j");
-  // The thread's j-th slot: channel w + 4j is row (w + 4j) % 8 of atom j / 2, so the slots are
-  // two offsets plus multiples of one atom (256 floats): immediates, not 8-32 registers (which
-  // the copy warps, at 40-56 registers, spilled).
+  static constexpr int kC = kBK / kV;
+  static constexpr int kR = kCopyThreads / kC;
+  static constexpr int kPerThread = BN / kR;
+  static_assert((kV == 1 || kV == 4) && kPerThread * kV * kCopyThreads == BN * kBK,
+                "the threads cover the stage");
+  // Channel t / kC + kR·j is row (t / kC + (kR·j) % 8) of atom (kR·j) / 8 on from t's: the slots
+  // are one or two offsets plus multiples of an atom (256 floats), immediates, not 8-32 registers
+  // (the copy warps, at 40-56 registers, spilled with them).
   CONV2D_HOST_DEVICE_INLINE static int Slot(int t, int j) {
-    return BTileOffset(t / kBK + 4 * (j & 1), t % kBK) + (j >> 1) * 256;
+    return BTileOffset(t / kC + (kR * j) % 8, kV * (t % kC)) + (kR * j) / 8 * 256;
   }
   template <class F>
   CONV2D_HOST_DEVICE_INLINE static void ForEach(const Params& p, int n0, int n_end, int kt, int t,
                                                 F&& f) {
-    const int kl = t % kBK;
-    const int k = kt * kBK + kl;
-    const bool k_valid = k < p.k;
+    const int k = kt * kBK + kV * (t % kC);
+    const bool k_valid = k < p.k;  // with kV = 4, K = batch*P is a multiple of 4: whole or absent
     int base = 0;
     if (k_valid) {
       const int b = p.div_p.Div(k);
       base = b * p.cout_p + (k - b * p.p);
     }
-    const int n_first = n0 + t / kBK;
+    const int n_first = n0 + t / kC;
 CONV2D_UNROLL
     for (int j = 0; j < kPerThread; ++j) {
-      const int n = n_first + 4 * j;
+      const int n = n_first + kR * j;
       const bool valid = k_valid && n < n_end;
       f(j, Slot(t, j), valid ? base + n * p.p : 0, valid);
     }
   }
-  // f(float offset in a plane) of the thread's values, ForEach's order, without the sources.
-  template <class F>
-  CONV2D_HOST_DEVICE_INLINE static void ForEachSlot(int t, F&& f) {
-CONV2D_UNROLL
-    for (int j = 0; j < kPerThread; ++j) f(Slot(t, j));
-  }
 };
 
-// The dy gather by 16-byte copies, where every four consecutive terms lie in one image and 16
-// bytes apart from its start (out_h*out_w % 4 == 0, dy 16-byte aligned: CanVectorizeDy): copy
-// thread t takes the 16-byte chunk t % 8 (k columns 4(t % 8) .. +3) of channels n0 + t / 8 + 16j
-// (j < BN / 16), a quarter of WgradBGather's copies. A warp reads 128 contiguous bytes of each of
-// four channels and writes four whole swizzle rows. Same interface as WgradBGather, in chunks.
-template <int BN>
-struct WgradBGatherVec {
-  static constexpr int kPerThread = BN / 16;  // chunks
-  static_assert(kPerThread * 4 * kCopyThreads == BN * kBK, "the threads cover the stage");
-  // Channel t / 8 + 16j is row (t / 8) % 8 of atom t / 64 + 2j: one swizzle, atoms 512 floats on.
-  CONV2D_HOST_DEVICE_INLINE static int Slot(int t, int j) {
-    return BTileOffset(t / 8, 4 * (t % 8)) + 512 * j;
-  }
-  template <class F>
-  CONV2D_HOST_DEVICE_INLINE static void ForEach(const Params& p, int n0, int n_end, int kt, int t,
-                                                F&& f) {
-    const int k = kt * kBK + 4 * (t % 8);
-    const bool k_valid = k < p.k;  // K = batch*P, a multiple of 4: a chunk is whole or absent
-    int base = 0;
-    if (k_valid) {
-      const int b = p.div_p.Div(k);
-      base = b * p.cout_p + (k - b * p.p);
-    }
-    const int n_first = n0 + t / 8;
-CONV2D_UNROLL
-    for (int j = 0; j < kPerThread; ++j) {
-      const int n = n_first + 16 * j;
-      const bool valid = k_valid && n < n_end;
-      f(j, Slot(t, j), valid ? base + n * p.p : 0, valid);
-    }
-  }
-  template <class F>
-  CONV2D_HOST_DEVICE_INLINE static void ForEachSlot(int t, F&& f) {
-CONV2D_UNROLL
-    for (int j = 0; j < kPerThread; ++j) f(Slot(t, j));
-  }
-};
-
-// Whether dy can be copied in 16-byte chunks (WgradBGatherVec).
+// Whether dy can be copied in 16-byte chunks (WgradBGather<BN, 4>).
 inline bool CanVectorizeDy(const Params& p, uintptr_t dy) {
   return p.p % 4 == 0 && dy % 16 == 0;
 }

@@ -76,7 +76,7 @@ void Centre(const Shape& s, const ReplayInputs& in, Case* c) {
 }
 
 // dw as the kernel computes it, in double up to the slices' sum's rounding to float. `once`:
-// every element written once per slice. kVecB: dy by WgradBGatherVec's 16-byte chunks.
+// every element written once per slice. kVecB: dy in 16-byte chunks.
 template <int BN, bool kVecB>
 void Replay(const Shape& s, const Case& c, const ReplayInputs& in, bool* once,
             std::vector<double>* result) {
@@ -127,11 +127,8 @@ void Replay(const Shape& s, const Case& c, const ReplayInputs& in, bool* once,
               }
             };
           };
-          if constexpr (kVecB) {
-            WgradBGatherVec<BN>::ForEach(p, nt.n0, nt.n_end, kt, t, copy_b(4));
-          } else {
-            WgradBGather<BN>::ForEach(p, nt.n0, nt.n_end, kt, t, copy_b(1));
-          }
+          constexpr int kV = kVecB ? 4 : 1;
+          WgradBGather<BN, kV>::ForEach(p, nt.n0, nt.n_end, kt, t, copy_b(kV));
           if (::testing::Test::HasFatalFailure()) return;
         }
         for (int si = 0; si < kAStageFloats; ++si) {
@@ -355,70 +352,45 @@ TEST(ImplicitGemmWgmmaWgradLayout, CopyWritesAreBankConflictFree) {
   }
 }
 
-// The in-place split visits each copy thread's dy slots in the order its copies wrote them, and
-// a warp's raw copies (one j) write one 128-byte swizzle row: 32 distinct banks.
-template <int BN>
+// Copy thread t's dy copies land at BTileOffset of their channel and k column (channel
+// t / kC + kR·j, columns kV·(t % kC) ..), 16-byte aligned when kV = 4, and each group of lanes a
+// shared-memory store serves at once (a warp for 4 bytes, a quarter warp for 16) writes one whole
+// 128-byte row: 32 distinct banks.
+template <int BN, int kV>
 void CheckSlots() {
-  const Shape s = AsOp(Shape{2, 16, BN, 20, 20, 3, 3}, Op::kWgrad);
-  const Case c = MakeCase(s, BN, 4);
-  for (int t = 0; t < kCopyThreads; ++t) {
-    std::vector<int> copied, split;
-    WgradBGather<BN>::ForEach(c.p, 0, BN, 0, t, [&](int, int off, int, bool) { copied.push_back(off); });
-    WgradBGather<BN>::ForEachSlot(t, [&](int off) { split.push_back(off); });
-    EXPECT_EQ(copied, split) << "thread " << t;
-    for (int j = 0; j < WgradBGather<BN>::kPerThread; ++j) {  // channel t / kBK + 4j, k t % kBK
-      EXPECT_EQ(split[j], BTileOffset(t / kBK + 4 * j, t % kBK)) << "thread " << t << " j " << j;
-    }
-  }
-  for (int warp = 0; warp < kCopyThreads / 32; ++warp)
-    for (int j = 0; j < WgradBGather<BN>::kPerThread; ++j) {
-      uint32_t banks = 0;
-      for (int lane = 0; lane < 32; ++lane) {
-        int k = 0;
-        WgradBGather<BN>::ForEachSlot(32 * warp + lane, [&](int off) {
-          if (k++ == j) banks |= 1u << (off % 32);
-        });
-      }
-      EXPECT_EQ(banks, 0xFFFFFFFFu) << "BN " << BN << " warp " << warp << " j " << j;
-    }
-}
-// The same for the 16-byte copies: per thread the split's chunks are the copies' in order, each
-// at its swizzled place, and each quarter warp (the eight lanes a 16-byte access serves at once)
-// writes one whole 128-byte row: 32 distinct banks.
-template <int BN>
-void CheckVecSlots() {
+  using G = WgradBGather<BN, kV>;
   const Shape s = AsOp(Shape{2, 16, BN, 20, 20, 3, 3}, Op::kWgrad);
   const Case c = MakeCase(s, BN, 4);
   ASSERT_TRUE(CanVectorizeDy(c.p, 0));
   ASSERT_FALSE(CanVectorizeDy(c.p, 4));
   for (int t = 0; t < kCopyThreads; ++t) {
-    std::vector<int> copied, split;
-    WgradBGatherVec<BN>::ForEach(c.p, 0, BN, 0, t,
-                                 [&](int, int off, int, bool) { copied.push_back(off); });
-    WgradBGatherVec<BN>::ForEachSlot(t, [&](int off) { split.push_back(off); });
-    EXPECT_EQ(copied, split) << "thread " << t;
-    for (int j = 0; j < WgradBGatherVec<BN>::kPerThread; ++j) {
-      EXPECT_EQ(split[j], BTileOffset(t / 8 + 16 * j, 4 * (t % 8))) << "thread " << t << " j " << j;
-      EXPECT_EQ(split[j] % 4, 0) << "16-byte aligned";
+    std::vector<int> copied;
+    G::ForEach(c.p, 0, BN, 0, t, [&](int, int off, int, bool) { copied.push_back(off); });
+    ASSERT_EQ(copied.size(), static_cast<size_t>(G::kPerThread));
+    for (int j = 0; j < G::kPerThread; ++j) {
+      EXPECT_EQ(copied[j], BTileOffset(t / G::kC + G::kR * j, kV * (t % G::kC)))
+          << "thread " << t << " j " << j;
+      EXPECT_EQ(copied[j] % kV, 0) << "aligned to the copy's width";
     }
   }
-  for (int q = 0; q < kCopyThreads / 8; ++q)
-    for (int j = 0; j < WgradBGatherVec<BN>::kPerThread; ++j) {
+  const int lanes = 32 / kV;  // the lanes one store wavefront serves
+  for (int q = 0; q < kCopyThreads / lanes; ++q)
+    for (int j = 0; j < G::kPerThread; ++j) {
       uint32_t banks = 0;
-      for (int lane = 0; lane < 8; ++lane) {
-        const int off = WgradBGatherVec<BN>::Slot(8 * q + lane, j);
-        for (int e = 0; e < 4; ++e) banks |= 1u << ((off + e) % 32);
+      for (int lane = 0; lane < lanes; ++lane) {
+        const int off = G::Slot(lanes * q + lane, j);
+        for (int e = 0; e < kV; ++e) banks |= 1u << ((off + e) % 32);
       }
-      EXPECT_EQ(banks, 0xFFFFFFFFu) << "BN " << BN << " quarter warp " << q << " j " << j;
+      EXPECT_EQ(banks, 0xFFFFFFFFu) << "BN " << BN << " kV " << kV << " lanes " << q << " j " << j;
     }
 }
-TEST(ImplicitGemmWgmmaWgradLayout, InPlaceSplitMatchesTheCopies) {
-  CheckSlots<32>();
-  CheckSlots<64>();
-  CheckSlots<128>();
-  CheckVecSlots<32>();
-  CheckVecSlots<64>();
-  CheckVecSlots<128>();
+TEST(ImplicitGemmWgmmaWgradLayout, CopiesLandInTheSwizzledTile) {
+  CheckSlots<32, 1>();
+  CheckSlots<64, 1>();
+  CheckSlots<128, 1>();
+  CheckSlots<32, 4>();
+  CheckSlots<64, 4>();
+  CheckSlots<128, 4>();
 }
 
 // The split is a function of the shape (the device's SM count changes the grid, never the
