@@ -42,7 +42,6 @@
 #include <cuda_runtime.h>
 
 #include <cstdint>
-#include <cstdlib>
 #include <limits>
 #include <memory>
 #include <string>
@@ -200,8 +199,6 @@ Params MakeWgradParams(const Shape& s, int bn, int slots, const wgrad_split::Spl
   p.fold_tiles = wgrad_split::ChunkTerms(p.k) / kBK;
   p.cout_p = p.cout * p.p;
   p.slice_stride = p.cout * p.red;
-  if (const char* e = std::getenv("CONV2D_WGRAD_EXP")) p.exp = std::atoi(e);  // EXPERIMENT
-  if (p.exp & 8) p.fold_tiles = 1 << 30;  // EXPERIMENT: fold at the unit's end only
   return p;
 }
 
@@ -389,19 +386,15 @@ __device__ __forceinline__ void CopyStagesWgrad(const float* __restrict__ x,
       if (g >= C::kStages) MbarWait(empty + 8 * slot, ring.parity ^ 1);
       const int kt = wu.kt_begin + i;
       const uint32_t sb = smem_base + slot * C::kStageBytes;
-      if (!(p.exp & 2)) {  // EXPERIMENT
-        constexpr int kV = kVecB ? 4 : 1;
-        WgradBGather<BN, kV>::ForEach(p, nt.n0, nt.n_end, kt, t,
-                                      [&](int, int off, int src, bool valid) {
-          CpAsync<4 * kV>(sb + C::kBTileBytes + 4 * off, dy + static_cast<uint32_t>(src), valid);
-        });
-      }
+      constexpr int kV = kVecB ? 4 : 1;
+      WgradBGather<BN, kV>::ForEach(p, nt.n0, nt.n_end, kt, t,
+                                    [&](int, int off, int src, bool valid) {
+        CpAsync<4 * kV>(sb + C::kBTileBytes + 4 * off, dy + static_cast<uint32_t>(src), valid);
+      });
       const uint32_t sa = sb + 2 * C::kBTileBytes;
-      if (!(p.exp & 1)) {  // EXPERIMENT
-        a_gather.ForEach(p, kt, [&](int s, int gx, bool valid) {
-          CpAsync<4>(sa + 4 * s, xg + static_cast<uint32_t>(gx), valid);
-        });
-      }
+      a_gather.ForEach(p, kt, [&](int s, int gx, bool valid) {
+        CpAsync<4>(sa + 4 * s, xg + static_cast<uint32_t>(gx), valid);
+      });
       CpAsyncArriveOnMbar(full + 8 * slot);
     }
   }

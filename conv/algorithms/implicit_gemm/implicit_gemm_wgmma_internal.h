@@ -208,7 +208,6 @@ struct Params {
   int cout_p = 0;        // cout*out_h*out_w: one dy image
   int slice_stride = 0;  // floats between two slices' partial dw (cout*red)
   const float* centers = nullptr;  // per call where x is centred: its channel centres
-  int exp = 0;  // EXPERIMENT (branch only): CONV2D_WGRAD_EXP bits, see CopyStagesWgrad
 };
 
 // The output channels [n0, n_end) of N tile nt and the x offset x0 of its group's first input
