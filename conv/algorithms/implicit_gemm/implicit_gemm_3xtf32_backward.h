@@ -179,9 +179,7 @@ struct WgradOp {
   int m0 = 0, n0 = 0, g = 0, kt0 = 0, kt1 = 0;
   int kc = 0, mr = 0, kcol = 0, brow0 = 0;
   int out_base = 0;          // the slice's partial dw (or dw) at (g*og, 0)
-  int tap_ofs[kAM] = {};     // x offset of tap row m for pixel (0, 0) of image 0, group g
-  int tap_r[kAM] = {}, tap_c[kAM] = {};  // p*dh, q*dw
-  bool tap_valid[kAM] = {};
+  implicit_gemm_view::WgradTaps<kAM> taps;  // the thread's tap rows, x offsets within group g
   // The centre of each of the thread's A fragment rows (mi, gid or gid + 8): wgrad_split::Center.
   float center[kMmaTilesM][2] = {};
 
@@ -197,16 +195,7 @@ struct WgradOp {
     kcol = tid % kBK;
     brow0 = tid / kBK;
 CONV2D_UNROLL
-    for (int i = 0; i < kAM; ++i) {
-      const int m = m0 + mr + i * (kBM / kAM);
-      tap_valid[i] = m < p.m;
-      const int c = p.div_khkw.Div(m);
-      const int r = m - c * (p.kh * p.kw);
-      const int kp = p.div_kw.Div(r);
-      tap_r[i] = kp * p.dh;
-      tap_c[i] = (r - kp * p.kw) * p.dw;
-      tap_ofs[i] = tap_valid[i] ? (g * p.cg + c) * p.hw + tap_r[i] * p.w + tap_c[i] : 0;
-    }
+    for (int i = 0; i < kAM; ++i) taps.Set(p, i, m0 + mr + i * (kBM / kAM), g * p.cg * p.hw);
     if (kCentred && p.centers != nullptr) {
       const int lane = tid % 32, row0 = m0 + WarpM0(tid / 32) + lane / 4;
 CONV2D_UNROLL
@@ -224,17 +213,9 @@ CONV2D_UNROLL
 CONV2D_UNROLL
     for (int j = 0; j < kBK / kAK; ++j) {
       const int kl = kc + j * kAK;
-      const int k = kt * kBK + kl;
-      const bool k_valid = k < p.k;
-      // Term k's window: the forward's output pixel k (implicit_gemm_view.h).
-      implicit_gemm_view::Origin o{0, 0, 0};
-      if (k_valid) o = implicit_gemm_view::OriginOf(p, k);
-CONV2D_UNROLL
-      for (int i = 0; i < kAM; ++i) {
-        const int r = o.row + tap_r[i], c = o.col + tap_c[i];
-        const bool valid = k_valid && tap_valid[i] && r >= 0 && r < p.h && c >= 0 && c < p.w;
-        f(kl * kAStride + mr + i * (kBM / kAM), valid ? o.base + tap_ofs[i] : 0, valid);
-      }
+      taps.ForTerm(p, kt * kBK + kl, [&](int i, int off, bool valid) {
+        f(kl * kAStride + mr + i * (kBM / kAM), off, valid);
+      });
     }
   }
 

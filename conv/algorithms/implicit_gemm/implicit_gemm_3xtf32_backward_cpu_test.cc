@@ -204,28 +204,11 @@ TEST(ImplicitGemm3xTf32BackwardReplay, WgradCentredMatchesReference) {
     if (Work(s) > 5e7) continue;
     ReplayInputs in = MakeReplayInputs(s, 23);
     for (float& v : in.x) v = std::abs(v) + 10.f;  // ReLU-like, mean 10.8: centred
-    const int64_t hw = s.height * s.width;
-    std::vector<float> centers(s.in_channels);
-    for (int64_t c = 0; c < s.in_channels; ++c) {
-      double sum = 0, sum_sq = 0;
-      for (int64_t i = 0; i < hw; ++i) {
-        const double v = in.x[c * hw + i];
-        sum += v;
-        sum_sq += v * v;
-      }
-      centers[c] = wgrad_split::Center(sum, sum_sq, static_cast<int>(hw));
-      ASSERT_NE(centers[c], 0.f);
-    }
-    std::vector<double> dy_sums(s.out_channels, 0.0);
-    const int64_t plane = s.out_h() * s.out_w();
-    for (int64_t b = 0; b < s.batch; ++b)
-      for (int64_t o = 0; o < s.out_channels; ++o)
-        for (int64_t i = 0; i < plane; ++i) {
-          dy_sums[o] += in.dy[(b * s.out_channels + o) * plane + i];
-        }
+    ReplayCentring centring = CentringOf(s, in);
+    for (float c : centring.centers) ASSERT_NE(c, 0.f);
     Params p = MakeParams(s);
-    p.centers = centers.data();
-    p.dy_sums = dy_sums.data();
+    p.centers = centring.centers.data();
+    p.dy_sums = centring.dy_sums.data();
     p.dy_runs = 1;
     bool once = false;
     EXPECT_EQ(ReplayMismatches(s, Replay(s, p, in, &once), in), 0);

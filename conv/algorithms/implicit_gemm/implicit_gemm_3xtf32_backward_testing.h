@@ -9,6 +9,7 @@
 #include <cstdint>
 #include <vector>
 
+#include "conv/algorithms/implicit_gemm/wgrad_split.h"
 #include "conv/shape.h"
 #include "conv/testing/shapes.h"
 #include "gtest/gtest.h"
@@ -59,6 +60,31 @@ inline ReplayInputs MakeReplayInputs(const Shape& s, uint64_t seed) {
   return {RandomTensor(seed, kInputTensor, s.input_elements()),
           RandomTensor(seed, kFilterTensor, s.filter_elements()),
           RandomTensor(seed, kGradTensor, s.output_elements())};
+}
+
+// wgrad's centring as its prologue kernels compute it: each input channel's centre from image 0
+// of x (wgrad_split::Center) and dy's channel sums in double, one run.
+struct ReplayCentring {
+  std::vector<float> centers;
+  std::vector<double> dy_sums;
+};
+inline ReplayCentring CentringOf(const Shape& s, const ReplayInputs& in) {
+  ReplayCentring r;
+  const int64_t hw = s.height * s.width, plane = s.out_h() * s.out_w();
+  for (int64_t c = 0; c < s.in_channels; ++c) {
+    double sum = 0, sum_sq = 0;
+    for (int64_t i = 0; i < hw; ++i) {
+      const double v = in.x[c * hw + i];
+      sum += v;
+      sum_sq += v * v;
+    }
+    r.centers.push_back(wgrad_split::Center(sum, sum_sq, static_cast<int>(hw)));
+  }
+  r.dy_sums.assign(s.out_channels, 0.0);
+  for (int64_t b = 0; b < s.batch; ++b)
+    for (int64_t o = 0; o < s.out_channels; ++o)
+      for (int64_t i = 0; i < plane; ++i) r.dy_sums[o] += in.dy[(b * s.out_channels + o) * plane + i];
+  return r;
 }
 
 // Elements of a replay's result off the fp64 reference: the replays' sums are exact products

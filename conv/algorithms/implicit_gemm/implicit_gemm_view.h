@@ -80,6 +80,44 @@ CONV2D_HOST_DEVICE_INLINE Origin OriginOf(const P& p, int m) {
   return Origin{b * p.cin_hw + row * p.w + col, row, col};
 }
 
+// wgrad's A operand, the view transposed: its rows are the taps m = c*kh*kw + r*kw + s of one
+// group's filter, its columns the terms k (the forward's output pixels, OriginOf's m), and tap m
+// of term k is x at term k's origin moved by (r*dh, s*dw), zero outside the image. A thread
+// decodes its kN tap rows once (Set) and reads them for each of its terms (ForTerm); a row past
+// M gets a row offset that puts every read of it outside the image.
+template <int kN>
+struct WgradTaps {
+  static constexpr int kPastM = 1 << 29;
+  int ofs[kN] = {};  // base + c*h*w + r*dh*w + s*dw (0 past M)
+  int row[kN] = {};  // r*dh, or kPastM past M
+  int col[kN] = {};  // s*dw
+  template <class P>
+  CONV2D_HOST_DEVICE_INLINE void Set(const P& p, int i, int m, int base) {
+    const int c = p.div_khkw.Div(m);
+    const int rs = m - c * (p.kh * p.kw);
+    const int r = p.div_kw.Div(rs);
+    const int s = rs - r * p.kw;
+    const bool in_m = m < p.m;
+    row[i] = in_m ? r * p.dh : kPastM;
+    col[i] = s * p.dw;
+    ofs[i] = in_m ? base + c * p.hw + row[i] * p.w + col[i] : 0;
+  }
+  // f(i, x offset of tap i of term k, valid); an invalid read (padding, k past K, a row past M)
+  // carries offset 0.
+  template <class P, class F>
+  CONV2D_HOST_DEVICE_INLINE void ForTerm(const P& p, int k, F&& f) const {
+    const bool k_valid = k < p.k;
+    Origin o{0, 0, 0};
+    if (k_valid) o = OriginOf(p, k);
+CONV2D_UNROLL
+    for (int i = 0; i < kN; ++i) {
+      const int r = o.row + row[i], c = o.col + col[i];
+      const bool valid = k_valid && r >= 0 && r < p.h && c >= 0 && c < p.w;
+      f(i, valid ? o.base + ofs[i] : 0, valid);
+    }
+  }
+};
+
 // Which taps of a window at (row, col) fall inside the image: bit kp for kernel row kp, bit
 // 16 + kq for kernel column kq (Kh, Kw <= kMaxGeometryTaps). Tap (kp, kq) is read iff both bits
 // are set: TapBits(kp, kq) & mask == TapBits(kp, kq).

@@ -39,11 +39,9 @@
 namespace conv2d {
 namespace implicit_gemm_wgmma_internal {
 
-// The kernel's kWgrad template argument: wgrad at all, x centred, dy copied in 16-byte chunks
-// (WgradBGather<BN, 4>).
-constexpr int kWgradOn = 1;
-constexpr int kWgradCentred = 2;
-constexpr int kWgradVecB = 4;
+// The kernel's kWgrad template argument, a set of these bits: wgrad at all, x centred, dy copied
+// in 16-byte chunks (WgradBGather<BN, 4>).
+enum WgradBits : int { kWgradOn = 1, kWgradCentred = 2, kWgradVecB = 4 };
 
 // The swapped orientation. For a 1x1 filter at stride 1 without padding, dilation or groups, x
 // and dy are alike ([batch][channels][pixels], the same pixels), and dw[o][c] = sum over k of
@@ -113,26 +111,14 @@ struct WgradAGather {
   static constexpr int kCols = 8;  // k columns a thread copies per stage
   static constexpr int kRows = 4;  // tap rows
   static_assert(kCols * kRows * kCopyThreads == kBK * kBM, "the threads cover the stage");
-  static constexpr int kPastM = 1 << 29;  // a row offset that puts every read outside the image
   int kc = 0, mr = 0;
-  int tap_ofs[kRows] = {};  // c*h*w + r*dh*w + s*dw
-  int tap_r[kRows] = {};    // r*dh, or kPastM for rows past M
-  int tap_c[kRows] = {};    // s*dw
+  implicit_gemm_view::WgradTaps<kRows> taps;  // rows mr + 32i, from the group's first channel
 
   CONV2D_HOST_DEVICE_INLINE void Init(const Params& p, int m0, int t) {
     kc = t % 4;
     mr = 8 * (t / 32) + (t % 32) / 4;
 CONV2D_UNROLL
-    for (int i = 0; i < kRows; ++i) {
-      const int m = m0 + mr + 32 * i;
-      const int c = p.div_khkw.Div(m);
-      const int rs = m - c * (p.kh * p.kw);
-      const int r = p.div_kw.Div(rs);
-      const int s = rs - r * p.kw;
-      tap_r[i] = m < p.m ? r * p.dh : kPastM;
-      tap_c[i] = s * p.dw;
-      tap_ofs[i] = m < p.m ? c * p.hw + r * p.dh_w + s * p.dw : 0;
-    }
+    for (int i = 0; i < kRows; ++i) taps.Set(p, i, m0 + mr + 32 * i, 0);
   }
 
   // f(float index in the A stage, x offset from the group's first channel, valid) for this
@@ -143,17 +129,9 @@ CONV2D_UNROLL
 CONV2D_UNROLL
     for (int j = 0; j < kCols; ++j) {
       const int kl = kc + 4 * j;
-      const int k = kt * kBK + kl;
-      const bool k_valid = k < p.k;
-      // Term k's window: the forward's output pixel k (implicit_gemm_view.h).
-      implicit_gemm_view::Origin o{0, 0, 0};
-      if (k_valid) o = implicit_gemm_view::OriginOf(p, k);
-CONV2D_UNROLL
-      for (int i = 0; i < kRows; ++i) {
-        const int r = o.row + tap_r[i], c = o.col + tap_c[i];
-        const bool valid = k_valid && r >= 0 && r < p.h && c >= 0 && c < p.w;
-        f(kl * kAStride + mr + 32 * i, valid ? o.base + tap_ofs[i] : 0, valid);
-      }
+      taps.ForTerm(p, kt * kBK + kl, [&](int i, int off, bool valid) {
+        f(kl * kAStride + mr + 32 * i, off, valid);
+      });
     }
   }
 };

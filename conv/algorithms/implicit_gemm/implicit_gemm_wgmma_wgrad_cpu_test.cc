@@ -9,6 +9,7 @@
 #include <cstdint>
 #include <limits>
 #include <vector>
+#include <utility>
 
 #include "conv/algorithms/implicit_gemm/implicit_gemm_3xtf32_backward_testing.h"
 #include "conv/algorithms/implicit_gemm/implicit_gemm_wgmma_internal.h"
@@ -26,8 +27,10 @@ namespace implicit_gemm_wgmma_internal {
 namespace {
 
 using implicit_gemm_3xtf32_backward_testing::AsOp;
+using implicit_gemm_3xtf32_backward_testing::CentringOf;
 using implicit_gemm_3xtf32_backward_testing::BackwardShapes;
 using implicit_gemm_3xtf32_backward_testing::MakeReplayInputs;
+using implicit_gemm_3xtf32_backward_testing::ReplayCentring;
 using implicit_gemm_3xtf32_backward_testing::ReplayInputs;
 using implicit_gemm_3xtf32_backward_testing::ReplayMismatches;
 using implicit_gemm_3xtf32_backward_testing::Resnet64;
@@ -54,21 +57,9 @@ Case MakeCase(const Shape& s, int bn, int slots) {
 }
 // Centres from image 0 and dy's channel sums, as the prologue kernels compute them.
 void Centre(const Shape& s, const ReplayInputs& in, Case* c) {
-  const int64_t hw = s.height * s.width, plane = s.out_h() * s.out_w();
-  c->centers.assign(s.in_channels, 0.f);
-  for (int64_t ch = 0; ch < s.in_channels; ++ch) {
-    double sum = 0, sum_sq = 0;
-    for (int64_t i = 0; i < hw; ++i) {
-      const double v = in.x[ch * hw + i];
-      sum += v;
-      sum_sq += v * v;
-    }
-    c->centers[ch] = wgrad_split::Center(sum, sum_sq, static_cast<int>(hw));
-  }
-  c->dy_sums.assign(s.out_channels, 0.0);
-  for (int64_t b = 0; b < s.batch; ++b)
-    for (int64_t o = 0; o < s.out_channels; ++o)
-      for (int64_t i = 0; i < plane; ++i) c->dy_sums[o] += in.dy[(b * s.out_channels + o) * plane + i];
+  ReplayCentring centring = CentringOf(s, in);
+  c->centers = std::move(centring.centers);
+  c->dy_sums = std::move(centring.dy_sums);
   c->p.centers = c->centers.data();
   c->sum.centers = c->centers.data();
   c->sum.dy_sums = c->dy_sums.data();
