@@ -4,7 +4,7 @@
 #   ./run.sh tests regress ...    some steps: tests regress sanitize bench overhead python
 #                                 classes (and, not by default: bench_cnn bench_nets
 #                                 bench_nets_auto nets_layers profile torch_bench multi_gpu
-#                                 backward train)
+#                                 backward backward_layers train)
 # Every step's output is appended to $OUT/all.log (default ./out); per-step logs are kept in
 # $LOGS (default /tmp/conv2d_logs) and packed into $OUT/logs.tgz at the end.
 # Ends with "N passed, N failed" over the steps.
@@ -91,6 +91,22 @@ for s in "${steps[@]}"; do
       fi
       step bench_nets_train 900 bin/benchmark --suite=nets --op=train --variants=cudnn,auto \
         --classes=false --cooldown=0.2 --json_out="$OUT/bench_nets_train.json" ;;
+    backward_layers)
+      # The backward's slowest layers one by one (not by default; PERF.md round 100): ResNet-50's
+      # and EfficientNet-B0's wgrads on each wgrad kernel (implicit_gemm_3xtf32 on mma.sync,
+      # implicit_gemm_wgmma) against cuDNN and auto, and the strided dgrads (1x1/2, ConvNeXt's
+      # 2x2/2 downsamplers, EfficientNet's strided depthwise) against cuDNN.
+      step backward_wgrad_layers 300 bin/benchmark --op=wgrad --classes=false --cooldown=0.1 \
+        --variants=cudnn,implicit_gemm_3xtf32,implicit_gemm_wgmma,auto \
+        --json_out="$OUT/backward_wgrad_layers.json" --shape="32,64,64,56,56,3,3,pad=1;\
+32,64,64,56,56,1,1;32,64,256,56,56,1,1;32,256,64,56,56,1,1;32,256,512,56,56,1,1,stride=2;\
+32,128,128,28,28,3,3,pad=1;32,256,256,14,14,3,3,pad=1;32,512,512,7,7,3,3,pad=1;\
+32,1024,256,14,14,1,1;32,24,144,56,56,1,1;32,16,96,112,112,1,1;32,1152,48,1,1,1,1,bias"
+      step backward_dgrad_layers 300 bin/benchmark --op=dgrad --classes=false --cooldown=0.1 \
+        --variants=cudnn,auto --json_out="$OUT/backward_dgrad_layers.json" \
+        --shape="32,256,512,56,56,1,1,stride=2;32,1024,2048,14,14,1,1,stride=2;\
+32,96,192,56,56,2,2,stride=2;32,384,768,14,14,2,2,stride=2;\
+32,96,96,112,112,3,3,pad=1,stride=2,groups=96;32,144,144,56,56,5,5,pad=2,stride=2,groups=144" ;;
     bench_cnn)
       step bench_cnn 900 bin/benchmark --suite=cnn --json_out="$OUT/bench_cnn.json" ;;
     bench_nets)
