@@ -3,6 +3,7 @@
 #include "conv/core/algorithm.h"
 
 #include <algorithm>
+#include <limits>
 #include <utility>
 
 #include "conv/core/transposed_dgrad.h"
@@ -63,6 +64,9 @@ bool DgradAsForwards(const Shape& d, std::vector<DgradPhase>* phases) {
   if (d.dilated()) return false;
   if (std::min(d.stride_h, d.height) * std::min(d.stride_w, d.width) > kMaxScatterPhases) {
     return false;  // more phases than the scatter's map holds
+  }
+  if (d.height * d.width > std::numeric_limits<int32_t>::max()) {
+    return false;  // the scatter indexes a dx plane in 32 bits
   }
   int64_t offset = 0;
   for (int64_t rh = 0; rh < d.stride_h && rh < d.height; ++rh) {

@@ -47,15 +47,22 @@ __global__ void __launch_bounds__(kZeroThreads)
   if (threadIdx.x == 0) zero[c] = finite ? 0.0f : __int_as_float(0x7fc00000);
 }
 
-// dx = the phases' outputs scattered (ScatterMap) plus the channel's zero term: one CTA per
-// (b, c) plane, its threads over the plane in dx's order (coalesced writes, each pixel once).
+// dx = the phases' outputs scattered (ScatterMap) plus the channel's zero term. CTA b takes
+// kScatterPixels consecutive pixels of one (b, c) plane (chunk b % chunks of plane b / chunks),
+// its threads in dx's order: coalesced writes, each pixel once, and CTAs enough for the GPU
+// where the planes are few and large (ResNet's stem: 96 planes of 224x224).
+constexpr int kScatterPixels = 1024;
 __global__ void ScatterKernel(const float* __restrict__ out, const float* __restrict__ zero,
-                              float* __restrict__ dx, const ScatterMap m, int64_t channels) {
-  const int64_t bc = blockIdx.x;
-  const int plane = m.h * m.w;
+                              float* __restrict__ dx, const ScatterMap m, int64_t channels,
+                              int chunks) {
+  const int64_t block = blockIdx.x;
+  const int64_t bc = block / chunks;
+  const int begin = static_cast<int>(block - bc * chunks) * kScatterPixels;
+  const int plane = m.h * m.w;  // below 2^31: DgradAsForwards
+  const int end = plane - begin < kScatterPixels ? plane : begin + kScatterPixels;
   const float z = zero[bc % channels];
   float* d = dx + bc * plane;
-  for (int i = static_cast<int>(threadIdx.x); i < plane; i += static_cast<int>(blockDim.x)) {
+  for (int i = begin + static_cast<int>(threadIdx.x); i < end; i += static_cast<int>(blockDim.x)) {
     const int y = m.div_w.Div(i);
     const int64_t src = ScatterSource(m, bc, y, i - y * m.w);
     d[i] = (src >= 0 ? out[src] : 0.0f) + z;
@@ -134,9 +141,10 @@ class TransposedDgradRunner : public Runner {
     if (!phased) return absl::OkStatus();
     const int plane = static_cast<int>(s_.height * s_.width);
     const int threads = std::min(kThreads, (plane + 31) / 32 * 32);
-    return CudaStatus(LaunchPdl(false, ScatterKernel,
-                                dim3(static_cast<unsigned>(s_.batch * s_.in_channels)), threads,
-                                0, a.stream, out, zero, a.dx, map_, s_.in_channels),
+    const int chunks = (plane + kScatterPixels - 1) / kScatterPixels;
+    const auto blocks = static_cast<unsigned>(s_.batch * s_.in_channels * chunks);
+    return CudaStatus(LaunchPdl(false, ScatterKernel, dim3(blocks), threads, 0, a.stream, out,
+                                zero, a.dx, map_, s_.in_channels, chunks),
                       "transposed dgrad: scatter");
   }
 

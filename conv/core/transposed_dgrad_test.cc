@@ -185,6 +185,11 @@ TEST(TransposedDgradTest, WhereThereIsNoForward) {
     EXPECT_EQ(phases.size(), 64u);
     big.stride_w = 9;  // 72: more than it holds
     EXPECT_FALSE(DgradAsForwards(big, &phases));
+    // A dx plane of 2^31 pixels or more: the scatter indexes a plane in 32 bits.
+    Shape wide = Dgrad(Shape{1, 1, 1, 46341, 46341, 1, 1}, 0, 0, 0, 0, 2, 2, 1, 1, 1);
+    EXPECT_FALSE(DgradAsForwards(wide, &phases));
+    wide.height = 46340;  // 46340^2 < 2^31
+    EXPECT_TRUE(DgradAsForwards(wide, &phases));
   }
   d.op = Op::kWgrad;
   EXPECT_FALSE(DgradAsForwards(d, &phases));

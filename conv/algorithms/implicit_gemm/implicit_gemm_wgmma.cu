@@ -19,7 +19,8 @@
 // BN tile over some of its k-tiles; UnitWalk and ChooseSchedule in the internal header). The
 // CTA's k-tiles over all its units, in order, are its stages 0, 1, ...: stage g lives in slot
 // g % kStages of a ring handed on by mbarriers ("The ring" in the internal header); nothing
-// waits on a CTA-wide barrier after the barriers' initialisation.
+// waits on a CTA-wide barrier after the barriers' initialisation (wgrad's consumers meet at a
+// named barrier of their 256 threads per stage: the dy split, CopyStagesWgrad).
 //  - The copy warpgroup (setmaxnreg down to kCopyRegs) issues the copies of stage g (the split
 //    filter's hi/lo tile by one bulk copy, gathered x by cp.async) as soon as "empty" says the
 //    consumers are done with stage g - kStages; the copies themselves complete the stage's
@@ -588,7 +589,8 @@ __global__ void __launch_bounds__(kThreads, Config<BN>::kMinBlocks)
   if (tid == 0) {
 #pragma unroll
     for (int s = 0; s < C::kStages; ++s) {
-      MbarInit(full + 8 * s, kSplitB ? kSplitBFullArrivals : kIsWgrad ? kWgradFullArrivals : kFullArrivals);
+      MbarInit(full + 8 * s,
+               kSplitB ? kSplitBFullArrivals : kIsWgrad ? kWgradFullArrivals : kFullArrivals);
       MbarInit(empty + 8 * s, kConsumerThreads);
     }
     FenceMbarInit();  // the bulk copies complete "full" through the async proxy
@@ -1138,14 +1140,23 @@ class ImplicitGemmWgmma : public AlgorithmWithConfig<WgmmaConfig> {
     absl::StatusOr<WgmmaConfig> c = ChooseWgradOriented(s, device, seconds);
     if (!c.ok() || !CanSwapWgrad(s)) return c;
     // The swapped orientation where its model is faster (few input channels against many
-    // output channels: the tile's 128 rows on the output channels), plus dw's transpose.
-    double swapped_seconds = 0;
-    absl::StatusOr<WgmmaConfig> t = ChooseWgradOriented(SwappedWgrad(s), device, &swapped_seconds);
+    // output channels: the tile's 128 rows on the output channels), plus dw's transpose. The
+    // two orientations round differently (other tiles, other slices), so the choice is made on
+    // kSplitSms SMs, as the slices are: dw is the same, bit for bit, on every GPU.
+    DeviceInfo fixed = device;
+    fixed.sm_count = kSplitSms;
+    double plain_seconds = 0, swapped_seconds = 0;
+    const Shape t = SwappedWgrad(s);
+    if (!ChooseWgradOriented(s, fixed, &plain_seconds).ok()) return c;
+    if (!ChooseWgradOriented(t, fixed, &swapped_seconds).ok()) return c;
     swapped_seconds += 8.0 * static_cast<double>(s.filter_elements()) / 3e12 + 3e-6;
-    if (!t.ok() || swapped_seconds >= *seconds) return c;
-    t->wgrad_swapped = true;
-    *seconds = swapped_seconds;
-    return t;
+    if (swapped_seconds >= plain_seconds) return c;
+    double on_device = 0;
+    absl::StatusOr<WgmmaConfig> swapped = ChooseWgradOriented(t, device, &on_device);
+    if (!swapped.ok()) return c;
+    *seconds = on_device + 8.0 * static_cast<double>(s.filter_elements()) / 3e12 + 3e-6;
+    swapped->wgrad_swapped = true;
+    return swapped;
   }
 
   absl::StatusOr<WgmmaConfig> ChooseWgradOriented(const Shape& s, const DeviceInfo& device,

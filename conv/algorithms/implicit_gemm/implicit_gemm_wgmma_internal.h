@@ -119,8 +119,9 @@ inline int CtasPerSm(int bn) {
 // arrival, which happens once its gathers of the stage have landed, plus copy thread 0's
 // arrival that announces the bulk copy's bytes; the phase also waits for those bytes),
 // empty[slot] likewise (count kConsumerThreads: every consumer thread arrives once its wgmma
-// reading the stage are complete). No proxy fence is needed: B travels through the async proxy
-// from the bulk copy to wgmma, and A is read by the consumers' ordinary loads, not by wgmma.
+// reading the stage are complete). The forward needs no proxy fence: B travels through the async
+// proxy from the bulk copy to wgmma, and A is read by the consumers' ordinary loads, not by
+// wgmma. (wgrad's B is written by the consumers' split, st.shared, then fenced for wgmma.)
 // RingSlot, FullParity and EmptyParity define the positions; the kernel steps them with
 // RingCursor (checked against them in the CPU test). Use u = i / kStages of a slot waits for phase u of
 // full (parity u & 1); the copies of use u >= 1 wait for phase u - 1 of empty.

@@ -14,9 +14,10 @@
 //    TF32 hi and lo planes in the 128-byte swizzled image. Splitting dy into the workspace first
 //    would write and read it twice more (ResNet-50's dy is ~1.3 GB a step); instead the copy
 //    threads copy dy raw into the lo plane by cp.async (WgradBGather: one k column of BN/4
-//    channels each, or a 16-byte chunk of BN/16 channels where the plane allows), and the consumers,
-//    once the stage has landed, split it in place into both planes (each thread a share, while
-//    the previous stage's last wgmma run), then meet at a named barrier before their wgmma.
+//    channels each, or a 16-byte chunk of BN/16 channels where the plane allows), and the
+//    consumers, once the stage has landed, split it in place into both planes (each thread a
+//    share, while the previous stage's last wgmma run), then meet at a named barrier before
+//    their wgmma.
 //  - The walk: K is cut into wgrad_split's slices (a function of the shape), a unit is one
 //    (M tile, N tile, slice), CTA c takes units c, c + grid, ... (SliceWalk), each accumulated on
 //    its own in chunks of wgrad_split::ChunkTerms (fold_tiles k-tiles), and stores its partial
@@ -48,10 +49,13 @@ enum WgradBits : int { kWgradOn = 1, kWgradCentred = 2, kWgradVecB = 4 };
 // x[c][k] dy[o][k] is also the wgrad of the shape with the channel counts exchanged, taken with x
 // and dy exchanged, transposed. Where Cin is small against Cout (EfficientNet's expansions,
 // ResNet's 64 -> 256) that puts the many output channels on the tile's 128 rows instead of a
-// few input channels (16 of 128 rows used at 16 -> 96).
+// few input channels (16 of 128 rows used at 16 -> 96). Not where the reduction is centred
+// (wgrad_split::Centres: past kCenterK terms): the centring subtracts x's channel centres from
+// the GEMM's A operand, which swapped is dy, whose planes have no mean to take out, while x's
+// (ReLU-like activations: large) would stay in every product.
 inline bool CanSwapWgrad(const Shape& s) {
   return s.kernel_h == 1 && s.kernel_w == 1 && !s.strided() && !s.padded() && !s.dilated() &&
-         !s.grouped();
+         !s.grouped() && !wgrad_split::Centres(s.batch * s.out_h() * s.out_w());
 }
 inline Shape SwappedWgrad(const Shape& s) {
   Shape t = s;

@@ -413,14 +413,18 @@ TEST(ImplicitGemmWgmmaWgradPlan, SplitAndProposal) {
   }
   const double t = alg->EstimateSeconds(s);
   EXPECT_TRUE(std::isfinite(t) && t > 0) << t;
-  // The orientation by the model: EfficientNet's 16 -> 96 expansion at 112x112 swapped (its
-  // estimate is the swapped shape's plus dw's transpose), ResNet's 256 -> 64 as it is.
-  const Shape expand = AsOp(Shape{32, 16, 96, 112, 112, 1, 1}, Op::kWgrad);
+  // The orientation by the model: EfficientNet's 40 -> 240 expansion at 28x28 swapped (its
+  // estimate is the swapped shape's plus dw's transpose), its 240 -> 40 projection as it is;
+  // never where the reduction is centred (16 -> 96 at 112x112: 401,408 terms).
+  const Shape expand = AsOp(Shape{32, 40, 240, 28, 28, 1, 1}, Op::kWgrad);
+  ASSERT_TRUE(CanSwapWgrad(expand));
   const double transpose = 8.0 * static_cast<double>(expand.filter_elements()) / 3e12 + 3e-6;
   EXPECT_NEAR(alg->EstimateSeconds(expand),
               alg->EstimateSeconds(SwappedWgrad(expand)) + transpose, 1e-12);
-  const Shape reduce = AsOp(Shape{32, 256, 64, 56, 56, 1, 1}, Op::kWgrad);
+  const Shape reduce = AsOp(Shape{32, 240, 40, 28, 28, 1, 1}, Op::kWgrad);
+  ASSERT_TRUE(CanSwapWgrad(reduce));
   EXPECT_LT(alg->EstimateSeconds(reduce), alg->EstimateSeconds(SwappedWgrad(reduce)));
+  EXPECT_FALSE(CanSwapWgrad(AsOp(Shape{32, 16, 96, 112, 112, 1, 1}, Op::kWgrad)));
 }
 
 }  // namespace

@@ -1,9 +1,9 @@
 // implicit_gemm_wgmma's weight gradient on the GPU against the fp64 reference (NaN-poisoned dw):
 // the CPU replay's shapes (groups, depthwise, strides, padding, dilation, odd sizes, several M and
 // N tiles; every element, every input class in x and dy), ResNet-50's layers whose reductions
-// take the split, the fold chunks of 32 terms and the centring (sampled; the swapped orientation
-// on the 1x1 16->96 one). Bitwise reproducibility: determinism_test, over the registry. Needs a
-// GPU: without one every case fails with the plan's error.
+// take the split, the fold chunks of 32 terms and the centring (sampled), and EfficientNet's 1x1
+// 40->240 at 28x28 in the swapped orientation. Bitwise reproducibility: determinism_test, over the
+// registry. Needs a GPU: without one every case fails with the plan's error.
 #include <cuda_runtime_api.h>
 
 #include <cstdint>
@@ -43,7 +43,8 @@ TEST(ImplicitGemmWgmmaWgradGpuTest, ReplayShapes) {
 }
 
 // ResNet-50's layers at batch 32 (each BN, 1x1 and 3x3, stride 2, the 56x56 reductions past
-// wgrad_split::kCenterK that take 32-term chunks and the centring) and a bias.
+// wgrad_split::kCenterK that take 32-term chunks and the centring), a bias, and one EfficientNet
+// layer that the model swaps (CanSwapWgrad).
 std::vector<Shape> LargeCases() {
   Shape biased = AsOp(Shape{32, 64, 256, 56, 56, 1, 1}, Op::kWgrad);
   biased.has_bias = true;  // db by Plan::Run's fixed-order pass beside the kernel's dw
@@ -53,7 +54,8 @@ std::vector<Shape> LargeCases() {
           AsOp(WithGeometry({32, 128, 128, 28, 28, 3, 3}, 1, 1, 1, 1, 1, 1), Op::kWgrad),
           AsOp(WithGeometry({32, 256, 512, 56, 56, 1, 1}, 0, 0, 0, 0, 2, 2), Op::kWgrad),
           AsOp(WithGeometry({32, 512, 512, 7, 7, 3, 3}, 1, 1, 1, 1, 1, 1), Op::kWgrad),
-          AsOp(Shape{32, 16, 96, 112, 112, 1, 1}, Op::kWgrad)};
+          AsOp(Shape{32, 16, 96, 112, 112, 1, 1}, Op::kWgrad),
+          AsOp(Shape{32, 40, 240, 28, 28, 1, 1}, Op::kWgrad)};  // swapped
 }
 
 TEST(ImplicitGemmWgmmaWgradLarge, ResnetLayers) {
