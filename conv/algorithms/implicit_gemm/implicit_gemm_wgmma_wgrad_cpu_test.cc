@@ -8,8 +8,8 @@
 #include <cmath>
 #include <cstdint>
 #include <limits>
-#include <vector>
 #include <utility>
+#include <vector>
 
 #include "conv/algorithms/implicit_gemm/implicit_gemm_3xtf32_backward_testing.h"
 #include "conv/algorithms/implicit_gemm/implicit_gemm_wgmma_internal.h"
@@ -425,6 +425,41 @@ TEST(ImplicitGemmWgmmaWgradPlan, SplitAndProposal) {
   ASSERT_TRUE(CanSwapWgrad(reduce));
   EXPECT_LT(alg->EstimateSeconds(reduce), alg->EstimateSeconds(SwappedWgrad(reduce)));
   EXPECT_FALSE(CanSwapWgrad(AsOp(Shape{32, 16, 96, 112, 112, 1, 1}, Op::kWgrad)));
+}
+
+// The orientation, and so dw's rounding, is the same on every GPU: it is chosen on kSplitSms SMs
+// whatever the device's count (the estimate says which: swapped, it is the swapped shape's plus
+// dw's transpose). Over 1x1 shapes on either side of the choice and SM counts far from 132.
+TEST(ImplicitGemmWgmmaWgradPlan, OrientationDoesNotDependOnTheDevice) {
+  const Algorithm* alg = Registry::Global().Find("implicit_gemm_wgmma");
+  ASSERT_NE(alg, nullptr);
+  auto swapped_on = [&](const Shape& s, int sms) {
+    DeviceInfo d = DeviceInfo::ModelDevice();
+    d.sm_count = sms;
+    const absl::StatusOr<Proposal> plain = alg->Propose(s, d);
+    const absl::StatusOr<Proposal> t = alg->Propose(SwappedWgrad(s), d);
+    EXPECT_TRUE(plain.ok() && t.ok()) << s.ToString();
+    if (!plain.ok() || !t.ok()) return false;
+    const double transpose = 8.0 * static_cast<double>(s.filter_elements()) / 3e12 + 3e-6;
+    return std::abs(plain->estimated_seconds - (t->estimated_seconds + transpose)) <=
+           1e-9 * plain->estimated_seconds;
+  };
+  int swapped = 0, plain = 0;
+  for (int cin : {8, 16, 24, 40, 64, 96, 192}) {
+    for (int cout : {16, 48, 96, 144, 240, 384}) {
+      for (int hw : {7, 14, 28}) {
+        const Shape s = AsOp(Shape{32, cin, cout, hw, hw, 1, 1}, Op::kWgrad);
+        if (!CanSwapWgrad(s)) continue;
+        const bool at_fixed = swapped_on(s, kSplitSms);
+        (at_fixed ? swapped : plain)++;
+        for (int sms : {8, 20, 66, 114, 144}) {
+          EXPECT_EQ(swapped_on(s, sms), at_fixed) << s.ToString() << " on " << sms << " SMs";
+        }
+      }
+    }
+  }
+  EXPECT_GT(swapped, 0);
+  EXPECT_GT(plain, 0);
 }
 
 }  // namespace
