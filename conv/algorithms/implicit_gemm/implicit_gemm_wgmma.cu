@@ -263,13 +263,26 @@ __global__ void __launch_bounds__(kSplitThreads)
 #if CONV2D_HAS_WGMMA
 
 // v's TF32 halves to the shared-memory word `at` of a stage's B hi plane and the same word of its
-// lo plane (the in-kernel splits: the filter's, kSplitB, and wgrad's dy).
+// lo plane (the in-kernel filter split, kSplitB); StoreSplit4 the same for four consecutive
+// words, 16 bytes a plane (wgrad's dy split, SplitDyShare).
 template <int BN>
 __device__ __forceinline__ void StoreSplit(uint32_t at, float v) {
   uint32_t hi, lo;
   SplitTf32(v, hi, lo);
   asm volatile("st.shared.b32 [%0], %1;\n" ::"r"(at), "r"(hi) : "memory");
   asm volatile("st.shared.b32 [%0], %1;\n" ::"r"(at + Config<BN>::kBTileBytes), "r"(lo)
+               : "memory");
+}
+template <int BN>
+__device__ __forceinline__ void StoreSplit4(uint32_t at, const float (&v)[4]) {
+  uint32_t hi[4], lo[4];
+#pragma unroll
+  for (int e = 0; e < 4; ++e) SplitTf32(v[e], hi[e], lo[e]);
+  asm volatile("st.shared.v4.b32 [%0], {%1, %2, %3, %4};\n" ::"r"(at), "r"(hi[0]), "r"(hi[1]),
+               "r"(hi[2]), "r"(hi[3])
+               : "memory");
+  asm volatile("st.shared.v4.b32 [%0], {%1, %2, %3, %4};\n" ::"r"(at + Config<BN>::kBTileBytes),
+               "r"(lo[0]), "r"(lo[1]), "r"(lo[2]), "r"(lo[3])
                : "memory");
 }
 
@@ -415,19 +428,11 @@ __device__ __forceinline__ void SplitDyShare(uint32_t sb, int tid) {
   for (int i = 0; i < kChunks; ++i) {
     const uint32_t at = sb + 16 * static_cast<uint32_t>(tid + kConsumerThreads * i);
     float v[4];
-    uint32_t hi[4], lo[4];
     asm volatile("ld.shared.v4.f32 {%0, %1, %2, %3}, [%4];\n"
                  : "=f"(v[0]), "=f"(v[1]), "=f"(v[2]), "=f"(v[3])
                  : "r"(at + C::kBTileBytes)
                  : "memory");
-#pragma unroll
-    for (int e = 0; e < 4; ++e) SplitTf32(v[e], hi[e], lo[e]);
-    asm volatile("st.shared.v4.b32 [%0], {%1, %2, %3, %4};\n" ::"r"(at), "r"(hi[0]), "r"(hi[1]),
-                 "r"(hi[2]), "r"(hi[3])
-                 : "memory");
-    asm volatile("st.shared.v4.b32 [%0], {%1, %2, %3, %4};\n" ::"r"(at + C::kBTileBytes),
-                 "r"(lo[0]), "r"(lo[1]), "r"(lo[2]), "r"(lo[3])
-                 : "memory");
+    StoreSplit4<BN>(at, v);
   }
   FenceProxyAsyncShared();
 }
@@ -1149,12 +1154,11 @@ class ImplicitGemmWgmma : public AlgorithmWithConfig<WgmmaConfig> {
     const Shape t = SwappedWgrad(s);
     if (!ChooseWgradOriented(s, fixed, &plain_seconds).ok()) return c;
     if (!ChooseWgradOriented(t, fixed, &swapped_seconds).ok()) return c;
-    swapped_seconds += 8.0 * static_cast<double>(s.filter_elements()) / 3e12 + 3e-6;
-    if (swapped_seconds >= plain_seconds) return c;
+    if (swapped_seconds + SwappedTransposeSeconds(s) >= plain_seconds) return c;
     double on_device = 0;
     absl::StatusOr<WgmmaConfig> swapped = ChooseWgradOriented(t, device, &on_device);
     if (!swapped.ok()) return c;
-    *seconds = on_device + 8.0 * static_cast<double>(s.filter_elements()) / 3e12 + 3e-6;
+    *seconds = on_device + SwappedTransposeSeconds(s);
     swapped->wgrad_swapped = true;
     return swapped;
   }

@@ -57,6 +57,11 @@ inline bool CanSwapWgrad(const Shape& s) {
   return s.kernel_h == 1 && s.kernel_w == 1 && !s.strided() && !s.padded() && !s.dilated() &&
          !s.grouped() && !wgrad_split::Centres(s.batch * s.out_h() * s.out_w());
 }
+// The model's time of dw's transpose after a swapped wgrad: dw read and written at 3 TB/s and a
+// launch.
+inline double SwappedTransposeSeconds(const Shape& s) {
+  return 8.0 * static_cast<double>(s.filter_elements()) / 3e12 + 3e-6;
+}
 inline Shape SwappedWgrad(const Shape& s) {
   Shape t = s;
   t.in_channels = s.out_channels;
