@@ -7,6 +7,7 @@
 #include <cuda_runtime_api.h>
 
 #include <cstdint>
+#include <string>
 #include <vector>
 
 #include "conv/algorithms/implicit_gemm/implicit_gemm_3xtf32_backward_testing.h"
@@ -32,14 +33,25 @@ TEST(ImplicitGemmWgmmaWgradGpuTest, HasDevice) {
       << "this test needs a CUDA GPU: " << (err == cudaSuccess ? "0 devices" : cudaGetErrorString(err));
 }
 
-// The replay's shapes, every element, and every input class in x and dy.
+// The replay's shapes, every element, and every input class in x and dy; the depthwise ones
+// (one input channel a group) are declined, with a reason, and left to the depthwise algorithm.
 TEST(ImplicitGemmWgmmaWgradGpuTest, ReplayShapes) {
+  int declined = 0;
   for (const Shape& base : BackwardShapes()) {
     const Shape s = AsOp(base, Op::kWgrad);
     SCOPED_TRACE(s.ToString());
+    if (s.in_per_group() == 1) {
+      const absl::StatusOr<Plan> plan = Plan::Create(s, kAlgorithm);
+      ASSERT_FALSE(plan.ok());
+      EXPECT_NE(std::string(plan.status().message()).find("depthwise"), std::string::npos)
+          << plan.status();
+      ++declined;
+      continue;
+    }
     ExpectMatchesReference(s, kAlgorithm, int64_t{1} << 20);
     ExpectEveryClassWithinBar(s, kAlgorithm, 7);
   }
+  EXPECT_GT(declined, 0) << "the replay's shapes no longer include a depthwise one";
 }
 
 // ResNet-50's layers at batch 32 (each BN, 1x1 and 3x3, stride 2, the 56x56 reductions past
