@@ -44,6 +44,7 @@ TEST(DeterminismTest, EveryAlgorithmEveryOperation) {
       Shape{2, 16, 16, 64, 64, 9, 9},                        // the FFT's
       Geo(Shape{8, 48, 48, 28, 28, 7, 7}, 3, 1, 48, true),   // depthwise
       Geo(Shape{2, 12, 20, 23, 19, 5, 3}, 2, 2, 4, false),
+      Geo(Shape{2, 3, 64, 58, 58, 7, 7}, 3, 2, 1, false),    // a stem: dgrad by the fold
   };
   std::vector<std::string> names = {"auto"};
   for (const std::string& n : Algorithms()) {

@@ -14,6 +14,7 @@
 #include "conv/conv.h"
 #include "conv/core/registry.h"
 #include "conv/core/status_macros.h"
+#include "conv/core/transposed_dgrad.h"
 #include "conv/testing/shapes.h"
 #include "gtest/gtest.h"
 
@@ -139,6 +140,34 @@ TEST(DispatchTest, AutoPicksTheMeasuredFastestOnSmallNetsLayers) {
     absl::StatusOr<std::string> name = ChooseAlgorithm(shape);
     ASSERT_TRUE(name.ok()) << shape.ToString() << ": " << name.status();
     EXPECT_EQ(*name, best) << shape.ToString();
+  }
+}
+
+// dgrad by the fold where a phase's forward would have few output channels: the stems (Cin = 3)
+// of ResNet-50 (7x7/2), EfficientNet-B0 (3x3/2) and ConvNeXt-T (4x4/4); by phases (or the one
+// stride-1 forward) where the columns would be taps times dx. (At 1x1 stride 2 the two forms
+// are the same forward; either may win.) implicit_gemm_wgmma's model on the model device.
+TEST(DispatchTest, TheStemsDgradIsAFold) {
+  const Algorithm* alg = Registry::Global().Find("implicit_gemm_wgmma");
+  ASSERT_NE(alg, nullptr);
+  auto dgrad = [](Shape s, int64_t pad, int64_t stride) {
+    s.pad_top = s.pad_bottom = s.pad_left = s.pad_right = pad;
+    s.stride_h = s.stride_w = stride;
+    s.op = Op::kDgrad;
+    return s;
+  };
+  const std::vector<std::pair<Shape, bool>> expected = {
+      {dgrad(Shape{32, 3, 64, 224, 224, 7, 7}, 3, 2), true},
+      {dgrad(Shape{32, 3, 32, 224, 224, 3, 3}, 1, 2), true},
+      {dgrad(Shape{32, 3, 96, 224, 224, 4, 4}, 0, 4), true},
+      {dgrad(Shape{32, 64, 64, 56, 56, 3, 3}, 1, 1), false},
+      {dgrad(Shape{32, 128, 128, 56, 56, 3, 3}, 1, 2), false}};
+  for (const auto& [shape, fold] : expected) {
+    absl::StatusOr<Proposal> p = alg->Propose(shape, DeviceInfo::ModelDevice());
+    ASSERT_TRUE(p.ok()) << shape.ToString() << ": " << p.status();
+    const TransposedDgradProposal* t = ConfigOf<TransposedDgradProposal>(*p);
+    ASSERT_NE(t, nullptr) << shape.ToString();
+    EXPECT_EQ(t->phases.size() == 1 && t->phases[0].fold, fold) << shape.ToString();
   }
 }
 

@@ -69,6 +69,31 @@ __global__ void ScatterKernel(const float* __restrict__ out, const float* __rest
   }
 }
 
+// The fold's filter (FoldFilterSource), one thread per element.
+__global__ void FoldFilterKernel(const float* __restrict__ w, float* __restrict__ wf, int64_t cg,
+                                 int64_t og, int64_t taps, int64_t total) {
+  const int64_t e = blockIdx.x * int64_t{blockDim.x} + threadIdx.x;
+  if (e < total) wf[e] = w[FoldFilterSource(e, cg, og, taps)];
+}
+
+// dx from the columns (FoldPixel) plus the channel's zero term: CTAs as ScatterKernel's,
+// kScatterPixels pixels of one plane in dx's order.
+__global__ void FoldKernel(const float* __restrict__ cols, const float* __restrict__ zero,
+                           float* __restrict__ dx, const FoldMap m, int64_t channels,
+                           int chunks) {
+  const int64_t block = blockIdx.x;
+  const int64_t bc = block / chunks;
+  const int begin = static_cast<int>(block - bc * chunks) * kScatterPixels;
+  const int plane = m.h * m.w;  // below 2^31: DgradAsFold
+  const int end = plane - begin < kScatterPixels ? plane : begin + kScatterPixels;
+  const float z = zero[bc % channels];
+  float* d = dx + bc * plane;
+  for (int i = begin + static_cast<int>(threadIdx.x); i < end; i += static_cast<int>(blockDim.x)) {
+    const int y = m.div_w.Div(i);
+    d[i] = FoldPixel<float>(m, cols, bc, y, i - y * m.w) + z;
+  }
+}
+
 constexpr uintptr_t kAlign = 256;
 size_t Aligned(size_t bytes) { return (bytes + kAlign - 1) / kAlign * kAlign; }
 constexpr int kThreads = 256;
@@ -76,7 +101,7 @@ dim3 Blocks(int64_t n) { return dim3(static_cast<unsigned>((n + kThreads - 1) / 
 
 // Workspace: [slack][filters of every phase][zero terms][every phase's output (ScatterMap)]
 // [the forwards'] (the phases run one after another on the stream, so the forwards' workspace is
-// reused).
+// reused). The fold: [slack][its filter][zero terms][the columns][its forward's].
 class TransposedDgradRunner : public Runner {
  public:
   TransposedDgradRunner(const Shape& dgrad, std::vector<DgradPhase> phases,
@@ -88,14 +113,17 @@ class TransposedDgradRunner : public Runner {
       inner_ = std::max(inner_, forwards_[i]->workspace_bytes());
       records_ = records_ && forwards_[i]->records_launches();
     }
-    if (s_.strided()) {  // otherwise the one forward writes dx
+    fold_ = phases_.size() == 1 && phases_[0].fold;
+    if (fold_) {
+      fold_map_ = MakeFoldMap(s_);
+      out_ = static_cast<size_t>(phases_[0].forward.output_elements());
+    } else if (s_.strided()) {  // otherwise the one forward writes dx
       map_ = MakeScatterMap(s_, phases_);
       out_ = static_cast<size_t>(map_.outputs);
     }
   }
   size_t workspace_bytes() const override {
-    return kAlign + Aligned(filters_ * 4) + Aligned(s_.in_channels * 4) + Aligned(out_ * 4) +
-           inner_;
+    return kAlign + Aligned(filters_ * 4) + Aligned(s_.in_channels * 4) + Aligned(out_ * 4) + inner_;
   }
   bool records_launches() const override { return records_; }
 
@@ -104,9 +132,9 @@ class TransposedDgradRunner : public Runner {
         (reinterpret_cast<uintptr_t>(a.workspace) + kAlign - 1) / kAlign * kAlign);
     float* filters = reinterpret_cast<float*>(p);
     float* zero = reinterpret_cast<float*>(p + Aligned(filters_ * 4));
-    float* out = reinterpret_cast<float*>(reinterpret_cast<char*>(zero) +
-                                          Aligned(s_.in_channels * 4));
+    float* out = reinterpret_cast<float*>(reinterpret_cast<char*>(zero) + Aligned(s_.in_channels * 4));
     void* inner = reinterpret_cast<char*>(out) + Aligned(out_ * 4);
+    if (fold_) return RunFold(a, filters, zero, out, inner);
     const bool phased = s_.strided();
     for (const DgradPhase& ph : phases_) {
       if (ph.empty()) continue;
@@ -149,10 +177,43 @@ class TransposedDgradRunner : public Runner {
   }
 
  private:
+  // The fold (DgradAsFold): its filter and the zero terms, the 1x1 forward into the columns,
+  // the gather into dx.
+  absl::Status RunFold(const RunArgs& a, float* filter, float* zero, float* cols,
+                       void* inner) const {
+    const int64_t taps = s_.kernel_h * s_.kernel_w, total = s_.filter_elements();
+    RETURN_IF_ERROR(CudaStatus(
+        LaunchPdl(false, FoldFilterKernel, Blocks(total), kThreads, 0, a.stream, a.w, filter,
+                  s_.in_per_group(), s_.out_per_group(), taps, total),
+        "transposed dgrad: the fold's filter"));
+    RETURN_IF_ERROR(CudaStatus(
+        LaunchPdl(false, ZeroTermsKernel, dim3(static_cast<unsigned>(s_.in_channels)),
+                  kZeroThreads, 0, a.stream, a.w, zero, s_.in_per_group(), s_.out_per_group(),
+                  taps),
+        "transposed dgrad: zero terms"));
+    RunArgs f;
+    f.x = a.dy;
+    f.w = filter;
+    f.y = cols;
+    f.workspace = inner;
+    f.workspace_bytes = inner_;
+    f.stream = a.stream;
+    RETURN_IF_ERROR(forwards_[0]->Run(f));
+    const int plane = static_cast<int>(s_.height * s_.width);
+    const int threads = std::min(kThreads, (plane + 31) / 32 * 32);
+    const int chunks = (plane + kScatterPixels - 1) / kScatterPixels;
+    const auto blocks = static_cast<unsigned>(s_.batch * s_.in_channels * chunks);
+    return CudaStatus(LaunchPdl(false, FoldKernel, dim3(blocks), threads, 0, a.stream, cols,
+                                zero, a.dx, fold_map_, s_.in_channels, chunks),
+                      "transposed dgrad: the fold's gather");
+  }
+
   Shape s_;
   std::vector<DgradPhase> phases_;
   std::vector<std::unique_ptr<Runner>> forwards_;
   ScatterMap map_;
+  FoldMap fold_map_;
+  bool fold_ = false;
   size_t filters_ = 0, out_ = 0, inner_ = 0;
   bool records_ = true;
 };

@@ -37,6 +37,7 @@ struct DgradPhase {
   int64_t p0h = 0, p0w = 0;    // its first tap
   Shape forward;               // the stride-1 forward (filter th x tw); unset when empty()
   int64_t filter_offset = 0;   // where its filter starts among the phases' (floats)
+  bool fold = false;           // DgradAsFold's: forward is the 1x1 whose columns FoldPixel adds
   bool empty() const { return forward.kernel_h == 0; }  // no tap reaches it: dx = 0 there
 };
 
@@ -44,6 +45,79 @@ struct DgradPhase {
 // stride > 1 with a dilation > 1, or a padding that would make a phase's forward pad negatively.
 // A stride-1 dgrad has one phase whose forward writes dx itself.
 bool DgradAsForwards(const Shape& dgrad, std::vector<DgradPhase>* phases);
+
+// The fold form (col2im), for any geometry: one 1x1 forward of dy whose output channels are the
+// (input channel, tap) pairs, the columns
+//   cols[b, c*taps + t, i, j] = sum_{o in c's group} dy[b, o, i, j] * w[o, c - g*Cg, t]
+// (its filter w''[c*taps + t, o - g*Cog] = w[o, c - g*Cg, t]: FoldFilterSource), every product
+// the definition adds to dx; then each dx pixel adds the columns of the taps that reach it, in
+// tap order (FoldPixel), plus the channel's zero term as the scatter's. Where a phase's forward would have a handful of output channels (the
+// stems' Cin = 3 against 32-128 wide tiles) the one forward has Cin x taps of them (ResNet-50's
+// 7x7/2 stem: 147, against four phases of 3), for the price of the columns' bytes (taps times
+// dy's plane per input channel): Propose takes whichever of the two its model says is faster.
+// The forward's accuracy argument holds for the 1x1 (Cout/groups terms, fewer than a phase's);
+// the gather adds at most Kh x Kw partial sums in fp32 in a fixed order. Returns false only
+// where the columns or dx's planes would pass the gather's 32-bit plane index.
+bool DgradAsFold(const Shape& dgrad, DgradPhase* fold);
+
+// The flat index into w ([Cout, Cg, Kh, Kw]) of element e of the fold's filter ([Cin*taps, Cog]).
+CONV2D_HOST_DEVICE_INLINE int64_t FoldFilterSource(int64_t e, int64_t cg, int64_t og,
+                                                   int64_t taps) {
+  const int64_t o = e % og, ct = e / og;
+  const int64_t t = ct % taps, c = ct / taps;
+  const int64_t g = c / cg;
+  return ((g * og + o) * cg + (c - g * cg)) * taps + t;
+}
+
+// The dgrad's geometry as the gather reads it (one axis of which FoldAxis walks).
+struct FoldMap {
+  int32_t h = 0, w = 0, out_h = 0, out_w = 0, kh = 0, kw = 0;
+  int32_t pt = 0, pl = 0, sh = 1, sw = 1, dh = 1, dw = 1;
+  int32_t step_h = 1, step_w = 1;  // s / gcd(s, d): the tap step between outputs that reach
+  int32_t back_h = 1, back_w = 1;  // d / gcd(s, d): how far back the output moves per step
+  FastDiv div_w;                   // by w: a pixel's row
+};
+FoldMap MakeFoldMap(const Shape& dgrad);
+
+// The taps of one axis that reach dx coordinate v: taps first + step*k with outputs
+// out0 - back*k, for k in [k0, k1] (none when k1 < k0). A tap p reaches v where
+// v + pad - p*d = s*i with 0 <= i < out; the p that satisfy the congruence repeat every step.
+struct FoldRun {
+  int first = 0, out0 = 0, k0 = 0, k1 = -1;
+};
+CONV2D_HOST_DEVICE_INLINE FoldRun FoldAxis(int v, int pad, int k, int s, int d, int out, int step,
+                                           int back) {
+  FoldRun r;
+  const int at = v + pad;
+  int p = 0;
+  while (p < step && p < k && (at - p * d) % s != 0) ++p;  // C's % of a negative: nonzero too
+  if (p >= step || p >= k || at - p * d < 0) return r;
+  r.first = p;
+  r.out0 = (at - p * d) / s;
+  r.k0 = r.out0 >= out ? (r.out0 - out + back) / back : 0;  // the first k with an output < out
+  const int by_out = r.out0 / back, by_tap = (k - 1 - p) / step;
+  r.k1 = by_out < by_tap ? by_out : by_tap;
+  return r;
+}
+
+// dx at (y, x) of plane bc = b*Cin + c without its zero term: the columns of the taps that reach
+// it, rows then columns in tap order.
+template <typename T>
+CONV2D_HOST_DEVICE_INLINE T FoldPixel(const FoldMap& m, const T* cols, int64_t bc, int y, int x) {
+  const int64_t plane = int64_t{m.out_h} * m.out_w;
+  const T* col = cols + bc * m.kh * m.kw * plane;
+  const FoldRun r = FoldAxis(y, m.pt, m.kh, m.sh, m.dh, m.out_h, m.step_h, m.back_h);
+  const FoldRun q = FoldAxis(x, m.pl, m.kw, m.sw, m.dw, m.out_w, m.step_w, m.back_w);
+  T sum = 0;
+  for (int a = r.k0; a <= r.k1; ++a) {
+    const int p = r.first + m.step_h * a, i = r.out0 - m.back_h * a;
+    for (int b = q.k0; b <= q.k1; ++b) {
+      const int t = q.first + m.step_w * b, j = q.out0 - m.back_w * b;
+      sum += col[(p * m.kw + t) * plane + int64_t{i} * m.out_w + j];
+    }
+  }
+  return sum;
+}
 
 // What Propose carries for such a dgrad: the phases and the algorithm's proposal for each.
 struct TransposedDgradProposal {
@@ -112,6 +186,9 @@ absl::Status TransposeChannels(const float* in, float* out, int64_t rows, int64_
 // The modelled time of the transform and, at stride > 1, the scatter: the filter once, dx written
 // and read once more, a launch per phase.
 double TransposedDgradOverheadSeconds(const Shape& dgrad, size_t phases);
+// The fold's, beside its forward: the filter's rearrangement, the columns read by the gather, dx
+// written.
+double FoldOverheadSeconds(const Shape& dgrad, const DgradPhase& fold);
 
 }  // namespace conv2d
 

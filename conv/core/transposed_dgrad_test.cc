@@ -25,6 +25,18 @@ Shape Dgrad(Shape s, int64_t pt, int64_t pb, int64_t pl, int64_t pr, int64_t sh,
   return s;
 }
 
+// The zero term of input channel c: NaN where one of its taps is not finite, else 0.
+double ZeroTerm(const Shape& d, const std::vector<float>& w, int64_t c) {
+  for (int64_t o = 0; o < d.out_per_group(); ++o) {
+    for (int64_t t = 0; t < d.kernel_h * d.kernel_w; ++t) {
+      const float v = w[((c / d.in_per_group() * d.out_per_group() + o) * d.in_per_group() +
+                         c % d.in_per_group()) * d.kernel_h * d.kernel_w + t];
+      if (!std::isfinite(v)) return NAN;
+    }
+  }
+  return 0.0;
+}
+
 // dx as the runner computes it, on the CPU: every phase's forward by the reference, scattered,
 // plus the zero terms (NaN for a channel with a non-finite tap) at stride > 1.
 std::vector<double> ByPhases(const Shape& d, const std::vector<float>& dy,
@@ -58,16 +70,7 @@ std::vector<double> ByPhases(const Shape& d, const std::vector<float>& dy,
     }
     for (int64_t bc = 0; bc < d.batch * d.in_channels; ++bc) {
       const int64_t c = bc % d.in_channels;
-      double zero = 0;
-      if (d.strided()) {
-        for (int64_t o = 0; o < d.out_per_group(); ++o) {
-          for (int64_t t = 0; t < d.kernel_h * d.kernel_w; ++t) {
-            const float v = w[((c / d.in_per_group() * d.out_per_group() + o) * d.in_per_group() +
-                               c % d.in_per_group()) * d.kernel_h * d.kernel_w + t];
-            if (!std::isfinite(v)) zero = NAN;
-          }
-        }
-      }
+      const double zero = d.strided() ? ZeroTerm(d, w, c) : 0.0;
       for (int64_t u = 0; u < p.rows; ++u) {
         for (int64_t v = 0; v < p.cols; ++v) {
           const int64_t at = (bc * d.height + p.rh + sh * u) * d.width + p.rw + sw * v;
@@ -81,10 +84,67 @@ std::vector<double> ByPhases(const Shape& d, const std::vector<float>& dy,
   return dx;
 }
 
+// dx as the fold computes it, on the CPU: the 1x1 forward by the reference on FoldFilterSource's
+// filter, then FoldPixel per pixel plus the channel's zero term.
+std::vector<double> ByFold(const Shape& d, const std::vector<float>& dy,
+                           const std::vector<float>& w) {
+  DgradPhase fold;
+  EXPECT_TRUE(DgradAsFold(d, &fold)) << d.ToString();
+  const Shape& f = fold.forward;
+  EXPECT_EQ(f.kernel_h * f.kernel_w, 1);
+  EXPECT_EQ(f.filter_elements(), d.filter_elements());
+  const int64_t taps = d.kernel_h * d.kernel_w;
+  std::vector<float> wf(f.filter_elements());
+  for (size_t e = 0; e < wf.size(); ++e) {
+    wf[e] = w[FoldFilterSource(e, d.in_per_group(), d.out_per_group(), taps)];
+  }
+  const std::vector<double> cols = ReferenceConv(f, dy.data(), wf.data());
+  const FoldMap m = MakeFoldMap(d);
+  std::vector<double> dx(d.input_elements());
+  for (int64_t bc = 0; bc < d.batch * d.in_channels; ++bc) {
+    const double zero = ZeroTerm(d, w, bc % d.in_channels);
+    for (int y = 0; y < d.height; ++y) {
+      for (int x = 0; x < d.width; ++x) {
+        dx[(bc * d.height + y) * d.width + x] = FoldPixel<double>(m, cols.data(), bc, y, x) + zero;
+      }
+    }
+  }
+  return dx;
+}
+
 class TransposedDgradTest : public ::testing::TestWithParam<Shape> {};
+
+// The fold: the reference dgrad within fp64 rounding; NaN and infinity where the reference has
+// them with a non-finite tap.
+TEST_P(TransposedDgradTest, FoldEqualsTheReferenceDgrad) {
+  const Shape d = GetParam();
+  const auto dy = RandomTensor(4, kGradTensor, d.output_elements(), Distribution::kNormal);
+  auto w = RandomTensor(4, kFilterTensor, d.filter_elements(), Distribution::kNormal);
+  Tensors in;
+  in.dy = dy.data();
+  in.w = w.data();
+  std::vector<double> want = Reference(d, in), got = ByFold(d, dy, w);
+  for (size_t i = 0; i < want.size(); ++i) {
+    ASSERT_NEAR(got[i], want[i], 1e-11 * (1 + std::abs(want[i]))) << "at " << i;
+  }
+  for (const float bad : {NAN, INFINITY}) {
+    auto w2 = w;
+    w2[w2.size() / 2] = bad;
+    w2[0] = -bad;
+    in.w = w2.data();
+    want = Reference(d, in);
+    got = ByFold(d, dy, w2);
+    for (size_t i = 0; i < want.size(); ++i) {
+      ASSERT_EQ(std::isnan(got[i]), std::isnan(want[i])) << bad << " at " << i;
+      ASSERT_EQ(std::isinf(got[i]), std::isinf(want[i])) << bad << " at " << i;
+    }
+  }
+}
 
 TEST_P(TransposedDgradTest, EqualsTheReferenceDgrad) {
   const Shape d = GetParam();
+  std::vector<DgradPhase> phases;
+  if (!DgradAsForwards(d, &phases)) GTEST_SKIP() << "stride with dilation: the fold's alone";
   const auto dy = RandomTensor(3, kGradTensor, d.output_elements(), Distribution::kNormal);
   auto w = RandomTensor(3, kFilterTensor, d.filter_elements(), Distribution::kNormal);
   Tensors in;
@@ -112,6 +172,7 @@ TEST_P(TransposedDgradTest, EqualsTheReferenceDgrad) {
 TEST_P(TransposedDgradTest, OnePassScatterEqualsThePhases) {
   const Shape d = GetParam();
   if (!d.strided()) GTEST_SKIP() << "stride 1: the one forward writes dx, no scatter";
+  if (d.dilated()) GTEST_SKIP() << "stride with dilation: the fold's alone";
   const auto dy = RandomTensor(5, kGradTensor, d.output_elements(), Distribution::kNormal);
   const auto w = RandomTensor(5, kFilterTensor, d.filter_elements(), Distribution::kNormal);
   std::vector<int> hits;
@@ -162,7 +223,10 @@ INSTANTIATE_TEST_SUITE_P(
                       Dgrad(Shape{1, 3, 5, 16, 16, 4, 4}, 0, 0, 0, 0, 4, 4, 1, 1, 1),
                       Dgrad(Shape{2, 4, 8, 10, 10, 2, 2}, 0, 0, 0, 0, 2, 2, 1, 1, 1),
                       Dgrad(Shape{2, 6, 6, 15, 13, 5, 5}, 2, 2, 2, 2, 2, 2, 1, 1, 6),
-                      Dgrad(Shape{1, 4, 6, 17, 14, 5, 4}, 2, 1, 0, 3, 3, 2, 1, 1, 2)),
+                      Dgrad(Shape{1, 4, 6, 17, 14, 5, 4}, 2, 1, 0, 3, 3, 2, 1, 1, 2),
+                      // stride with dilation (the fold alone: no phases), co-prime and not
+                      Dgrad(Shape{2, 3, 4, 19, 17, 3, 3}, 2, 1, 2, 0, 2, 3, 2, 2, 1),
+                      Dgrad(Shape{1, 4, 4, 21, 20, 4, 3}, 3, 3, 1, 2, 2, 2, 3, 2, 2)),
     [](const auto& info) { return GtestName(info.param); });
 
 TEST(TransposedDgradTest, WhereThereIsNoForward) {

@@ -23,6 +23,8 @@
 #include "conv/algorithms/implicit_gemm/implicit_gemm_testing.h"
 #include "conv/algorithms/implicit_gemm/implicit_gemm_wgmma_internal.h"
 #include "conv/core/device_buffer.h"
+#include "conv/core/registry.h"
+#include "conv/core/transposed_dgrad.h"
 #include "conv/conv.h"
 #include "conv/testing/expect_reference.h"
 #include "conv/testing/shapes.h"
@@ -85,6 +87,31 @@ Shape Geometry(Shape s, int64_t pt, int64_t pb, int64_t pl, int64_t pr, int64_t 
   s.pad_top = pt, s.pad_bottom = pb, s.pad_left = pl, s.pad_right = pr;
   s.stride_h = sh, s.stride_w = sw, s.dilation_h = dh, s.dilation_w = dw;
   return s;
+}
+
+// dgrad by the fold (transposed_dgrad.h's DgradAsFold: one 1x1 forward into the columns, then
+// the gather): the three stems at reduced batch, and a stride with a dilation (no phases), at
+// every dx, and on every input class in dy and w.
+TEST(ImplicitGemmWgmmaGpuTest, DgradByTheFoldMatchesFp64Reference) {
+  const Algorithm* alg = Registry::Global().Find(kAlgorithm);
+  ASSERT_NE(alg, nullptr);
+  int seed = 41;
+  for (Shape s : {
+           Geometry(Shape{2, 3, 64, 58, 58, 7, 7}, 3, 3, 3, 3, 2, 2, 1, 1),
+           Geometry(Shape{3, 3, 32, 46, 45, 3, 3}, 1, 1, 1, 1, 2, 2, 1, 1),
+           Geometry(Shape{2, 3, 96, 36, 32, 4, 4}, 0, 0, 0, 0, 4, 4, 1, 1),
+           Geometry(Shape{2, 4, 16, 21, 19, 3, 3}, 2, 1, 2, 0, 2, 3, 2, 2),
+       }) {
+    s.op = Op::kDgrad;
+    SCOPED_TRACE(s.ToString());
+    absl::StatusOr<Proposal> p = alg->Propose(s, DeviceInfo::ModelDevice());
+    ASSERT_TRUE(p.ok()) << p.status();
+    const TransposedDgradProposal* t = ConfigOf<TransposedDgradProposal>(*p);
+    ASSERT_TRUE(t != nullptr && t->phases.size() == 1 && t->phases[0].fold)
+        << "the model no longer folds this dgrad";
+    ExpectMatchesReference(s, kAlgorithm, /*max_positions=*/1 << 18);
+    ExpectEveryClassWithinBar(s, kAlgorithm, seed++);
+  }
 }
 
 TEST(ImplicitGemmWgmmaGpuTest, GeometryMatchesFp64Reference) {
