@@ -145,11 +145,19 @@ TEST(DispatchTest, AutoPicksTheMeasuredFastestOnSmallNetsLayers) {
 
 // dgrad by the fold where a phase's forward would have few output channels: the stems (Cin = 3)
 // of ResNet-50 (7x7/2), EfficientNet-B0 (3x3/2) and ConvNeXt-T (4x4/4); by phases (or the one
-// stride-1 forward) where the columns would be taps times dx. (At 1x1 stride 2 the two forms
-// are the same forward; either may win.) implicit_gemm_wgmma's model on the model device.
+// stride-1 forward) elsewhere: the fold is offered beside the phases only where Cin < 32,
+// ungrouped (measured slower on the 1x1/2, 2x2/2 and strided depthwise layers though its model
+// ranked it first). implicit_gemm_wgmma's model on the model device.
 TEST(DispatchTest, TheStemsDgradIsAFold) {
   const Algorithm* alg = Registry::Global().Find("implicit_gemm_wgmma");
   ASSERT_NE(alg, nullptr);
+  auto DepthwiseDgrad = [](int64_t b, int64_t c, int64_t hw, int64_t k, int64_t pad,
+                           int64_t stride) {
+    Shape s = DepthwiseShape(b, c, 1, hw, hw, k, k, pad);
+    s.stride_h = s.stride_w = stride;
+    s.op = Op::kDgrad;
+    return s;
+  };
   auto dgrad = [](Shape s, int64_t pad, int64_t stride) {
     s.pad_top = s.pad_bottom = s.pad_left = s.pad_right = pad;
     s.stride_h = s.stride_w = stride;
@@ -161,7 +169,10 @@ TEST(DispatchTest, TheStemsDgradIsAFold) {
       {dgrad(Shape{32, 3, 32, 224, 224, 3, 3}, 1, 2), true},
       {dgrad(Shape{32, 3, 96, 224, 224, 4, 4}, 0, 4), true},
       {dgrad(Shape{32, 64, 64, 56, 56, 3, 3}, 1, 1), false},
-      {dgrad(Shape{32, 128, 128, 56, 56, 3, 3}, 1, 2), false}};
+      {dgrad(Shape{32, 128, 128, 56, 56, 3, 3}, 1, 2), false},
+      {dgrad(Shape{32, 256, 512, 56, 56, 1, 1}, 0, 2), false},
+      {dgrad(Shape{32, 96, 192, 56, 56, 2, 2}, 0, 2), false},
+      {DepthwiseDgrad(32, 240, 28, 3, 1, 2), false}};
   for (const auto& [shape, fold] : expected) {
     absl::StatusOr<Proposal> p = alg->Propose(shape, DeviceInfo::ModelDevice());
     ASSERT_TRUE(p.ok()) << shape.ToString() << ": " << p.status();
