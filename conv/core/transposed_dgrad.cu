@@ -47,26 +47,45 @@ __global__ void __launch_bounds__(kZeroThreads)
   if (threadIdx.x == 0) zero[c] = finite ? 0.0f : __int_as_float(0x7fc00000);
 }
 
-// dx = the phases' outputs scattered (ScatterMap) plus the channel's zero term. CTA b takes
-// kScatterPixels consecutive pixels of one (b, c) plane (chunk b % chunks of plane b / chunks),
-// its threads in dx's order: coalesced writes, each pixel once, and CTAs enough for the GPU
-// where the planes are few and large (ResNet's stem: 96 planes of 224x224).
+// One pass over dx in dx's order, each pixel value(bc, y, x) plus its channel's zero term. CTA b
+// takes kScatterPixels consecutive pixels of one (b, c) plane (chunk b % chunks of plane
+// b / chunks), its threads in dx's order: coalesced writes, each pixel once, and CTAs enough for
+// the GPU where the planes are few and large (ResNet's stem: 96 planes of 224x224). `Map` has
+// the plane's h, w and div_w (ScatterMap, FoldMap).
 constexpr int kScatterPixels = 1024;
-__global__ void ScatterKernel(const float* __restrict__ out, const float* __restrict__ zero,
-                              float* __restrict__ dx, const ScatterMap m, int64_t channels,
-                              int chunks) {
+template <typename Map, typename Value>
+__device__ __forceinline__ void DxPass(const Map& m, const float* __restrict__ zero,
+                                       float* __restrict__ dx, int64_t channels, int chunks,
+                                       Value value) {
   const int64_t block = blockIdx.x;
   const int64_t bc = block / chunks;
   const int begin = static_cast<int>(block - bc * chunks) * kScatterPixels;
-  const int plane = m.h * m.w;  // below 2^31: DgradAsForwards
+  const int plane = m.h * m.w;  // below 2^31: DgradAsForwards, DgradAsFold
   const int end = plane - begin < kScatterPixels ? plane : begin + kScatterPixels;
   const float z = zero[bc % channels];
   float* d = dx + bc * plane;
   for (int i = begin + static_cast<int>(threadIdx.x); i < end; i += static_cast<int>(blockDim.x)) {
     const int y = m.div_w.Div(i);
-    const int64_t src = ScatterSource(m, bc, y, i - y * m.w);
-    d[i] = (src >= 0 ? out[src] : 0.0f) + z;
+    d[i] = value(bc, y, i - y * m.w) + z;
   }
+}
+
+// The phases' outputs scattered (ScatterMap); 0 where no tap reaches the pixel's phase.
+__global__ void ScatterKernel(const float* __restrict__ out, const float* __restrict__ zero,
+                              float* __restrict__ dx, const ScatterMap m, int64_t channels,
+                              int chunks) {
+  DxPass(m, zero, dx, channels, chunks, [&](int64_t bc, int y, int x) {
+    const int64_t src = ScatterSource(m, bc, y, x);
+    return src >= 0 ? out[src] : 0.0f;
+  });
+}
+
+// The fold's gather from the columns (FoldPixel).
+__global__ void FoldKernel(const float* __restrict__ cols, const float* __restrict__ zero,
+                           float* __restrict__ dx, const FoldMap m, int64_t channels,
+                           int chunks) {
+  DxPass(m, zero, dx, channels, chunks,
+         [&](int64_t bc, int y, int x) { return FoldPixel<float>(m, cols, bc, y, x); });
 }
 
 // The fold's filter (FoldFilterSource), one thread per element.
@@ -74,24 +93,6 @@ __global__ void FoldFilterKernel(const float* __restrict__ w, float* __restrict_
                                  int64_t og, int64_t taps, int64_t total) {
   const int64_t e = blockIdx.x * int64_t{blockDim.x} + threadIdx.x;
   if (e < total) wf[e] = w[FoldFilterSource(e, cg, og, taps)];
-}
-
-// dx from the columns (FoldPixel) plus the channel's zero term: CTAs as ScatterKernel's,
-// kScatterPixels pixels of one plane in dx's order.
-__global__ void FoldKernel(const float* __restrict__ cols, const float* __restrict__ zero,
-                           float* __restrict__ dx, const FoldMap m, int64_t channels,
-                           int chunks) {
-  const int64_t block = blockIdx.x;
-  const int64_t bc = block / chunks;
-  const int begin = static_cast<int>(block - bc * chunks) * kScatterPixels;
-  const int plane = m.h * m.w;  // below 2^31: DgradAsFold
-  const int end = plane - begin < kScatterPixels ? plane : begin + kScatterPixels;
-  const float z = zero[bc % channels];
-  float* d = dx + bc * plane;
-  for (int i = begin + static_cast<int>(threadIdx.x); i < end; i += static_cast<int>(blockDim.x)) {
-    const int y = m.div_w.Div(i);
-    d[i] = FoldPixel<float>(m, cols, bc, y, i - y * m.w) + z;
-  }
 }
 
 constexpr uintptr_t kAlign = 256;
@@ -123,7 +124,8 @@ class TransposedDgradRunner : public Runner {
     }
   }
   size_t workspace_bytes() const override {
-    return kAlign + Aligned(filters_ * 4) + Aligned(s_.in_channels * 4) + Aligned(out_ * 4) + inner_;
+    return kAlign + Aligned(filters_ * 4) + Aligned(s_.in_channels * 4) + Aligned(out_ * 4) +
+           inner_;
   }
   bool records_launches() const override { return records_; }
 
@@ -132,7 +134,8 @@ class TransposedDgradRunner : public Runner {
         (reinterpret_cast<uintptr_t>(a.workspace) + kAlign - 1) / kAlign * kAlign);
     float* filters = reinterpret_cast<float*>(p);
     float* zero = reinterpret_cast<float*>(p + Aligned(filters_ * 4));
-    float* out = reinterpret_cast<float*>(reinterpret_cast<char*>(zero) + Aligned(s_.in_channels * 4));
+    float* out =
+        reinterpret_cast<float*>(reinterpret_cast<char*>(zero) + Aligned(s_.in_channels * 4));
     void* inner = reinterpret_cast<char*>(out) + Aligned(out_ * 4);
     if (fold_) return RunFold(a, filters, zero, out, inner);
     const bool phased = s_.strided();
@@ -147,33 +150,14 @@ class TransposedDgradRunner : public Runner {
                                            filters + ph.filter_offset, pf),
                                  "transposed dgrad: filter transform"));
     }
-    if (phased) {
-      RETURN_IF_ERROR(CudaStatus(
-          LaunchPdl(false, ZeroTermsKernel, dim3(static_cast<unsigned>(s_.in_channels)),
-                    kZeroThreads, 0, a.stream, a.w, zero, s_.in_per_group(), s_.out_per_group(),
-                    s_.kernel_h * s_.kernel_w),
-          "transposed dgrad: zero terms"));
-    }
+    if (phased) RETURN_IF_ERROR(ZeroTerms(a, zero));
     for (size_t i = 0; i < phases_.size(); ++i) {
-      const DgradPhase& ph = phases_[i];
-      if (ph.empty()) continue;
-      RunArgs f;
-      f.x = a.dy;
-      f.w = filters + ph.filter_offset;
-      f.y = phased ? out + map_.offset[i] : a.dx;
-      f.workspace = inner;
-      f.workspace_bytes = inner_;
-      f.stream = a.stream;
-      RETURN_IF_ERROR(forwards_[i]->Run(f));
+      if (phases_[i].empty()) continue;
+      RETURN_IF_ERROR(Forward(i, a, filters + phases_[i].filter_offset,
+                              phased ? out + map_.offset[i] : a.dx, inner));
     }
     if (!phased) return absl::OkStatus();
-    const int plane = static_cast<int>(s_.height * s_.width);
-    const int threads = std::min(kThreads, (plane + 31) / 32 * 32);
-    const int chunks = (plane + kScatterPixels - 1) / kScatterPixels;
-    const auto blocks = static_cast<unsigned>(s_.batch * s_.in_channels * chunks);
-    return CudaStatus(LaunchPdl(false, ScatterKernel, dim3(blocks), threads, 0, a.stream, out,
-                                zero, a.dx, map_, s_.in_channels, chunks),
-                      "transposed dgrad: scatter");
+    return DxPassLaunch(ScatterKernel, out, zero, map_, a, "transposed dgrad: scatter");
   }
 
  private:
@@ -186,26 +170,45 @@ class TransposedDgradRunner : public Runner {
         LaunchPdl(false, FoldFilterKernel, Blocks(total), kThreads, 0, a.stream, a.w, filter,
                   s_.in_per_group(), s_.out_per_group(), taps, total),
         "transposed dgrad: the fold's filter"));
-    RETURN_IF_ERROR(CudaStatus(
+    RETURN_IF_ERROR(ZeroTerms(a, zero));
+    RETURN_IF_ERROR(Forward(0, a, filter, cols, inner));
+    return DxPassLaunch(FoldKernel, cols, zero, fold_map_, a, "transposed dgrad: the fold's gather");
+  }
+
+  // Every input channel's zero term (ZeroTermsKernel).
+  absl::Status ZeroTerms(const RunArgs& a, float* zero) const {
+    return CudaStatus(
         LaunchPdl(false, ZeroTermsKernel, dim3(static_cast<unsigned>(s_.in_channels)),
                   kZeroThreads, 0, a.stream, a.w, zero, s_.in_per_group(), s_.out_per_group(),
-                  taps),
-        "transposed dgrad: zero terms"));
+                  s_.kernel_h * s_.kernel_w),
+        "transposed dgrad: zero terms");
+  }
+
+  // Forward i on dy with `filter`, writing `y`.
+  absl::Status Forward(size_t i, const RunArgs& a, const float* filter, float* y,
+                       void* inner) const {
     RunArgs f;
     f.x = a.dy;
     f.w = filter;
-    f.y = cols;
+    f.y = y;
     f.workspace = inner;
     f.workspace_bytes = inner_;
     f.stream = a.stream;
-    RETURN_IF_ERROR(forwards_[0]->Run(f));
+    return forwards_[i]->Run(f);
+  }
+
+  // One DxPass kernel over dx (the scatter or the fold's gather) from `src`.
+  template <typename Map>
+  absl::Status DxPassLaunch(void (*kernel)(const float*, const float*, float*, Map, int64_t, int),
+                            const float* src, const float* zero, const Map& m, const RunArgs& a,
+                            const char* what) const {
     const int plane = static_cast<int>(s_.height * s_.width);
     const int threads = std::min(kThreads, (plane + 31) / 32 * 32);
     const int chunks = (plane + kScatterPixels - 1) / kScatterPixels;
     const auto blocks = static_cast<unsigned>(s_.batch * s_.in_channels * chunks);
-    return CudaStatus(LaunchPdl(false, FoldKernel, dim3(blocks), threads, 0, a.stream, cols,
-                                zero, a.dx, fold_map_, s_.in_channels, chunks),
-                      "transposed dgrad: the fold's gather");
+    return CudaStatus(LaunchPdl(false, kernel, dim3(blocks), threads, 0, a.stream, src, zero,
+                                a.dx, m, s_.in_channels, chunks),
+                      what);
   }
 
   Shape s_;
