@@ -1,6 +1,7 @@
 #include "conv/shape.h"
 
 #include <limits>
+#include <numeric>
 #include <utility>
 
 #include "absl/strings/str_cat.h"
@@ -33,9 +34,14 @@ const char* OpName(Op op) {
 
 int64_t Shape::terms() const {
   switch (op) {
-    case Op::kDgrad:
-      return out_per_group() * ((kernel_h + stride_h - 1) / stride_h) *
-             ((kernel_w + stride_w - 1) / stride_w);
+    case Op::kDgrad: {
+      // The taps of one axis that reach a dx pixel repeat every s / gcd(s, d) taps
+      // (transposed_dgrad.h's FoldAxis): ceil(K / that) of them at most.
+      const int64_t step_h = stride_h / std::gcd(stride_h, dilation_h);
+      const int64_t step_w = stride_w / std::gcd(stride_w, dilation_w);
+      return out_per_group() * ((kernel_h + step_h - 1) / step_h) *
+             ((kernel_w + step_w - 1) / step_w);
+    }
     case Op::kWgrad:
       return batch * out_h() * out_w();
     case Op::kFprop:

@@ -118,6 +118,22 @@ TEST(ShapeTest, GroupsAndBiasCounts) {
   EXPECT_FALSE(b.padded() || b.strided() || b.dilated() || b.grouped());
 }
 
+// The terms each written element sums (the contract's count): dgrad's are the taps that reach
+// one dx pixel times the group's output channels, at most ceil(K / (s / gcd(s, d))) a side; a
+// dilation sharing a factor with the stride lets every tap of an axis reach some pixels.
+TEST(ShapeTest, TermsPerWrittenElement) {
+  Shape d = With(Make(2, 4, 8, 20, 20, 3, 3), 1, 1, 1, 1, 2, 2, 1, 1, 1);
+  EXPECT_EQ(d.terms(), d.reduction());  // the forward
+  d.op = Op::kDgrad;
+  EXPECT_EQ(d.terms(), 8 * 2 * 2);      // stride 2: 2 of 3 taps a side
+  d.dilation_h = d.dilation_w = 2;      // gcd 2: all 3 taps reach the even pixels
+  EXPECT_EQ(d.terms(), 8 * 3 * 3);
+  d.stride_h = 3;                        // gcd(3, 2) = 1: one tap in three reaches a row
+  EXPECT_EQ(d.terms(), 8 * 1 * 3);
+  d.op = Op::kWgrad;
+  EXPECT_EQ(d.terms(), d.batch * d.out_h() * d.out_w());
+}
+
 TEST(ShapeTest, ToStringNamesEachPartOffItsDefault) {
   const Shape base = Make(4, 64, 32, 128, 96, 8, 5);
   EXPECT_EQ(base.ToString(), "b4_c64x32_h128w96_k8x5");
