@@ -156,15 +156,16 @@ double TransposedDgradOverheadSeconds(const Shape& d, size_t phases) {
          2e-6 * static_cast<double>(phases);
 }
 
+namespace {
+
+// The fold's time beside its forward: the filter read and written, the columns read back by
+// the gather, dx written; three launches.
 double FoldOverheadSeconds(const Shape& d, const DgradPhase& fold) {
-  // The filter read and written, the columns read back, dx written; three launches.
   const double bytes = 8.0 * static_cast<double>(d.filter_elements()) +
                        4.0 * static_cast<double>(fold.forward.output_elements()) +
                        4.0 * static_cast<double>(d.input_elements());
   return bytes / 2e12 + 6e-6;
 }
-
-namespace {
 
 // A dgrad as `phases` (DgradAsForwards's, or DgradAsFold's one) of `alg`'s forwards.
 absl::StatusOr<Proposal> ProposeForwards(const Algorithm& alg, const Shape& d,
@@ -202,18 +203,15 @@ absl::StatusOr<Proposal> Algorithm::Propose(const Shape& shape, const DeviceInfo
   const bool narrow = !shape.grouped() && shape.in_channels < kFoldMaxChannels;
   const bool foldable = !Computes(shape.op) && (!phased || narrow) && DgradAsFold(shape, &fold) &&
                         WithinContract(fold.forward).ok();
-  if (phased || foldable) {
+  if (!phased && foldable) return ProposeForwards(*this, shape, {fold}, device);
+  if (phased) {
     // Both forms where both exist, the faster by the model (DgradAsFold's comment).
-    absl::StatusOr<Proposal> by_phases =
-        phased ? ProposeForwards(*this, shape, std::move(phases), device)
-               : absl::StatusOr<Proposal>(absl::UnimplementedError("no phases"));
+    absl::StatusOr<Proposal> by_phases = ProposeForwards(*this, shape, std::move(phases), device);
     if (!foldable) return by_phases;
     absl::StatusOr<Proposal> by_fold = ProposeForwards(*this, shape, {fold}, device);
-    if (!by_fold.ok()) return phased ? by_phases : by_fold;
-    if (by_phases.ok() && by_phases->estimated_seconds <= by_fold->estimated_seconds) {
-      return by_phases;
-    }
-    return by_fold;
+    const bool fold_wins = by_fold.ok() && (!by_phases.ok() || by_fold->estimated_seconds <
+                                                                   by_phases->estimated_seconds);
+    return fold_wins ? by_fold : by_phases;
   }
   absl::Status st = CheckGeometry(shape);
   if (!st.ok()) return st;

@@ -172,7 +172,8 @@ class TransposedDgradRunner : public Runner {
         "transposed dgrad: the fold's filter"));
     RETURN_IF_ERROR(ZeroTerms(a, zero));
     RETURN_IF_ERROR(Forward(0, a, filter, cols, inner));
-    return DxPassLaunch(FoldKernel, cols, zero, fold_map_, a, "transposed dgrad: the fold's gather");
+    return DxPassLaunch(FoldKernel, cols, zero, fold_map_, a,
+                        "transposed dgrad: the fold's gather");
   }
 
   // Every input channel's zero term (ZeroTermsKernel).

@@ -51,10 +51,12 @@ bool DgradAsForwards(const Shape& dgrad, std::vector<DgradPhase>* phases);
 //   cols[b, c*taps + t, i, j] = sum_{o in c's group} dy[b, o, i, j] * w[o, c - g*Cg, t]
 // (its filter w''[c*taps + t, o - g*Cog] = w[o, c - g*Cg, t]: FoldFilterSource), every product
 // the definition adds to dx; then each dx pixel adds the columns of the taps that reach it, in
-// tap order (FoldPixel), plus the channel's zero term as the scatter's. Where a phase's forward would have a handful of output channels (the
-// stems' Cin = 3 against 32-128 wide tiles) the one forward has Cin x taps of them (ResNet-50's
-// 7x7/2 stem: 147, against four phases of 3), for the price of the columns' bytes (taps times
-// dy's plane per input channel): Propose takes whichever of the two its model says is faster.
+// tap order (FoldPixel), plus the channel's zero term as the scatter's. Where a phase's forward
+// would have a handful of output channels (the stems' Cin = 3 against 32-128 wide tiles) the one
+// forward has Cin x taps of them (ResNet-50's 7x7/2 stem: 147, against four phases of 3), for
+// the price of the columns' bytes (taps times dy's plane per input channel): Propose offers it
+// beside the phases for ungrouped dgrads of fewer than 32 input channels and takes the faster by
+// its model, and alone where there are no phases.
 // The forward's accuracy argument holds for the 1x1 (Cout/groups terms, fewer than a phase's);
 // the gather adds at most Kh x Kw partial sums in fp32 in a fixed order. Returns false only
 // where the columns or dx's planes would pass the gather's 32-bit plane index.
@@ -186,9 +188,6 @@ absl::Status TransposeChannels(const float* in, float* out, int64_t rows, int64_
 // The modelled time of the transform and, at stride > 1, the scatter: the filter once, dx written
 // and read once more, a launch per phase.
 double TransposedDgradOverheadSeconds(const Shape& dgrad, size_t phases);
-// The fold's, beside its forward: the filter's rearrangement, the columns read by the gather, dx
-// written.
-double FoldOverheadSeconds(const Shape& dgrad, const DgradPhase& fold);
 
 }  // namespace conv2d
 

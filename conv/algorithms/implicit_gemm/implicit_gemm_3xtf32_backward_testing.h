@@ -81,9 +81,12 @@ inline ReplayCentring CentringOf(const Shape& s, const ReplayInputs& in) {
     r.centers.push_back(wgrad_split::Center(sum, sum_sq, static_cast<int>(hw)));
   }
   r.dy_sums.assign(s.out_channels, 0.0);
-  for (int64_t b = 0; b < s.batch; ++b)
-    for (int64_t o = 0; o < s.out_channels; ++o)
-      for (int64_t i = 0; i < plane; ++i) r.dy_sums[o] += in.dy[(b * s.out_channels + o) * plane + i];
+  for (int64_t b = 0; b < s.batch; ++b) {
+    for (int64_t o = 0; o < s.out_channels; ++o) {
+      const float* dy = in.dy.data() + (b * s.out_channels + o) * plane;
+      for (int64_t i = 0; i < plane; ++i) r.dy_sums[o] += dy[i];
+    }
+  }
   return r;
 }
 

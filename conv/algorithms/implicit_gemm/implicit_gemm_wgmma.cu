@@ -525,9 +525,10 @@ class ImplicitGemmWgmma : public AlgorithmWithConfig<WgmmaConfig> {
   // 3 TB/s, plus the launches (the GEMM's, the slices' sum, the centring's two).
   absl::StatusOr<WgmmaConfig> ChooseWgrad(const Shape& s, const DeviceInfo& device,
                                           double* seconds) const {
-    // Depthwise (groups, one input channel each): the tile's 128 rows would hold Kh*Kw taps of one channel (9 or
-    // 25 in the nets), a few percent of the tensor core's work. The depthwise algorithms' own
-    // wgrad takes these; the model's launch terms alone would rank this one first on tiny ones.
+    // Depthwise (groups, one input channel each): the tile's 128 rows would hold Kh*Kw taps of
+    // one channel (9 or 25 in the nets), a few percent of the tensor core's work. The depthwise
+    // algorithm's own wgrad takes these; the model's launch terms alone would rank this one
+    // first on tiny ones.
     if (s.grouped() && s.in_per_group() == 1) {
       return absl::UnimplementedError(
           "implicit_gemm_wgmma wgrad: groups of one input channel (depthwise): a grouped GEMM "
