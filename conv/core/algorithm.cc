@@ -125,6 +125,8 @@ FoldMap MakeFoldMap(const Shape& d) {
   m.step_h = m.sh / gh, m.back_h = m.dh / gh;
   m.step_w = m.sw / gw, m.back_w = m.dw / gw;
   m.div_w = FastDiv(static_cast<uint32_t>(m.w));
+  m.div_sh = FastDiv(static_cast<uint32_t>(m.sh));
+  m.div_sw = FastDiv(static_cast<uint32_t>(m.sw));
   return m;
 }
 
@@ -134,6 +136,8 @@ ScatterMap MakeScatterMap(const Shape& d, const std::vector<DgradPhase>& phases)
   m.sh = static_cast<int32_t>(d.stride_h), m.sw = static_cast<int32_t>(d.stride_w);
   m.phase_cols = static_cast<int32_t>(std::min(d.stride_w, d.width));
   m.div_w = FastDiv(static_cast<uint32_t>(m.w));
+  m.div_sh = FastDiv(static_cast<uint32_t>(m.sh));
+  m.div_sw = FastDiv(static_cast<uint32_t>(m.sw));
   m.div_sh = FastDiv(static_cast<uint32_t>(m.sh));
   m.div_sw = FastDiv(static_cast<uint32_t>(m.sw));
   for (size_t i = 0; i < phases.size() && i < kMaxScatterPhases; ++i) {

@@ -1,0 +1,85 @@
+// depthwise_dgrad's gather on the CPU: DepthwiseDgradPixel (the kernel's per-pixel sum, in
+// double here) against the fp64 reference dgrad at every dx element, over strides 2 and 3 with
+// remainders, multipliers, dilation with stride, asymmetric padding, K = 1 and K = H; and what
+// the algorithm declines (stride 1, groups of several channels, no groups).
+#include "conv/algorithms/depthwise/depthwise_dgrad.h"
+
+#include <cmath>
+#include <memory>
+#include <vector>
+
+#include "conv/testing/shapes.h"
+#include "gtest/gtest.h"
+#include "reference/random.h"
+#include "reference/reference.h"
+
+namespace conv2d {
+namespace {
+
+using depthwise_internal::DepthwiseDgradPixel;
+
+Shape Dg(Shape s) {
+  s.op = Op::kDgrad;
+  s.has_bias = false;
+  return s;
+}
+
+std::vector<Shape> Shapes() {
+  std::vector<Shape> v = {
+      Dg(DepthwiseShape(2, 3, 1, 12, 12, 3, 3, 1, 2)),   // 3x3/2
+      Dg(DepthwiseShape(2, 4, 1, 13, 11, 5, 5, 2, 2)),   // 5x5/2, odd sizes
+      Dg(DepthwiseShape(1, 3, 1, 26, 31, 3, 3, 1, 3)),   // stride 3, remainders
+      Dg(DepthwiseShape(1, 3, 1, 9, 9, 1, 1, 0, 2)),     // K = 1: rows no tap reaches
+      Dg(DepthwiseShape(2, 2, 1, 7, 7, 7, 7, 0, 2)),     // K = H
+      Dg(DepthwiseShape(2, 3, 2, 17, 13, 5, 5, 2, 2)),   // multiplier 2
+      Dg(DepthwiseShape(1, 2, 3, 11, 10, 3, 3, 1, 2)),   // multiplier 3
+      Dg(DepthwiseShape(2, 3, 1, 19, 21, 3, 3, 2, 2, 2)),  // dilation 2 with stride 2
+  };
+  Shape asym = Dg(DepthwiseShape(2, 3, 1, 15, 16, 3, 4, 0, 1));
+  asym.pad_top = 2, asym.pad_bottom = 0, asym.pad_left = 1, asym.pad_right = 3;
+  asym.stride_h = 2, asym.stride_w = 3, asym.dilation_h = 3;
+  v.push_back(asym);
+  return v;
+}
+
+TEST(DepthwiseDgradCpuTest, TheGatherIsTheReferenceDgrad) {
+  for (const Shape& d : Shapes()) {
+    SCOPED_TRACE(d.ToString());
+    ASSERT_TRUE(ValidateShape(d).ok());
+    const auto dy = RandomTensor(6, kGradTensor, d.output_elements(), Distribution::kNormal);
+    const auto w = RandomTensor(6, kFilterTensor, d.filter_elements(), Distribution::kNormal);
+    Tensors in;
+    in.dy = dy.data();
+    in.w = w.data();
+    const std::vector<double> want = Reference(d, in);
+    const FoldMap m = MakeFoldMap(d);
+    const int mult = static_cast<int>(d.out_per_group());
+    for (int64_t b = 0; b < d.batch; ++b) {
+      for (int64_t c = 0; c < d.in_channels; ++c) {
+        for (int y = 0; y < d.height; ++y) {
+          for (int x = 0; x < d.width; ++x) {
+            const int64_t at = ((b * d.in_channels + c) * d.height + y) * d.width + x;
+            const double got = DepthwiseDgradPixel<double>(m, mult, dy.data(), w.data(), b, c,
+                                                           d.in_channels, y, x);
+            ASSERT_NEAR(got, want[at], 1e-12 * (1 + std::abs(want[at])))
+                << "b " << b << " c " << c << " y " << y << " x " << x;
+          }
+        }
+      }
+    }
+  }
+}
+
+TEST(DepthwiseDgradCpuTest, TakesStridedDepthwiseDgradsOnly) {
+  const std::unique_ptr<Algorithm> alg = MakeDepthwiseDgrad();
+  EXPECT_TRUE(alg->CanImplement(Dg(DepthwiseShape(32, 96, 1, 112, 112, 3, 3, 1, 2))).ok());
+  EXPECT_TRUE(alg->CanImplement(Dg(DepthwiseShape(2, 3, 2, 17, 13, 5, 5, 2, 2))).ok());
+  EXPECT_FALSE(alg->CanImplement(Dg(DepthwiseShape(32, 96, 1, 56, 56, 3, 3, 1))).ok());  // stride 1
+  EXPECT_FALSE(alg->CanImplement(Dg(GroupedShape(2, 8, 8, 4, 12, 12, 3, 3, 1, 2))).ok());
+  EXPECT_FALSE(alg->CanImplement(Dg(Shape{2, 1, 4, 12, 12, 3, 3})).ok());  // Cin = 1, no groups
+  Shape fwd = DepthwiseShape(2, 4, 1, 12, 12, 3, 3, 1, 2);
+  EXPECT_FALSE(alg->CanImplement(fwd).ok());  // the forward: not this algorithm's
+}
+
+}  // namespace
+}  // namespace conv2d
