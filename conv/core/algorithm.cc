@@ -138,8 +138,6 @@ ScatterMap MakeScatterMap(const Shape& d, const std::vector<DgradPhase>& phases)
   m.div_w = FastDiv(static_cast<uint32_t>(m.w));
   m.div_sh = FastDiv(static_cast<uint32_t>(m.sh));
   m.div_sw = FastDiv(static_cast<uint32_t>(m.sw));
-  m.div_sh = FastDiv(static_cast<uint32_t>(m.sh));
-  m.div_sw = FastDiv(static_cast<uint32_t>(m.sw));
   for (size_t i = 0; i < phases.size() && i < kMaxScatterPhases; ++i) {
     const DgradPhase& p = phases[i];
     if (p.empty()) {

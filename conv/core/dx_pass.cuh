@@ -9,6 +9,8 @@
 #include <algorithm>
 #include <cstdint>
 
+#include "conv/arch/host_device.h"
+
 namespace conv2d {
 
 constexpr int kDxPassPixels = 1024;
@@ -28,17 +30,28 @@ inline DxPassDims DxPassDimsFor(int64_t planes, int64_t plane) {
   return d;
 }
 
+// CTA `block`'s pixels: [begin, end) of plane bc (= b*C + c) of `plane` pixels.
+struct DxPassChunk {
+  int64_t bc = 0;
+  int begin = 0, end = 0;
+};
+CONV2D_HOST_DEVICE_INLINE DxPassChunk DxPassChunkOf(int64_t block, int chunks, int plane) {
+  DxPassChunk c;
+  c.bc = block / chunks;
+  c.begin = static_cast<int>(block - c.bc * chunks) * kDxPassPixels;
+  c.end = plane - c.begin < kDxPassPixels ? plane : c.begin + kDxPassPixels;
+  return c;
+}
+
 #if defined(__CUDACC__)
 // dx[bc, y, x] = value(bc, y, x) + zero(bc) over this CTA's chunk; `m` has the plane's h, w and
 // div_w (ScatterMap, FoldMap). zero(bc) is called once by every thread of the CTA (it may vote).
 template <typename Map, typename Zero, typename Value>
 __device__ __forceinline__ void DxPass(const Map& m, float* __restrict__ dx, int chunks, Zero zero,
                                        Value value) {
-  const int64_t block = blockIdx.x;
-  const int64_t bc = block / chunks;
-  const int begin = static_cast<int>(block - bc * chunks) * kDxPassPixels;
-  const int plane = m.h * m.w;  // below 2^31 (DxPassDimsFor)
-  const int end = plane - begin < kDxPassPixels ? plane : begin + kDxPassPixels;
+  const DxPassChunk ch = DxPassChunkOf(blockIdx.x, chunks, m.h * m.w);  // plane < 2^31
+  const int64_t bc = ch.bc;
+  const int plane = m.h * m.w, begin = ch.begin, end = ch.end;
   const float z = zero(bc);
   float* d = dx + bc * plane;
   for (int i = begin + static_cast<int>(threadIdx.x); i < end; i += static_cast<int>(blockDim.x)) {

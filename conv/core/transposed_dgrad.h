@@ -88,9 +88,10 @@ FoldMap MakeFoldMap(const Shape& dgrad);
 struct FoldRun {
   int first = 0, out0 = 0, k0 = 0, k1 = -1;
 };
-CONV2D_HOST_DEVICE_INLINE FoldRun FoldAxis(int v, int pad, int k, int s, int d, int out, int step,
-                                           int back, const FastDiv& by_s) {
+CONV2D_HOST_DEVICE_INLINE FoldRun FoldAxis(int v, int pad, int k, const FastDiv& by_s, int d,
+                                           int out, int step, int back) {
   FoldRun r;
+  const int s = static_cast<int>(by_s.divisor);  // the stride
   const int at = v + pad;  // >= 0
   if (d == 1) {  // step = s, back = 1: the taps at + ... congruent to `at`, one division
     int q, p;
@@ -120,8 +121,8 @@ template <typename T>
 CONV2D_HOST_DEVICE_INLINE T FoldPixel(const FoldMap& m, const T* cols, int64_t bc, int y, int x) {
   const int64_t plane = int64_t{m.out_h} * m.out_w;
   const T* col = cols + bc * m.kh * m.kw * plane;
-  const FoldRun r = FoldAxis(y, m.pt, m.kh, m.sh, m.dh, m.out_h, m.step_h, m.back_h, m.div_sh);
-  const FoldRun q = FoldAxis(x, m.pl, m.kw, m.sw, m.dw, m.out_w, m.step_w, m.back_w, m.div_sw);
+  const FoldRun r = FoldAxis(y, m.pt, m.kh, m.div_sh, m.dh, m.out_h, m.step_h, m.back_h);
+  const FoldRun q = FoldAxis(x, m.pl, m.kw, m.div_sw, m.dw, m.out_w, m.step_w, m.back_w);
   T sum = 0;
   for (int a = r.k0; a <= r.k1; ++a) {
     const int p = r.first + m.step_h * a, i = r.out0 - m.back_h * a;

@@ -130,7 +130,7 @@ TEST(FoldAxisTest, IsEveryTapThatReaches) {
                 const int at = v + pad - p * d;
                 if (at >= 0 && at % s == 0 && at / s < out) want.emplace_back(p, at / s);
               }
-              const FoldRun r = FoldAxis(v, pad, k, s, d, out, s / g, d / g, by_s);
+              const FoldRun r = FoldAxis(v, pad, k, by_s, d, out, s / g, d / g);
               for (int a = r.k0; a <= r.k1; ++a) {
                 got.emplace_back(r.first + s / g * a, r.out0 - d / g * a);
               }

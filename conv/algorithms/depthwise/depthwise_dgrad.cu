@@ -27,8 +27,8 @@ __global__ void __launch_bounds__(kDxPassThreads)
   DxPass(
       m, dx, chunks,
       [&](int64_t bc) {
-        const int64_t n = int64_t{mult} * m.kh * m.kw;
-        const float* f = w + bc % channels * n;
+        const int64_t taps = int64_t{m.kh} * m.kw, n = mult * taps;
+        const float* f = DepthwiseChannelFilter(w, bc % channels, mult, taps);
         bool finite = true;
         for (int64_t e = threadIdx.x; e < n; e += blockDim.x) finite &= isfinite(f[e]);
         return __syncthreads_and(finite) ? 0.0f : __int_as_float(0x7fc00000);

@@ -26,6 +26,13 @@ std::unique_ptr<Algorithm> MakeDepthwiseDgrad();
 
 namespace depthwise_internal {
 
+// Input channel c's filter values (its group's mult output channels x taps, contiguous): the
+// zero term is NaN where one of them is not finite (conv/shape.h).
+CONV2D_HOST_DEVICE_INLINE const float* DepthwiseChannelFilter(const float* w, int64_t c, int mult,
+                                                               int64_t taps) {
+  return w + c * mult * taps;
+}
+
 // dx[b, c, y, x] without its zero term: for each tap (p, t) that reaches (y, x), in tap order,
 // and each of the group's `mult` output channels o = c*mult + k, dy[b, o, i, j] * w[o, 0, p, t].
 // `m` is MakeFoldMap's of the dgrad; dy is [batch, Cin*mult, out_h, out_w].
@@ -34,10 +41,10 @@ CONV2D_HOST_DEVICE_INLINE T DepthwiseDgradPixel(const FoldMap& m, int mult, cons
                                                 const float* w, int64_t b, int64_t c,
                                                 int64_t channels, int y, int x) {
   const int64_t plane = int64_t{m.out_h} * m.out_w, taps = int64_t{m.kh} * m.kw;
-  const FoldRun r = FoldAxis(y, m.pt, m.kh, m.sh, m.dh, m.out_h, m.step_h, m.back_h, m.div_sh);
-  const FoldRun q = FoldAxis(x, m.pl, m.kw, m.sw, m.dw, m.out_w, m.step_w, m.back_w, m.div_sw);
+  const FoldRun r = FoldAxis(y, m.pt, m.kh, m.div_sh, m.dh, m.out_h, m.step_h, m.back_h);
+  const FoldRun q = FoldAxis(x, m.pl, m.kw, m.div_sw, m.dw, m.out_w, m.step_w, m.back_w);
   const float* g = dy + (b * channels + c) * mult * plane;  // output channel c*mult
-  const float* f = w + c * mult * taps;
+  const float* f = DepthwiseChannelFilter(w, c, mult, taps);
   T sum = 0;
   for (int a = r.k0; a <= r.k1; ++a) {
     const int p = r.first + m.step_h * a, i = r.out0 - m.back_h * a;

@@ -1,13 +1,15 @@
 // depthwise_dgrad's gather on the CPU: DepthwiseDgradPixel (the kernel's per-pixel sum, in
-// double here) against the fp64 reference dgrad at every dx element, over strides 2 and 3 with
-// remainders, multipliers, dilation with stride, asymmetric padding, K = 1 and K = H; and what
-// the algorithm declines (stride 1, groups of several channels, no groups).
+// double) against the fp64 reference dgrad at every dx element, over strides 2 and 3 with
+// remainders, multipliers, dilation with stride, asymmetric padding, K = 1 and K = H; the
+// kernel's whole pass replayed in fp32 (its CTAs' chunks, the zero term) with non-finite taps;
+// and what the algorithm declines (stride 1, groups of several channels, no groups).
 #include "conv/algorithms/depthwise/depthwise_dgrad.h"
 
 #include <cmath>
 #include <memory>
 #include <vector>
 
+#include "conv/core/dx_pass.cuh"
 #include "conv/testing/shapes.h"
 #include "gtest/gtest.h"
 #include "reference/random.h"
@@ -16,6 +18,7 @@
 namespace conv2d {
 namespace {
 
+using depthwise_internal::DepthwiseChannelFilter;
 using depthwise_internal::DepthwiseDgradPixel;
 
 Shape Dg(Shape s) {
@@ -65,6 +68,54 @@ TEST(DepthwiseDgradCpuTest, TheGatherIsTheReferenceDgrad) {
                 << "b " << b << " c " << c << " y " << y << " x " << x;
           }
         }
+      }
+    }
+  }
+}
+
+// The kernel replayed: DxPassDimsFor's CTAs, each its DxPassChunkOf pixels, each pixel
+// DepthwiseDgradPixel in fp32 plus the channel's zero term (NaN where one of
+// DepthwiseChannelFilter's values is not finite). Every dx written once, within the bar of the
+// fp64 reference, and non-finite exactly where it is, with a NaN and an infinite tap planted.
+TEST(DepthwiseDgradCpuTest, TheKernelsPassIsTheReferenceDgrad) {
+  for (const Shape& d : Shapes()) {
+    SCOPED_TRACE(d.ToString());
+    const auto dy = RandomTensor(7, kGradTensor, d.output_elements(), Distribution::kNormal);
+    auto w = RandomTensor(7, kFilterTensor, d.filter_elements(), Distribution::kNormal);
+    w[w.size() / 3] = NAN;
+    w[w.size() - 1] = INFINITY;
+    Tensors in;
+    in.dy = dy.data();
+    in.w = w.data();
+    const std::vector<double> want = Reference(d, in);
+    const FoldMap m = MakeFoldMap(d);
+    const int mult = static_cast<int>(d.out_per_group());
+    const int64_t taps = d.kernel_h * d.kernel_w;
+    const int plane = static_cast<int>(d.height * d.width);
+    const DxPassDims dims = DxPassDimsFor(d.batch * d.in_channels, plane);
+    std::vector<float> dx(d.input_elements(), 0.0f);
+    std::vector<int> writes(d.input_elements(), 0);
+    for (int64_t block = 0; block < dims.blocks; ++block) {
+      const DxPassChunk ch = DxPassChunkOf(block, dims.chunks, plane);
+      const int64_t c = ch.bc % d.in_channels, b = ch.bc / d.in_channels;
+      const float* f = DepthwiseChannelFilter(w.data(), c, mult, taps);
+      bool finite = true;
+      for (int64_t e = 0; e < mult * taps; ++e) finite &= std::isfinite(f[e]);
+      const float z = finite ? 0.0f : NAN;
+      for (int i = ch.begin; i < ch.end; ++i) {
+        const int y = i / m.w, x = i - y * m.w;
+        dx[ch.bc * plane + i] =
+            DepthwiseDgradPixel<float>(m, mult, dy.data(), w.data(), b, c, d.in_channels, y, x) +
+            z;
+        ++writes[ch.bc * plane + i];
+      }
+    }
+    for (size_t i = 0; i < dx.size(); ++i) {
+      ASSERT_EQ(writes[i], 1) << "at " << i;
+      ASSERT_EQ(std::isnan(dx[i]), std::isnan(want[i])) << "at " << i;
+      ASSERT_EQ(std::isinf(dx[i]), std::isinf(want[i])) << "at " << i;
+      if (std::isfinite(want[i])) {
+        ASSERT_LE(std::abs(dx[i] - want[i]), 1e-3 + 1e-3 * std::abs(want[i])) << "at " << i;
       }
     }
   }
