@@ -9,6 +9,7 @@
 #include <memory>
 #include <vector>
 
+#include "conv/algorithms/depthwise/depthwise_layers.h"
 #include "conv/core/dx_pass.cuh"
 #include "conv/testing/shapes.h"
 #include "gtest/gtest.h"
@@ -27,34 +28,33 @@ Shape Dg(Shape s) {
   return s;
 }
 
-std::vector<Shape> Shapes() {
-  std::vector<Shape> v = {
-      Dg(DepthwiseShape(2, 3, 1, 12, 12, 3, 3, 1, 2)),   // 3x3/2
-      Dg(DepthwiseShape(2, 4, 1, 13, 11, 5, 5, 2, 2)),   // 5x5/2, odd sizes
-      Dg(DepthwiseShape(1, 3, 1, 26, 31, 3, 3, 1, 3)),   // stride 3, remainders
-      Dg(DepthwiseShape(1, 3, 1, 9, 9, 1, 1, 0, 2)),     // K = 1: rows no tap reaches
-      Dg(DepthwiseShape(2, 2, 1, 7, 7, 7, 7, 0, 2)),     // K = H
-      Dg(DepthwiseShape(2, 3, 2, 17, 13, 5, 5, 2, 2)),   // multiplier 2
-      Dg(DepthwiseShape(1, 2, 3, 11, 10, 3, 3, 1, 2)),   // multiplier 3
-      Dg(DepthwiseShape(2, 3, 1, 19, 21, 3, 3, 2, 2, 2)),  // dilation 2 with stride 2
-  };
-  Shape asym = Dg(DepthwiseShape(2, 3, 1, 15, 16, 3, 4, 0, 1));
-  asym.pad_top = 2, asym.pad_bottom = 0, asym.pad_left = 1, asym.pad_right = 3;
-  asym.stride_h = 2, asym.stride_w = 3, asym.dilation_h = 3;
-  v.push_back(asym);
-  return v;
+// A dgrad's inputs (seeded; with a NaN and an infinite tap if `nonfinite`) and its fp64 dx.
+struct Case {
+  std::vector<float> dy, w;
+  std::vector<double> want;
+};
+Case MakeCase(const Shape& d, int seed, bool nonfinite) {
+  Case k;
+  k.dy = RandomTensor(seed, kGradTensor, d.output_elements(), Distribution::kNormal);
+  k.w = RandomTensor(seed, kFilterTensor, d.filter_elements(), Distribution::kNormal);
+  if (nonfinite) {
+    k.w[k.w.size() / 3] = NAN;
+    k.w[k.w.size() - 1] = INFINITY;
+  }
+  Tensors in;
+  in.dy = k.dy.data();
+  in.w = k.w.data();
+  k.want = Reference(d, in);
+  return k;
 }
 
 TEST(DepthwiseDgradCpuTest, TheGatherIsTheReferenceDgrad) {
-  for (const Shape& d : Shapes()) {
+  for (const Shape& d : DepthwiseDgradShapes(2)) {
     SCOPED_TRACE(d.ToString());
     ASSERT_TRUE(ValidateShape(d).ok());
-    const auto dy = RandomTensor(6, kGradTensor, d.output_elements(), Distribution::kNormal);
-    const auto w = RandomTensor(6, kFilterTensor, d.filter_elements(), Distribution::kNormal);
-    Tensors in;
-    in.dy = dy.data();
-    in.w = w.data();
-    const std::vector<double> want = Reference(d, in);
+    const Case k = MakeCase(d, 6, false);
+    const std::vector<float>&dy = k.dy, &w = k.w;
+    const std::vector<double>& want = k.want;
     const FoldMap m = MakeFoldMap(d);
     const int mult = static_cast<int>(d.out_per_group());
     for (int64_t b = 0; b < d.batch; ++b) {
@@ -78,16 +78,11 @@ TEST(DepthwiseDgradCpuTest, TheGatherIsTheReferenceDgrad) {
 // DepthwiseChannelFilter's values is not finite). Every dx written once, within the bar of the
 // fp64 reference, and non-finite exactly where it is, with a NaN and an infinite tap planted.
 TEST(DepthwiseDgradCpuTest, TheKernelsPassIsTheReferenceDgrad) {
-  for (const Shape& d : Shapes()) {
+  for (const Shape& d : DepthwiseDgradShapes(2)) {
     SCOPED_TRACE(d.ToString());
-    const auto dy = RandomTensor(7, kGradTensor, d.output_elements(), Distribution::kNormal);
-    auto w = RandomTensor(7, kFilterTensor, d.filter_elements(), Distribution::kNormal);
-    w[w.size() / 3] = NAN;
-    w[w.size() - 1] = INFINITY;
-    Tensors in;
-    in.dy = dy.data();
-    in.w = w.data();
-    const std::vector<double> want = Reference(d, in);
+    const Case k = MakeCase(d, 7, true);
+    const std::vector<float>&dy = k.dy, &w = k.w;
+    const std::vector<double>& want = k.want;
     const FoldMap m = MakeFoldMap(d);
     const int mult = static_cast<int>(d.out_per_group());
     const int64_t taps = d.kernel_h * d.kernel_w;
