@@ -44,15 +44,16 @@ CONV2D_HOST_DEVICE_INLINE DxPassChunk DxPassChunkOf(int64_t block, int chunks, i
 }
 
 #if defined(__CUDACC__)
-// dx[bc, y, x] = value(bc, y, x) + zero(bc) over this CTA's chunk; `m` has the plane's h, w and
-// div_w (ScatterMap, FoldMap). zero(bc) is called once by every thread of the CTA (it may vote).
+// dx[bc, y, x] = value(bc, y, x) + zero(chunk) over this CTA's chunk; `m` has the plane's h, w
+// and div_w (ScatterMap, FoldMap). zero(chunk) is called once by every thread of the CTA before
+// any value (it may vote, and stage the chunk's inputs in shared memory).
 template <typename Map, typename Zero, typename Value>
 __device__ __forceinline__ void DxPass(const Map& m, float* __restrict__ dx, int chunks, Zero zero,
                                        Value value) {
   const DxPassChunk ch = DxPassChunkOf(blockIdx.x, chunks, m.h * m.w);  // plane < 2^31
   const int64_t bc = ch.bc;
   const int plane = m.h * m.w, begin = ch.begin, end = ch.end;
-  const float z = zero(bc);
+  const float z = zero(ch);
   float* d = dx + bc * plane;
   for (int i = begin + static_cast<int>(threadIdx.x); i < end; i += static_cast<int>(blockDim.x)) {
     const int y = m.div_w.Div(i);

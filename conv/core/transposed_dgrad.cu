@@ -53,7 +53,7 @@ __global__ void ScatterKernel(const float* __restrict__ out, const float* __rest
                               float* __restrict__ dx, const ScatterMap m, int64_t channels,
                               int chunks) {
   DxPass(
-      m, dx, chunks, [&](int64_t bc) { return zero[bc % channels]; },
+      m, dx, chunks, [&](const DxPassChunk& ch) { return zero[ch.bc % channels]; },
       [&](int64_t bc, int y, int x) {
         const int64_t src = ScatterSource(m, bc, y, x);
         return src >= 0 ? out[src] : 0.0f;
@@ -65,7 +65,7 @@ __global__ void FoldKernel(const float* __restrict__ cols, const float* __restri
                            float* __restrict__ dx, const FoldMap m, int64_t channels,
                            int chunks) {
   DxPass(
-      m, dx, chunks, [&](int64_t bc) { return zero[bc % channels]; },
+      m, dx, chunks, [&](const DxPassChunk& ch) { return zero[ch.bc % channels]; },
       [&](int64_t bc, int y, int x) { return FoldPixel<float>(m, cols, bc, y, x); });
 }
 

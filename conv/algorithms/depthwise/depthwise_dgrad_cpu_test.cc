@@ -20,7 +20,10 @@ namespace conv2d {
 namespace {
 
 using depthwise_internal::DepthwiseChannelFilter;
+using depthwise_internal::DepthwiseDgradMaxRows;
 using depthwise_internal::DepthwiseDgradPixel;
+using depthwise_internal::DepthwiseDgradRows;
+using depthwise_internal::DyRows;
 
 Shape Dg(Shape s) {
   s.op = Op::kDgrad;
@@ -57,13 +60,15 @@ TEST(DepthwiseDgradCpuTest, TheGatherIsTheReferenceDgrad) {
     const std::vector<double>& want = k.want;
     const FoldMap m = MakeFoldMap(d);
     const int mult = static_cast<int>(d.out_per_group());
+    const int64_t plane = d.out_h() * d.out_w(), taps = d.kernel_h * d.kernel_w;
     for (int64_t b = 0; b < d.batch; ++b) {
       for (int64_t c = 0; c < d.in_channels; ++c) {
+        const float* g = dy.data() + (b * d.in_channels + c) * mult * plane;
+        const float* f = DepthwiseChannelFilter(w.data(), c, mult, taps);
         for (int y = 0; y < d.height; ++y) {
           for (int x = 0; x < d.width; ++x) {
             const int64_t at = ((b * d.in_channels + c) * d.height + y) * d.width + x;
-            const double got = DepthwiseDgradPixel<double>(m, mult, dy.data(), w.data(), b, c,
-                                                           d.in_channels, y, x);
+            const double got = DepthwiseDgradPixel<double>(m, mult, g, 0, plane, f, y, x);
             ASSERT_NEAR(got, want[at], 1e-12 * (1 + std::abs(want[at])))
                 << "b " << b << " c " << c << " y " << y << " x " << x;
           }
@@ -73,10 +78,12 @@ TEST(DepthwiseDgradCpuTest, TheGatherIsTheReferenceDgrad) {
   }
 }
 
-// The kernel replayed: DxPassDimsFor's CTAs, each its DxPassChunkOf pixels, each pixel
-// DepthwiseDgradPixel in fp32 plus the channel's zero term (NaN where one of
-// DepthwiseChannelFilter's values is not finite). Every dx written once, within the bar of the
-// fp64 reference, and non-finite exactly where it is, with a NaN and an infinite tap planted.
+// The kernel replayed: DxPassDimsFor's CTAs, each its DxPassChunkOf pixels from its staged window
+// (DepthwiseDgradRows' dy rows, no more than DepthwiseDgradMaxRows, between guard rows of NaN
+// that a read outside the window would bring into dx), each pixel DepthwiseDgradPixel in fp32
+// plus the channel's zero term (NaN where one of DepthwiseChannelFilter's values is not finite).
+// Every dx written once, within the bar of the fp64 reference, and non-finite exactly where it
+// is, with a NaN and an infinite tap planted.
 TEST(DepthwiseDgradCpuTest, TheKernelsPassIsTheReferenceDgrad) {
   for (const Shape& d : DepthwiseDgradShapes(2)) {
     SCOPED_TRACE(d.ToString());
@@ -87,12 +94,23 @@ TEST(DepthwiseDgradCpuTest, TheKernelsPassIsTheReferenceDgrad) {
     const int mult = static_cast<int>(d.out_per_group());
     const int64_t taps = d.kernel_h * d.kernel_w;
     const int plane = static_cast<int>(d.height * d.width);
+    const int64_t out_plane = d.out_h() * d.out_w(), guard = d.kernel_h * d.dilation_h;
     const DxPassDims dims = DxPassDimsFor(d.batch * d.in_channels, plane);
     std::vector<float> dx(d.input_elements(), 0.0f);
     std::vector<int> writes(d.input_elements(), 0);
     for (int64_t block = 0; block < dims.blocks; ++block) {
       const DxPassChunk ch = DxPassChunkOf(block, dims.chunks, plane);
-      const int64_t c = ch.bc % d.in_channels, b = ch.bc / d.in_channels;
+      const int64_t c = ch.bc % d.in_channels;
+      const DyRows rows = DepthwiseDgradRows(m, ch.begin / m.w, (ch.end - 1) / m.w);
+      ASSERT_LE(rows.rows, DepthwiseDgradMaxRows(m));
+      const int64_t window_plane = (rows.rows + 2 * guard) * m.out_w;
+      std::vector<float> window(mult * window_plane, NAN);
+      for (int k = 0; k < mult; ++k) {
+        for (int64_t e = 0; e < int64_t{rows.rows} * m.out_w; ++e) {
+          window[k * window_plane + guard * m.out_w + e] =
+              dy[(ch.bc * mult + k) * out_plane + int64_t{rows.lo} * m.out_w + e];
+        }
+      }
       const float* f = DepthwiseChannelFilter(w.data(), c, mult, taps);
       bool finite = true;
       for (int64_t e = 0; e < mult * taps; ++e) finite &= std::isfinite(f[e]);
@@ -100,7 +118,8 @@ TEST(DepthwiseDgradCpuTest, TheKernelsPassIsTheReferenceDgrad) {
       for (int i = ch.begin; i < ch.end; ++i) {
         const int y = i / m.w, x = i - y * m.w;
         dx[ch.bc * plane + i] =
-            DepthwiseDgradPixel<float>(m, mult, dy.data(), w.data(), b, c, d.in_channels, y, x) +
+            DepthwiseDgradPixel<float>(m, mult, window.data() + guard * m.out_w, rows.lo,
+                                       window_plane, f, y, x) +
             z;
         ++writes[ch.bc * plane + i];
       }
