@@ -6,6 +6,7 @@
 #include <cstdint>
 #include <string>
 
+#include "conv/testing/shapes.h"
 #include "gtest/gtest.h"
 
 namespace conv2d {
@@ -37,19 +38,10 @@ struct Sizes {
   int64_t out_h, out_w;  // by hand, F.conv2d's formula
 };
 
+// The padding, stride, dilation, groups and bias of `s` (conv/testing/shapes.h).
 Shape With(Shape s, int64_t pt, int64_t pb, int64_t pl, int64_t pr, int64_t sh, int64_t sw,
            int64_t dh, int64_t dw, int64_t g = 1, bool bias = false) {
-  s.pad_top = pt;
-  s.pad_bottom = pb;
-  s.pad_left = pl;
-  s.pad_right = pr;
-  s.stride_h = sh;
-  s.stride_w = sw;
-  s.dilation_h = dh;
-  s.dilation_w = dw;
-  s.groups = g;
-  s.has_bias = bias;
-  return s;
+  return WithGeometry(s, pt, pb, pl, pr, sh, sw, dh, dw, g, bias);
 }
 
 TEST(ShapeTest, OutputSizesAreFConv2ds) {

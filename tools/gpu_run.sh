@@ -72,7 +72,7 @@ for s in "${steps[@]}"; do
       # forward before the backward's changes (bin/benchmark_base, when the bundle carries one:
       # tools/make_gpu_subset.sh) against now in the same call.
       for t in determinism_test implicit_gemm_3xtf32_test depthwise_wgrad_test c_api_test \
-          implicit_gemm_wgmma_test implicit_gemm_wgmma_wgrad_test; do
+          implicit_gemm_wgmma_test implicit_gemm_wgmma_wgrad_test depthwise_dgrad_test; do
         [ -x "tests/$t" ] && TAIL=4 step "test_$t" 600 "tests/$t"
       done
       step regress_backward 600 bin/regress --testdata=testdata --filter=grad
@@ -95,7 +95,7 @@ for s in "${steps[@]}"; do
       # The backward's slowest layers one by one (not by default; PERF.md round 100): ResNet-50's
       # and EfficientNet-B0's wgrads on each wgrad kernel (implicit_gemm_3xtf32 on mma.sync,
       # implicit_gemm_wgmma) against cuDNN and auto, and the strided dgrads (1x1/2, ConvNeXt's
-      # 2x2/2 downsamplers, EfficientNet's strided depthwise) against cuDNN.
+      # 2x2/2 downsamplers, EfficientNet's four strided depthwise, the three stems) against cuDNN.
       step backward_wgrad_layers 300 bin/benchmark --op=wgrad --classes=false --cooldown=0.1 \
         --variants=cudnn,implicit_gemm_3xtf32,implicit_gemm_wgmma,auto \
         --json_out="$OUT/backward_wgrad_layers.json" --shape="32,64,64,56,56,3,3,pad=1;\
@@ -106,7 +106,9 @@ for s in "${steps[@]}"; do
         --variants=cudnn,auto --json_out="$OUT/backward_dgrad_layers.json" \
         --shape="32,256,512,56,56,1,1,stride=2;32,1024,2048,14,14,1,1,stride=2;\
 32,96,192,56,56,2,2,stride=2;32,384,768,14,14,2,2,stride=2;\
-32,96,96,112,112,3,3,pad=1,stride=2,groups=96;32,144,144,56,56,5,5,pad=2,stride=2,groups=144" ;;
+32,96,96,112,112,3,3,pad=1,stride=2,groups=96;32,144,144,56,56,5,5,pad=2,stride=2,groups=144;\
+32,240,240,28,28,3,3,pad=1,stride=2,groups=240;32,672,672,14,14,5,5,pad=2,stride=2,groups=672;\
+32,3,64,224,224,7,7,pad=3,stride=2;32,3,32,224,224,3,3,pad=1,stride=2;32,3,96,224,224,4,4,stride=4" ;;
     bench_cnn)
       step bench_cnn 900 bin/benchmark --suite=cnn --json_out="$OUT/bench_cnn.json" ;;
     bench_nets)

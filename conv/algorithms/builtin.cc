@@ -3,6 +3,7 @@
 #include "conv/algorithms/builtin.h"
 
 #include "conv/algorithms/depthwise/depthwise.h"
+#include "conv/algorithms/depthwise/depthwise_dgrad.h"
 #include "conv/algorithms/direct/direct.h"
 #include "conv/algorithms/direct/direct_tiled.h"
 #include "conv/algorithms/dot/dot.h"
@@ -30,6 +31,7 @@ const std::vector<AlgorithmFactory>& BuiltinAlgorithms() {
       &MakeDot,
       &MakeFftDepthwise,
       &MakeGroupedDirect,
+      &MakeDepthwiseDgrad,
   };
   return *factories;
 }

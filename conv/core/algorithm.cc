@@ -125,6 +125,8 @@ FoldMap MakeFoldMap(const Shape& d) {
   m.step_h = m.sh / gh, m.back_h = m.dh / gh;
   m.step_w = m.sw / gw, m.back_w = m.dw / gw;
   m.div_w = FastDiv(static_cast<uint32_t>(m.w));
+  m.div_sh = FastDiv(static_cast<uint32_t>(m.sh));
+  m.div_sw = FastDiv(static_cast<uint32_t>(m.sw));
   return m;
 }
 

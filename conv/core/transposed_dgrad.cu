@@ -9,6 +9,7 @@
 
 #include "conv/arch/pdl.cuh"
 #include "conv/core/cuda_status.h"
+#include "conv/core/dx_pass.cuh"
 #include "conv/core/status_macros.h"
 
 namespace conv2d {
@@ -47,45 +48,25 @@ __global__ void __launch_bounds__(kZeroThreads)
   if (threadIdx.x == 0) zero[c] = finite ? 0.0f : __int_as_float(0x7fc00000);
 }
 
-// One pass over dx in dx's order, each pixel value(bc, y, x) plus its channel's zero term. CTA b
-// takes kScatterPixels consecutive pixels of one (b, c) plane (chunk b % chunks of plane
-// b / chunks), its threads in dx's order: coalesced writes, each pixel once, and CTAs enough for
-// the GPU where the planes are few and large (ResNet's stem: 96 planes of 224x224). `Map` has
-// the plane's h, w and div_w (ScatterMap, FoldMap).
-constexpr int kScatterPixels = 1024;
-template <typename Map, typename Value>
-__device__ __forceinline__ void DxPass(const Map& m, const float* __restrict__ zero,
-                                       float* __restrict__ dx, int64_t channels, int chunks,
-                                       Value value) {
-  const int64_t block = blockIdx.x;
-  const int64_t bc = block / chunks;
-  const int begin = static_cast<int>(block - bc * chunks) * kScatterPixels;
-  const int plane = m.h * m.w;  // below 2^31: DgradAsForwards, DgradAsFold
-  const int end = plane - begin < kScatterPixels ? plane : begin + kScatterPixels;
-  const float z = zero[bc % channels];
-  float* d = dx + bc * plane;
-  for (int i = begin + static_cast<int>(threadIdx.x); i < end; i += static_cast<int>(blockDim.x)) {
-    const int y = m.div_w.Div(i);
-    d[i] = value(bc, y, i - y * m.w) + z;
-  }
-}
-
 // The phases' outputs scattered (ScatterMap); 0 where no tap reaches the pixel's phase.
 __global__ void ScatterKernel(const float* __restrict__ out, const float* __restrict__ zero,
                               float* __restrict__ dx, const ScatterMap m, int64_t channels,
                               int chunks) {
-  DxPass(m, zero, dx, channels, chunks, [&](int64_t bc, int y, int x) {
-    const int64_t src = ScatterSource(m, bc, y, x);
-    return src >= 0 ? out[src] : 0.0f;
-  });
+  DxPass(
+      m, dx, chunks, [&](const DxPassChunk& ch) { return zero[ch.bc % channels]; },
+      [&](int64_t bc, int y, int x) {
+        const int64_t src = ScatterSource(m, bc, y, x);
+        return src >= 0 ? out[src] : 0.0f;
+      });
 }
 
 // The fold's gather from the columns (FoldPixel).
 __global__ void FoldKernel(const float* __restrict__ cols, const float* __restrict__ zero,
                            float* __restrict__ dx, const FoldMap m, int64_t channels,
                            int chunks) {
-  DxPass(m, zero, dx, channels, chunks,
-         [&](int64_t bc, int y, int x) { return FoldPixel<float>(m, cols, bc, y, x); });
+  DxPass(
+      m, dx, chunks, [&](const DxPassChunk& ch) { return zero[ch.bc % channels]; },
+      [&](int64_t bc, int y, int x) { return FoldPixel<float>(m, cols, bc, y, x); });
 }
 
 // The fold's filter (FoldFilterSource), one thread per element.
@@ -203,12 +184,9 @@ class TransposedDgradRunner : public Runner {
   absl::Status DxPassLaunch(void (*kernel)(const float*, const float*, float*, Map, int64_t, int),
                             const float* src, const float* zero, const Map& m, const RunArgs& a,
                             const char* what) const {
-    const int plane = static_cast<int>(s_.height * s_.width);
-    const int threads = std::min(kThreads, (plane + 31) / 32 * 32);
-    const int chunks = (plane + kScatterPixels - 1) / kScatterPixels;
-    const auto blocks = static_cast<unsigned>(s_.batch * s_.in_channels * chunks);
-    return CudaStatus(LaunchPdl(false, kernel, dim3(blocks), threads, 0, a.stream, src, zero,
-                                a.dx, m, s_.in_channels, chunks),
+    const DxPassDims d = DxPassDimsFor(s_.batch * s_.in_channels, s_.height * s_.width);
+    return CudaStatus(LaunchPdl(false, kernel, dim3(d.blocks), d.threads, 0, a.stream, src, zero,
+                                a.dx, m, s_.in_channels, d.chunks),
                       what);
   }
 

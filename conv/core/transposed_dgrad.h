@@ -78,6 +78,7 @@ struct FoldMap {
   int32_t step_h = 1, step_w = 1;  // s / gcd(s, d): the tap step between outputs that reach
   int32_t back_h = 1, back_w = 1;  // d / gcd(s, d): how far back the output moves per step
   FastDiv div_w;                   // by w: a pixel's row
+  FastDiv div_sh, div_sw;          // by the strides: FoldAxis at dilation 1
 };
 FoldMap MakeFoldMap(const Shape& dgrad);
 
@@ -87,10 +88,22 @@ FoldMap MakeFoldMap(const Shape& dgrad);
 struct FoldRun {
   int first = 0, out0 = 0, k0 = 0, k1 = -1;
 };
-CONV2D_HOST_DEVICE_INLINE FoldRun FoldAxis(int v, int pad, int k, int s, int d, int out, int step,
-                                           int back) {
+CONV2D_HOST_DEVICE_INLINE FoldRun FoldAxis(int v, int pad, int k, const FastDiv& by_s, int d,
+                                           int out, int step, int back) {
   FoldRun r;
-  const int at = v + pad;
+  const int s = static_cast<int>(by_s.divisor);  // the stride
+  const int at = v + pad;  // >= 0
+  if (d == 1) {  // step = s, back = 1: the taps at + ... congruent to `at`, one division
+    int q, p;
+    by_s.DivMod(at, &q, &p);
+    if (p >= k) return r;
+    r.first = p;
+    r.out0 = q;
+    r.k0 = q >= out ? q - out + 1 : 0;
+    const int by_tap = by_s.Div(k - 1 - p);
+    r.k1 = q < by_tap ? q : by_tap;
+    return r;
+  }
   int p = 0;
   while (p < step && p < k && (at - p * d) % s != 0) ++p;  // C's % of a negative: nonzero too
   if (p >= step || p >= k || at - p * d < 0) return r;
@@ -108,8 +121,8 @@ template <typename T>
 CONV2D_HOST_DEVICE_INLINE T FoldPixel(const FoldMap& m, const T* cols, int64_t bc, int y, int x) {
   const int64_t plane = int64_t{m.out_h} * m.out_w;
   const T* col = cols + bc * m.kh * m.kw * plane;
-  const FoldRun r = FoldAxis(y, m.pt, m.kh, m.sh, m.dh, m.out_h, m.step_h, m.back_h);
-  const FoldRun q = FoldAxis(x, m.pl, m.kw, m.sw, m.dw, m.out_w, m.step_w, m.back_w);
+  const FoldRun r = FoldAxis(y, m.pt, m.kh, m.div_sh, m.dh, m.out_h, m.step_h, m.back_h);
+  const FoldRun q = FoldAxis(x, m.pl, m.kw, m.div_sw, m.dw, m.out_w, m.step_w, m.back_w);
   T sum = 0;
   for (int a = r.k0; a <= r.k1; ++a) {
     const int p = r.first + m.step_h * a, i = r.out0 - m.back_h * a;

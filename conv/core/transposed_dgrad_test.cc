@@ -5,7 +5,9 @@
 
 #include <algorithm>
 #include <cmath>
+#include <numeric>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "conv/testing/shapes.h"
@@ -110,6 +112,36 @@ std::vector<double> ByFold(const Shape& d, const std::vector<float>& dy,
     }
   }
   return dx;
+}
+
+// FoldAxis's run is exactly the taps that reach v, in tap order, with their outputs: against
+// every tap tried, strides 1-5, dilations 1-4 (1: the one-division path), kernels 1-9.
+TEST(FoldAxisTest, IsEveryTapThatReaches) {
+  for (int s = 1; s <= 5; ++s) {
+    for (int d = 1; d <= 4; ++d) {
+      const int g = std::gcd(s, d);
+      const FastDiv by_s(static_cast<uint32_t>(s));
+      for (int k = 1; k <= 9; ++k) {
+        for (int out = 1; out <= 7; ++out) {
+          for (int pad = 0; pad <= 4; ++pad) {
+            for (int v = 0; v < 3 * out + 5; ++v) {
+              std::vector<std::pair<int, int>> want, got;
+              for (int p = 0; p < k; ++p) {
+                const int at = v + pad - p * d;
+                if (at >= 0 && at % s == 0 && at / s < out) want.emplace_back(p, at / s);
+              }
+              const FoldRun r = FoldAxis(v, pad, k, by_s, d, out, s / g, d / g);
+              for (int a = r.k0; a <= r.k1; ++a) {
+                got.emplace_back(r.first + s / g * a, r.out0 - d / g * a);
+              }
+              ASSERT_EQ(got, want) << "s " << s << " d " << d << " k " << k << " out " << out
+                                   << " pad " << pad << " v " << v;
+            }
+          }
+        }
+      }
+    }
+  }
 }
 
 class TransposedDgradTest : public ::testing::TestWithParam<Shape> {};

@@ -4,6 +4,7 @@ loads they are the ops' CUDA and Autograd kernels; with no gradient to record th
 dispatches below autograd in C++ (meta and fake tensors reach the fake implementations), with
 one it hands the call to custom_op's autograd formula, whose backward runs; remember_op keys a
 call by the op's own arguments and refuses a wrong count."""
+import os
 import subprocess
 import sys
 
@@ -52,6 +53,9 @@ print("OK")
 
 def test_the_ops_c_kernels_swap_in_and_dispatch(fast_module):
     del fast_module  # the fixture skips (loudly) where no fast path was built for this PyTorch
+    # The module under test loads in the child whatever this run's CONV2D_FAST_PATH says (the
+    # suite runs again with it 0, where the package itself keeps the fast path off).
+    env = {k: v for k, v in os.environ.items() if k != "CONV2D_FAST_PATH"}
     run = subprocess.run([sys.executable, "-c", SCRIPT], capture_output=True, text=True,
-                         timeout=300)
+                         timeout=300, env=env)
     assert run.returncode == 0 and run.stdout.strip().endswith("OK"), run.stdout + run.stderr

@@ -1,6 +1,6 @@
 // The networks' depthwise layers (batch 32, NCHW): ConvNeXt-T's 7x7, EfficientNet-B0's 3x3 and
 // 5x5 at stride 1 and 2, RepLKNet's 31x31 and a 13x13 on 7x7 planes, for the CPU tests of the
-// forward's and the wgrad's tilings. Test-only.
+// forward's and the wgrad's tilings; depthwise_dgrad's shapes. Test-only.
 #ifndef CONV2D_CONV_ALGORITHMS_DEPTHWISE_DEPTHWISE_LAYERS_H_
 #define CONV2D_CONV_ALGORITHMS_DEPTHWISE_DEPTHWISE_LAYERS_H_
 
@@ -27,6 +27,29 @@ inline std::vector<Shape> DepthwiseNetworkLayers() {
           DwLayer(32, 672, 14, 5, 2, 1),   DwLayer(32, 672, 14, 5, 2, 2),
           DwLayer(32, 1152, 7, 5, 2, 1),   DwLayer(32, 1152, 7, 3, 1, 1),
           DwLayer(32, 128, 56, 31, 15, 1), DwLayer(32, 1024, 7, 13, 6, 1)};
+}
+
+// depthwise_dgrad's shapes (strided dgrads), for its CPU and GPU tests: EfficientNet-B0's four
+// strided layers at batch `b` (scaled down in channels), and odd geometries: stride 3 with
+// remainders and H != W, K = 1 (rows no tap reaches), K = H (one output pixel), multipliers 2 and
+// 3, dilation with stride, asymmetric padding with a stride and a dilation per axis.
+inline std::vector<Shape> DepthwiseDgradShapes(int64_t b) {
+  std::vector<Shape> v = {
+      DwLayer(b, 6, 112, 3, 1, 2),  DwLayer(b, 8, 56, 5, 2, 2),
+      DwLayer(b, 9, 28, 3, 1, 2),   DwLayer(b, 7, 14, 5, 2, 2),
+      DepthwiseShape(2, 5, 1, 26, 31, 3, 3, 1, 3),
+      DepthwiseShape(1, 3, 1, 9, 9, 1, 1, 0, 2),
+      DepthwiseShape(2, 4, 1, 7, 7, 7, 7, 0, 2),
+      DepthwiseShape(2, 6, 2, 17, 23, 5, 5, 2, 2),
+      DepthwiseShape(1, 3, 3, 21, 20, 3, 3, 1, 2),
+      DepthwiseShape(2, 4, 1, 19, 21, 3, 3, 2, 2, 2),
+  };
+  Shape asym = DepthwiseShape(2, 3, 1, 15, 16, 3, 4, 0, 1);
+  asym.pad_top = 2, asym.pad_bottom = 0, asym.pad_left = 1, asym.pad_right = 3;
+  asym.stride_h = 2, asym.stride_w = 3, asym.dilation_h = 3;
+  v.push_back(asym);
+  for (Shape& s : v) s.op = Op::kDgrad;
+  return v;
 }
 
 }  // namespace conv2d
