@@ -27,6 +27,14 @@ bool HaveGpu() {
 
 bool Says(const char* text) { return std::strstr(conv2d_last_error(), text) != nullptr; }
 
+// The workspace `plan` asks for, allocated with `extra` bytes more (none where it asks for none).
+void AllocateWorkspace(const conv2d_plan* plan, size_t extra, void** ws, size_t* bytes) {
+  *ws = nullptr;
+  *bytes = 0;
+  ASSERT_EQ(conv2d_plan_workspace_size(plan, bytes), CONV2D_OK);
+  if (*bytes) ASSERT_EQ(cudaMalloc(ws, *bytes + extra), cudaSuccess);
+}
+
 TEST(CApiTest, BadShapes) {
   conv2d_plan* plan = reinterpret_cast<conv2d_plan*>(0x1);
   EXPECT_EQ(conv2d_plan_create(0, 3, 3, 8, 8, 3, 3, "auto", &plan), CONV2D_INVALID_ARGUMENT);
@@ -99,11 +107,8 @@ TEST(CApiTest, NoDeviceOrRunTimeErrors) {
     ASSERT_EQ(conv2d_plan_create(B, C, C, H, H, K, K, name, &plan), CONV2D_OK)
         << conv2d_last_error();
     size_t ws_bytes = 0;
-    ASSERT_EQ(conv2d_plan_workspace_size(plan, &ws_bytes), CONV2D_OK);
     void* ws = nullptr;
-    if (ws_bytes) {
-      ASSERT_EQ(cudaMalloc(&ws, ws_bytes + 16), cudaSuccess);  // room for a misaligned copy
-    }
+    ASSERT_NO_FATAL_FAILURE(AllocateWorkspace(plan, 16, &ws, &ws_bytes));  // 16: a misaligned copy
     EXPECT_EQ(conv2d_plan_run(plan, nullptr, w, y, ws, ws_bytes, nullptr), CONV2D_INVALID_ARGUMENT);
     EXPECT_TRUE(Says("x is null")) << conv2d_last_error();
     EXPECT_EQ(conv2d_plan_run(plan, x, nullptr, y, ws, ws_bytes, nullptr), CONV2D_INVALID_ARGUMENT);
@@ -175,18 +180,17 @@ int CreateEx(const conv2d_problem& p, const char* algorithm = "direct") {
   return rc;
 }
 
-conv2d_problem Basic() {
+// A problem of the basic form (conv2d_problem_init's defaults past the sizes).
+conv2d_problem Sizes(int64_t b, int64_t cin, int64_t cout, int64_t h, int64_t w, int64_t kh,
+                     int64_t kw) {
   conv2d_problem p;
   conv2d_problem_init(&p);
-  p.batch = 1;
-  p.in_channels = 4;
-  p.out_channels = 6;
-  p.height = 12;
-  p.width = 10;
-  p.kernel_h = 3;
-  p.kernel_w = 3;
+  p.batch = b, p.in_channels = cin, p.out_channels = cout;
+  p.height = h, p.width = w, p.kernel_h = kh, p.kernel_w = kw;
   return p;
 }
+
+conv2d_problem Basic() { return Sizes(1, 4, 6, 12, 10, 3, 3); }
 
 TEST(CApiProblemTest, InitFillsTheDefaults) {
   conv2d_problem p;
@@ -451,15 +455,7 @@ TEST(CApiProblemTest, GeometryWithBiasMatchesTheCpuReference) {
                 "bundle.\n");
     GTEST_SKIP() << "needs a CUDA device";
   }
-  conv2d_problem p;
-  conv2d_problem_init(&p);
-  p.batch = 2;
-  p.in_channels = 9;
-  p.out_channels = 6;
-  p.height = 23;
-  p.width = 19;
-  p.kernel_h = 4;
-  p.kernel_w = 3;
+  conv2d_problem p = Sizes(2, 9, 6, 23, 19, 4, 3);
   p.pad_top = 2;
   p.pad_bottom = 0;
   p.pad_left = 1;
@@ -490,11 +486,8 @@ TEST(CApiProblemTest, GeometryWithBiasMatchesTheCpuReference) {
     }
     ASSERT_EQ(rc, CONV2D_OK) << conv2d_last_error();
     size_t ws_bytes = 0;
-    ASSERT_EQ(conv2d_plan_workspace_size(plan, &ws_bytes), CONV2D_OK);
     void* ws = nullptr;
-    if (ws_bytes) {
-      ASSERT_EQ(cudaMalloc(&ws, ws_bytes), cudaSuccess);
-    }
+    ASSERT_NO_FATAL_FAILURE(AllocateWorkspace(plan, 0, &ws, &ws_bytes));
     t.Poison();
     // The bias is required: without it (either entry point) nothing is written.
     EXPECT_EQ(conv2d_plan_run_ex(plan, t.dx, t.dw, nullptr, t.dy, ws, ws_bytes, nullptr),
@@ -558,11 +551,8 @@ TEST(CApiProblemTest, BiasGivenWithoutOneInThePlan) {
     }
     ASSERT_EQ(rc, CONV2D_OK) << conv2d_last_error();
     size_t ws_bytes = 0;
-    ASSERT_EQ(conv2d_plan_workspace_size(plan, &ws_bytes), CONV2D_OK);
     void* ws = nullptr;
-    if (ws_bytes) {
-      ASSERT_EQ(cudaMalloc(&ws, ws_bytes), cudaSuccess);
-    }
+    ASSERT_NO_FATAL_FAILURE(AllocateWorkspace(plan, 0, &ws, &ws_bytes));
     t.Poison();
     EXPECT_EQ(conv2d_plan_run_ex(plan, t.dx, t.dw, t.dbias, t.dy, ws, ws_bytes, nullptr),
               CONV2D_INVALID_ARGUMENT);
@@ -654,9 +644,8 @@ TEST(CApiBackwardTest, GeometryMatchesTheCpuReference) {
       }
       ASSERT_EQ(rc, CONV2D_OK) << conv2d_last_error();
       size_t ws_bytes = 0;
-      ASSERT_EQ(conv2d_plan_workspace_size(plan, &ws_bytes), CONV2D_OK);
       void* ws = nullptr;
-      if (ws_bytes) ASSERT_EQ(cudaMalloc(&ws, ws_bytes), cudaSuccess);
+      ASSERT_NO_FATAL_FAILURE(AllocateWorkspace(plan, 0, &ws, &ws_bytes));
       ASSERT_EQ(cudaMemset(out, 0x5A, written * 4), cudaSuccess);
       float* db = op == CONV2D_WGRAD ? out + s.filter_elements() : nullptr;
       // Refused, nothing written: the forward's entry point, the other operation's, a written

@@ -58,12 +58,16 @@ const char* AlgoName(cudnnConvolutionBwdFilterAlgo_t a) {
   }
 }
 
-// cuDNN's search for one operation (Find returns its results sorted by time): the fastest
+// cuDNN's search for one operation (`find`: its cudnnFind* over n entries; Find returns its
+// results sorted by time): the fastest
 // FMA-math entry's algorithm (stored as int: the three operations' enums differ), its name, its
 // measured time and its workspace.
-template <typename Perf>
-absl::Status PickFastest(const std::vector<Perf>& perf, int returned, const Shape& s, int* algo,
-                         std::string* name, float* ms, size_t* workspace) {
+template <typename Perf, typename Find>
+absl::Status FindFastest(int max_algos, const char* what, const Shape& s, int* algo,
+                         std::string* name, float* ms, size_t* workspace, Find find) {
+  std::vector<Perf> perf(std::max(max_algos, 1));
+  int returned = 0;
+  RETURN_IF_ERROR(CudnnStatus(find(static_cast<int>(perf.size()), &returned, perf.data()), what));
   for (int i = 0; i < returned; ++i) {
     if (perf[i].status == CUDNN_STATUS_SUCCESS && perf[i].mathType == CUDNN_FMA_MATH) {
       *algo = static_cast<int>(perf[i].algo);
@@ -181,42 +185,37 @@ absl::StatusOr<std::unique_ptr<CudnnConv>> CudnnConv::Create(const Shape& s) {
   }
 
   // The search over every algorithm of the operation, each with the workspace it asks for.
-  int max_algos = 0, returned = 0;
+  int max_algos = 0;
   std::string name;
+  float* ms = &c->search_ms_;
+  size_t* ws = &c->workspace_bytes_;
   if (s.op == Op::kFprop) {
     RETURN_IF_ERROR(CudnnStatus(cudnnGetConvolutionForwardAlgorithmMaxCount(h.handle, &max_algos),
                                 "algorithm count"));
-    std::vector<cudnnConvolutionFwdAlgoPerf_t> perf(std::max(max_algos, 1));
-    RETURN_IF_ERROR(CudnnStatus(
-        cudnnFindConvolutionForwardAlgorithm(h.handle, h.x, h.w, h.conv, h.y,
-                                             static_cast<int>(perf.size()), &returned,
-                                             perf.data()),
-        "cudnnFindConvolutionForwardAlgorithm"));
-    RETURN_IF_ERROR(PickFastest(perf, returned, s, &h.algo, &name, &c->search_ms_,
-                                &c->workspace_bytes_));
+    RETURN_IF_ERROR(FindFastest<cudnnConvolutionFwdAlgoPerf_t>(
+        max_algos, "cudnnFindConvolutionForwardAlgorithm", s, &h.algo, &name, ms, ws,
+        [&](int n, int* got, auto* p) {
+          return cudnnFindConvolutionForwardAlgorithm(h.handle, h.x, h.w, h.conv, h.y, n, got, p);
+        }));
   } else if (s.op == Op::kDgrad) {
     RETURN_IF_ERROR(CudnnStatus(
         cudnnGetConvolutionBackwardDataAlgorithmMaxCount(h.handle, &max_algos), "algorithm count"));
-    std::vector<cudnnConvolutionBwdDataAlgoPerf_t> perf(std::max(max_algos, 1));
-    RETURN_IF_ERROR(CudnnStatus(
-        cudnnFindConvolutionBackwardDataAlgorithm(h.handle, h.w, h.y, h.conv, h.x,
-                                                  static_cast<int>(perf.size()), &returned,
-                                                  perf.data()),
-        "cudnnFindConvolutionBackwardDataAlgorithm"));
-    RETURN_IF_ERROR(PickFastest(perf, returned, s, &h.algo, &name, &c->search_ms_,
-                                &c->workspace_bytes_));
+    RETURN_IF_ERROR(FindFastest<cudnnConvolutionBwdDataAlgoPerf_t>(
+        max_algos, "cudnnFindConvolutionBackwardDataAlgorithm", s, &h.algo, &name, ms, ws,
+        [&](int n, int* got, auto* perf) {
+          return cudnnFindConvolutionBackwardDataAlgorithm(h.handle, h.w, h.y, h.conv, h.x, n, got,
+                                                           perf);
+        }));
   } else {
     RETURN_IF_ERROR(CudnnStatus(
         cudnnGetConvolutionBackwardFilterAlgorithmMaxCount(h.handle, &max_algos),
         "algorithm count"));
-    std::vector<cudnnConvolutionBwdFilterAlgoPerf_t> perf(std::max(max_algos, 1));
-    RETURN_IF_ERROR(CudnnStatus(
-        cudnnFindConvolutionBackwardFilterAlgorithm(h.handle, h.x, h.y, h.conv, h.w,
-                                                    static_cast<int>(perf.size()), &returned,
-                                                    perf.data()),
-        "cudnnFindConvolutionBackwardFilterAlgorithm"));
-    RETURN_IF_ERROR(PickFastest(perf, returned, s, &h.algo, &name, &c->search_ms_,
-                                &c->workspace_bytes_));
+    RETURN_IF_ERROR(FindFastest<cudnnConvolutionBwdFilterAlgoPerf_t>(
+        max_algos, "cudnnFindConvolutionBackwardFilterAlgorithm", s, &h.algo, &name, ms, ws,
+        [&](int n, int* got, auto* perf) {
+          return cudnnFindConvolutionBackwardFilterAlgorithm(h.handle, h.x, h.y, h.conv, h.w, n,
+                                                             got, perf);
+        }));
   }
   c->algorithm_ = name;
   RETURN_IF_ERROR(CudnnStatus(cudnnSetConvolutionMathType(h.conv, CUDNN_FMA_MATH),

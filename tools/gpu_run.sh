@@ -71,8 +71,8 @@ for s in "${steps[@]}"; do
       # KernelBot's and the nets suite's three operations against cuDNN's fastest of each, and the
       # forward before the backward's changes (bin/benchmark_base, when the bundle carries one:
       # tools/make_gpu_subset.sh) against now in the same call.
-      for t in determinism_test implicit_gemm_3xtf32_test depthwise_wgrad_test c_api_test \
-          implicit_gemm_wgmma_test implicit_gemm_wgmma_wgrad_test depthwise_dgrad_test; do
+      for t in determinism_test implicit_gemm_3xtf32_test depthwise_backward_test c_api_test \
+          implicit_gemm_wgmma_test implicit_gemm_wgmma_wgrad_test; do
         [ -x "tests/$t" ] && TAIL=4 step "test_$t" 600 "tests/$t"
       done
       step regress_backward 600 bin/regress --testdata=testdata --filter=grad

@@ -20,10 +20,8 @@ __global__ void DirectKernel(const float* __restrict__ x, const float* __restric
   const int64_t total = g.batch * g.cout * g.oh * g.ow;
   for (int64_t idx = blockIdx.x * int64_t{blockDim.x} + threadIdx.x; idx < total;
        idx += int64_t{gridDim.x} * blockDim.x) {
-    const int64_t j = idx % g.ow;
-    const int64_t i = (idx / g.ow) % g.oh;
-    const int64_t o = (idx / (g.ow * g.oh)) % g.cout;
-    const int64_t b = idx / (g.ow * g.oh * g.cout);
+    const NchwIndex at = NchwOf(idx, g.cout, g.oh, g.ow);
+    const int64_t b = at.n, o = at.c, i = at.row, j = at.col;
     const int64_t c0 = (o / g.cout_g) * g.cin_g;  // the group's first input channel
     double acc = bias != nullptr ? static_cast<double>(bias[o]) : 0.0;
     for (int64_t c = 0; c < g.cin_g; ++c) {

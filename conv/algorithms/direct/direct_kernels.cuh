@@ -26,6 +26,15 @@ struct DirectGeometry {
   }
 };
 
+// Element idx of a dense [n, c, h, w] tensor as its coordinates: the one index map of the
+// kernels here and of the forward's (direct.cu).
+struct NchwIndex {
+  int64_t n, c, row, col;
+};
+__host__ __device__ inline NchwIndex NchwOf(int64_t idx, int64_t c, int64_t h, int64_t w) {
+  return NchwIndex{idx / (w * h * c), (idx / (w * h)) % c, (idx / w) % h, idx % w};
+}
+
 // dx, one thread per element (grid-stride): the taps that reach input pixel (h, v) are those
 // whose offset h + pt - p*dh is a multiple of the stride landing inside the output; the others
 // multiply a zero.
@@ -35,10 +44,8 @@ __global__ void DirectDgradKernel(const float* __restrict__ dy, const float* __r
   const int64_t total = g.batch * g.cin * g.h * g.w;
   for (int64_t idx = blockIdx.x * int64_t{blockDim.x} + threadIdx.x; idx < total;
        idx += int64_t{gridDim.x} * blockDim.x) {
-    const int64_t v = idx % g.w;
-    const int64_t h = (idx / g.w) % g.h;
-    const int64_t c = (idx / (g.w * g.h)) % g.cin;
-    const int64_t b = idx / (g.w * g.h * g.cin);
+    const NchwIndex at = NchwOf(idx, g.cin, g.h, g.w);
+    const int64_t b = at.n, c = at.c, h = at.row, v = at.col;
     const int64_t group = c / g.cin_g, cl = c - group * g.cin_g;
     double acc = 0;
     for (int64_t oo = 0; oo < g.cout_g; ++oo) {
@@ -76,9 +83,8 @@ __global__ void __launch_bounds__(kDirectWgradThreads)
   const int64_t plane = g.oh * g.ow;
   double acc = 0;
   if (e < filter) {
-    const int64_t q = e % g.kw, p = (e / g.kw) % g.kh;
-    const int64_t cl = (e / (g.kw * g.kh)) % g.cin_g;
-    const int64_t o = e / (g.kw * g.kh * g.cin_g);
+    const NchwIndex at = NchwOf(e, g.cin_g, g.kh, g.kw);  // w is [cout, cin_g, kh, kw]
+    const int64_t o = at.n, cl = at.c, p = at.row, q = at.col;
     const int64_t c = o / g.cout_g * g.cin_g + cl;
     for (int64_t b = 0; b < g.batch; ++b) {
       const float* xc = x + (b * g.cin + c) * g.h * g.w;

@@ -51,36 +51,16 @@ class HostCtx {
         transform_stats_(2 * pairs, TransformStats{}),
         stat_slots_(StatSlotCount(Log2Pow2(pairs)), StatSlot{kNaN, kNaN, 0xdeadbeefu}) {}
 
-  Cf Ld(int i) {
-    Check(i, data_.size(), "load");
-    Record(kData, i, false);
-    if (!written_[i]) Fail("reads shared element " + std::to_string(i) + " never written");
-    return data_[i];
-  }
-  void St(int i, Cf v) {
-    Check(i, data_.size(), "store");
-    Record(kData, i, true);
-    data_[i] = v;
-    written_[i] = true;
-  }
+  Cf Ld(int i) { return Read(kData, data_, written_, i); }
+  void St(int i, Cf v) { Write(kData, data_, written_, i, v); }
   // The device copies asynchronously: the values are only safe to publish after WaitCopies().
   void CopyIn(int i, const float* re, bool ok_re, const float* im, bool ok_im) {
     St(i, Cf{ok_re ? *re : 0.0f, ok_im ? *im : 0.0f});
     copies_pending_ = true;
   }
   void WaitCopies() { copies_pending_ = false; }
-  Cf Tw(int k) {
-    Check(k, tw_.size(), "twiddle load");
-    Record(kTable, k, false);
-    if (!tw_written_[k]) Fail("reads twiddle " + std::to_string(k) + " never written");
-    return tw_[k];
-  }
-  void SetTw(int k, Cf v) {
-    Check(k, tw_.size(), "twiddle store");
-    Record(kTable, k, true);
-    tw_[k] = v;
-    tw_written_[k] = true;
-  }
+  Cf Tw(int k) { return Read(kTable, tw_, tw_written_, k); }
+  void SetTw(int k, Cf v) { Write(kTable, tw_, tw_written_, k, v); }
   TransformMeta* meta() { return meta_.data(); }
   TransformStats* transform_stats() { return transform_stats_.data(); }
   StatSlot* stat_slots() { return stat_slots_.data(); }
@@ -127,6 +107,24 @@ class HostCtx {
     int item, seq, space, index;
     bool write;
   };
+
+  // One access to the data or the twiddle table: bounds-checked and logged; a read of an element
+  // never written fails.
+  Cf Read(Space space, const std::vector<Cf>& v, const std::vector<bool>& written, int i) {
+    Check(i, v.size(), space == kData ? "load" : "twiddle load");
+    Record(space, i, false);
+    if (!written[i]) {
+      Fail(std::string(space == kData ? "reads shared element " : "reads twiddle ") +
+           std::to_string(i) + " never written");
+    }
+    return v[i];
+  }
+  void Write(Space space, std::vector<Cf>& v, std::vector<bool>& written, int i, Cf x) {
+    Check(i, v.size(), space == kData ? "store" : "twiddle store");
+    Record(space, i, true);
+    v[i] = x;
+    written[i] = true;
+  }
 
   void Check(int i, size_t size, const char* what) {
     if (i < 0 || static_cast<size_t>(i) >= size) {

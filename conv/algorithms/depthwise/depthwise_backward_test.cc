@@ -1,15 +1,19 @@
-// depthwise's wgrad (depthwise_wgrad.h) on the GPU against the fp64 reference at every dw
-// element: the networks' depthwise layers scaled down (ConvNeXt's 7x7, EfficientNet's 3x3 and
-// 5x5 at stride 1 and 2, RepLKNet's 31x31), odd sizes, batch 1, K = 1, K = H, stride 2 and 3
-// with remainders, dilation, asymmetric padding, channel multipliers, the bias (db by the plan);
-// every input class; long reductions cut into slices; auto's pick; bitwise determinism across
-// calls, streams and poisoned outputs and workspaces. Fails without a GPU.
+// Depthwise's backward on the GPU against the fp64 reference at every element: depthwise's wgrad
+// (depthwise_wgrad.h) and depthwise_dgrad (the strided dgrad, depthwise_dgrad.h). The networks'
+// depthwise layers scaled down (ConvNeXt's 7x7, EfficientNet's 3x3 and 5x5 at stride 1 and 2,
+// RepLKNet's 31x31), odd sizes, batch 1, K = 1, K = H, stride 2 and 3 with remainders, dilation,
+// asymmetric padding, channel multipliers, the bias (db by the plan); every input class (a
+// non-finite tap reaches every dx of its channel); long reductions cut into slices; auto's pick;
+// inputs read afresh on every call; wgrad's bitwise determinism across calls, streams and
+// poisoned outputs and workspaces (both operations: determinism_test, over the registry).
+// Fails without a GPU.
 #include <cuda_runtime.h>
 
 #include <algorithm>
 #include <cstring>
 #include <vector>
 
+#include "conv/algorithms/depthwise/depthwise_layers.h"
 #include "conv/conv.h"
 #include "conv/testing/expect_reference.h"
 #include "conv/testing/shapes.h"
@@ -20,13 +24,14 @@ namespace conv2d {
 namespace {
 
 constexpr char kAlgorithm[] = "depthwise";
+constexpr char kDgradAlgorithm[] = "depthwise_dgrad";
 
 Shape Wg(Shape s) {
   s.op = Op::kWgrad;
   return s;
 }
 
-std::vector<Shape> Shapes() {
+std::vector<Shape> WgradShapes() {
   std::vector<Shape> v = {
       Wg(DepthwiseShape(4, 6, 1, 56, 56, 7, 7, 3)),          // ConvNeXt's 56x56 (one stage, slices)
       Wg(DepthwiseShape(4, 8, 1, 28, 28, 7, 7, 3)),          // 28x28 (images per stage)
@@ -54,20 +59,42 @@ std::vector<Shape> Shapes() {
   return v;
 }
 
-class DepthwiseWgradTest : public ::testing::TestWithParam<Shape> {};
-
-TEST_P(DepthwiseWgradTest, MatchesFp64Reference) {
-  ExpectMatchesReference(GetParam(), kAlgorithm, int64_t{1} << 20);
+// The wgrad's shapes, then depthwise_dgrad's (depthwise_layers.h).
+std::vector<Shape> Shapes() {
+  std::vector<Shape> v = WgradShapes();
+  for (const Shape& s : DepthwiseDgradShapes(3)) v.push_back(s);
+  return v;
 }
 
-TEST_P(DepthwiseWgradTest, EveryInputClassWithinBar) {
-  ExpectEveryClassWithinBar(GetParam(), kAlgorithm, 7);
+// Which algorithm computes `s`: depthwise its wgrad, depthwise_dgrad the strided dgrad.
+const char* AlgorithmFor(const Shape& s) {
+  return s.op == Op::kDgrad ? kDgradAlgorithm : kAlgorithm;
 }
 
-TEST_P(DepthwiseWgradTest, AutoTakesIt) { ExpectAutoTakes(GetParam(), kAlgorithm); }
+class DepthwiseBackwardTest : public ::testing::TestWithParam<Shape> {};
 
-INSTANTIATE_TEST_SUITE_P(Shapes, DepthwiseWgradTest, ::testing::ValuesIn(Shapes()),
+TEST_P(DepthwiseBackwardTest, MatchesFp64Reference) {
+  ExpectMatchesReference(GetParam(), AlgorithmFor(GetParam()), int64_t{1} << 20);
+}
+
+TEST_P(DepthwiseBackwardTest, EveryInputClassWithinBar) {
+  ExpectEveryClassWithinBar(GetParam(), AlgorithmFor(GetParam()),
+                            GetParam().op == Op::kDgrad ? 11 : 7);
+}
+
+INSTANTIATE_TEST_SUITE_P(Shapes, DepthwiseBackwardTest, ::testing::ValuesIn(Shapes()),
                          [](const auto& info) { return GtestName(info.param); });
+
+// auto takes depthwise's wgrad on every wgrad shape, and depthwise_dgrad on EfficientNet-B0's
+// four strided depthwise dgrads at batch 32.
+TEST(DepthwiseBackwardGpuTest, AutoTakesThem) {
+  for (const Shape& s : WgradShapes()) ExpectAutoTakes(s, kAlgorithm);
+  for (Shape s : {DwLayer(32, 96, 112, 3, 1, 2), DwLayer(32, 144, 56, 5, 2, 2),
+                  DwLayer(32, 240, 28, 3, 1, 2), DwLayer(32, 672, 14, 5, 2, 2)}) {
+    s.op = Op::kDgrad;
+    ExpectAutoTakes(s, kDgradAlgorithm);
+  }
+}
 
 // A long reduction (batch 32 at 56x56: 100,352 terms a tap, in 11 slices) on every input class,
 // the large mean with zero-sum dy planes among them.
@@ -77,9 +104,13 @@ TEST(DepthwiseWgradLarge, ConvNeXtStage1) {
   ExpectEveryClassWithinBar(s, kAlgorithm, 9);
 }
 
-TEST(DepthwiseWgradGpuTest, InputsChangeBetweenCalls) {
-  const absl::Status st =
+TEST(DepthwiseBackwardGpuTest, InputsChangeBetweenCalls) {
+  absl::Status st =
       CheckInputsChangeBetweenCalls(kAlgorithm, Wg(DepthwiseShape(3, 5, 2, 37, 29, 7, 7, 3)));
+  EXPECT_TRUE(st.ok()) << st;
+  Shape dgrad = DepthwiseShape(3, 5, 2, 37, 29, 5, 5, 2, 2);
+  dgrad.op = Op::kDgrad;
+  st = CheckInputsChangeBetweenCalls(kDgradAlgorithm, dgrad);
   EXPECT_TRUE(st.ok()) << st;
 }
 
