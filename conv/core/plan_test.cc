@@ -151,16 +151,8 @@ TEST(DispatchTest, AutoPicksTheMeasuredFastestOnSmallNetsLayers) {
 TEST(DispatchTest, TheStemsDgradIsAFold) {
   const Algorithm* alg = Registry::Global().Find("implicit_gemm_wgmma");
   ASSERT_NE(alg, nullptr);
-  auto DepthwiseDgrad = [](int64_t b, int64_t c, int64_t hw, int64_t k, int64_t pad,
-                           int64_t stride) {
-    Shape s = DepthwiseShape(b, c, 1, hw, hw, k, k, pad);
-    s.stride_h = s.stride_w = stride;
-    s.op = Op::kDgrad;
-    return s;
-  };
   auto dgrad = [](Shape s, int64_t pad, int64_t stride) {
-    s.pad_top = s.pad_bottom = s.pad_left = s.pad_right = pad;
-    s.stride_h = s.stride_w = stride;
+    s = WithGeometry(s, pad, pad, pad, pad, stride, stride);
     s.op = Op::kDgrad;
     return s;
   };
@@ -172,7 +164,7 @@ TEST(DispatchTest, TheStemsDgradIsAFold) {
       {dgrad(Shape{32, 128, 128, 56, 56, 3, 3}, 1, 2), false},
       {dgrad(Shape{32, 256, 512, 56, 56, 1, 1}, 0, 2), false},
       {dgrad(Shape{32, 96, 192, 56, 56, 2, 2}, 0, 2), false},
-      {DepthwiseDgrad(32, 240, 28, 3, 1, 2), false}};
+      {dgrad(DepthwiseShape(32, 240, 1, 28, 28, 3, 3), 1, 2), false}};
   for (const auto& [shape, fold] : expected) {
     absl::StatusOr<Proposal> p = alg->Propose(shape, DeviceInfo::ModelDevice());
     ASSERT_TRUE(p.ok()) << shape.ToString() << ": " << p.status();
