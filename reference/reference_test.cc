@@ -143,12 +143,6 @@ void ExpectNear(const std::vector<double>& got, const std::vector<double>& want,
   }
 }
 
-Shape WithOp(Shape s, Op op) {
-  s.op = op;
-  if (op == Op::kDgrad) s.has_bias = false;
-  return s;
-}
-
 class BackwardReferenceTest : public ::testing::TestWithParam<Shape> {};
 
 TEST_P(BackwardReferenceTest, MatchesTheForwardsAdjointLoops) {

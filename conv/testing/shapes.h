@@ -94,6 +94,13 @@ inline Shape WithGeometry(Shape s, int64_t pt, int64_t pb, int64_t pl, int64_t p
   return s;
 }
 
+// `s` as operation `op` (a data gradient has no bias).
+inline Shape WithOp(Shape s, Op op) {
+  s.op = op;
+  if (op == Op::kDgrad) s.has_bias = false;
+  return s;
+}
+
 // A grouped shape with the same padding on every side and the same stride and dilation both
 // ways: the family tests' constructor.
 inline Shape GroupedShape(int64_t b, int64_t cin, int64_t cout, int64_t groups, int64_t h,
@@ -136,12 +143,16 @@ inline std::vector<Shape> GeometryShapes() {
 
 // Networks' geometry at full size (sampled golden files): ResNet's stem (7x7, padding 3,
 // stride 2, bias), MobileNet's stride-2 depthwise 3x3 with TensorFlow's "SAME" padding (one
-// row and column, bottom and right), DeepLab's dilated 3x3 (dilation 2, padding 2).
+// row and column, bottom and right), DeepLab's dilated 3x3 (dilation 2, padding 2),
+// EfficientNet's first 1x1 expansion (a wgrad of 100,352 terms an element) and a squeeze-excite
+// 1x1 on a 1x1 image with its bias.
 inline std::vector<Shape> NetworkGeometryShapes() {
   return {
       WithGeometry({8, 3, 64, 224, 224, 7, 7}, 3, 3, 3, 3, 2, 2, 1, 1, 1, true),
       WithGeometry({8, 96, 96, 112, 112, 3, 3}, 0, 1, 0, 1, 2, 2, 1, 1, 96, true),
       WithGeometry({4, 64, 64, 33, 33, 3, 3}, 2, 2, 2, 2, 1, 1, 2, 2),
+      {8, 16, 96, 112, 112, 1, 1},  // EfficientNet's first expansion: a long 1x1 reduction
+      WithGeometry({32, 48, 1152, 1, 1, 1, 1}, 0, 0, 0, 0, 1, 1, 1, 1, 1, true),  // squeeze-excite
   };
 }
 

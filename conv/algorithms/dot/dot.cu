@@ -1,7 +1,11 @@
-// "dot" (dot.h). A group of kLanes lanes per output (b, o): the lanes stride the n = Cin/groups *
-// H * W terms (16-byte loads where n and the pointers allow), each keeps a partial sum, and
-// shuffles add the partial sums; the first lane adds the bias and writes. x's slice is read by
-// every output channel of its group and image, from L2 after the first.
+// "dot" (dot.h). The forward: a group of kLanes lanes per output (b, o): the lanes stride the n =
+// Cin/groups * H * W terms (16-byte loads where n and the pointers allow), each keeps a partial
+// sum, and shuffles add the partial sums; the first lane adds the bias and writes. x's slice is
+// read by every output channel of its group and image, from L2 after the first.
+// The weight gradient: one thread per dw element (o, t), dw[o, t] = the sum over the batch of
+// dy[b, o] * x[b, g*n + t], consecutive threads on consecutive t (x's loads coalesced, dy's one
+// value per warp); threads past dw write db[o], the sum of dy[:, o]. Both sums run in double in
+// batch order and round once: exact enough for any batch, and fixed.
 #include "conv/algorithms/dot/dot.h"
 
 #include <cuda_runtime.h>
@@ -34,6 +38,10 @@ struct Params {
   int64_t x_image;    // floats per image of x: Cin * H * W
   int lanes;          // per output
   FastDiv by_out_channels, by_out_per_group;
+  // The weight gradient's (0 for the forward): the batch, dw's elements (out_channels * n).
+  int batch;
+  int dw_elements;
+  FastDiv by_n;
 };
 
 template <bool kVec4>
@@ -76,12 +84,47 @@ __global__ void __launch_bounds__(kThreads)
   if (active && lane == 0) y[out] = acc + (bias != nullptr ? bias[o] : 0.0f);
 }
 
+// Thread e < dw_elements: dw[e]; dw_elements <= e < dw_elements + Cout (with db): db[e -
+// dw_elements].
+__global__ void __launch_bounds__(kThreads)
+    DotWgradKernel(const float* __restrict__ x, const float* __restrict__ dy,
+                   float* __restrict__ dw, float* __restrict__ db, const Params p) {
+  const int e = static_cast<int>(blockIdx.x) * kThreads + static_cast<int>(threadIdx.x);
+  const int cout = static_cast<int>(p.by_out_channels.divisor);
+  double acc = 0;
+  if (e < p.dw_elements) {
+    const int o = p.by_n.Div(e), t = e - o * p.n;
+    const float* xs = x + static_cast<int64_t>(p.by_out_per_group.Div(o)) * p.n + t;
+#pragma unroll 8
+    for (int b = 0; b < p.batch; ++b) {
+      acc = fma(static_cast<double>(__ldg(xs + b * p.x_image)),
+                static_cast<double>(__ldg(dy + b * cout + o)), acc);
+    }
+    dw[e] = static_cast<float>(acc);
+  } else if (db != nullptr && e < p.dw_elements + cout) {
+    const int o = e - p.dw_elements;
+#pragma unroll 8
+    for (int b = 0; b < p.batch; ++b) acc += static_cast<double>(__ldg(dy + b * cout + o));
+    db[o] = static_cast<float>(acc);
+  }
+}
+
 class DotRunner : public Runner {
  public:
   DotRunner(const Params& p, bool has_bias) : p_(p), has_bias_(has_bias) {}
   size_t workspace_bytes() const override { return 0; }
+  // The forward adds the bias; the weight gradient writes db.
   bool adds_bias() const override { return true; }
   absl::Status Run(const RunArgs& a) const override {
+    if (p_.dw_elements > 0) {
+      const int64_t threads =
+          int64_t{p_.dw_elements} + (has_bias_ ? p_.by_out_channels.divisor : 0);
+      return CudaStatus(
+          LaunchPdl(/*pdl=*/false, &DotWgradKernel,
+                    static_cast<unsigned>((threads + kThreads - 1) / kThreads), kThreads, 0,
+                    a.stream, a.x, a.dy, a.dw, has_bias_ ? a.db : nullptr, p_),
+          "dot wgrad kernel launch");
+    }
     const int64_t threads = int64_t{p_.outputs} * p_.lanes;
     const unsigned blocks = static_cast<unsigned>((threads + kThreads - 1) / kThreads);
     // 16-byte loads need n % 4 == 0 (every slice then starts on a 16-byte boundary of a
@@ -109,13 +152,19 @@ class Dot : public AlgorithmWithConfig<Params> {
   // Stride is moot with one output pixel; padding and dilation would make the window not
   // contiguous.
   Geometry geometry() const override { return Geometry{false, true, false, true}; }
+  // The weight gradient too (the squeeze-excite layers' dw: a reduction over the batch only).
+  // Not dgrad: with one output pixel it is this forward on dy (transposed_dgrad.h).
+  bool Computes(Op op) const override { return op == Op::kFprop || op == Op::kWgrad; }
+  // wgrad sums in double: within the contract whatever the batch.
   absl::Status WithinContract(const Shape& shape) const override {
+    if (shape.op == Op::kWgrad) return absl::OkStatus();
     return DirectSummationWithinContract(shape);
   }
 
  protected:
   // The time: 3 us for the launch, plus every term's two loads (8 bytes; x's again for every
-  // output channel, from L2) at ~8 TB/s or the tensors' bytes at 3 TB/s, whichever is longer.
+  // output channel, from L2) at ~8 TB/s or the tensors' bytes at 3 TB/s, whichever is longer;
+  // the same for the weight gradient, whose terms are dw's elements times the batch.
   absl::StatusOr<Params> Choose(const Shape& s, const DeviceInfo&,
                                 double* seconds) const override {
     if (s.kernel_h != s.height || s.kernel_w != s.width) {
@@ -134,6 +183,16 @@ class Dot : public AlgorithmWithConfig<Params> {
     }
     p.by_out_channels = FastDiv(static_cast<uint32_t>(s.out_channels));
     p.by_out_per_group = FastDiv(static_cast<uint32_t>(s.out_per_group()));
+    p.batch = 0;
+    p.dw_elements = 0;
+    p.by_n = FastDiv(static_cast<uint32_t>(p.n));
+    if (s.op == Op::kWgrad) {
+      p.batch = static_cast<int>(s.batch);
+      p.dw_elements = static_cast<int>(s.filter_elements());
+      if (s.filter_elements() + s.out_channels > int64_t{1} << 31) {
+        return absl::OutOfRangeError("dot wgrad: more than 2^31 threads");
+      }
+    }
     const double terms = static_cast<double>(p.outputs) * p.n;
     *seconds = 3e-6 + std::max(8.0 * terms / 8e12, s.min_bytes() / 3e12);
     return p;

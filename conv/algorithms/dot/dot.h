@@ -2,7 +2,9 @@
 // padding, any stride): each output is the dot product of a contiguous slice of x (the image's
 // channels of one group) with a contiguous filter row, as in the squeeze-excite 1x1 layers on
 // 1x1 images of EfficientNet and MobileNet and in K = H layers. The low-latency path: one launch,
-// no workspace, the bias fused, the sum in fp32 (within the direct-summation contract).
+// no workspace, the bias fused, the sum in fp32 (within the direct-summation contract). Their
+// weight gradient too: each dw element a sum over the batch only, in double, db in the same
+// launch.
 #ifndef CONV2D_CONV_ALGORITHMS_DOT_DOT_H_
 #define CONV2D_CONV_ALGORITHMS_DOT_DOT_H_
 
