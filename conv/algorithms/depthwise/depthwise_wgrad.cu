@@ -7,6 +7,7 @@
 #include <algorithm>
 
 #include "absl/strings/str_cat.h"
+#include "conv/algorithms/implicit_gemm/wgrad_split.h"
 #include "conv/arch/cp_async.cuh"
 #include "conv/arch/fast_div.h"
 #include "conv/arch/int_math.h"
@@ -276,17 +277,6 @@ __global__ void __launch_bounds__(kWgradThreads)
   PdlLaunchDependents();
 }
 
-// dw[e] = the slices' partials of element e added in double in slice order, rounded once.
-__global__ void WgradSliceSum(const double* __restrict__ partial, float* __restrict__ dw,
-                              int elements, int slices) {
-  PdlWait();
-  const int e = static_cast<int>(blockIdx.x * blockDim.x + threadIdx.x);
-  if (e >= elements) return;
-  double sum = 0;
-  for (int s = 0; s < slices; ++s) sum += partial[int64_t{s} * elements + e];
-  dw[e] = static_cast<float>(sum);
-}
-
 using SliceKernelFn = void (*)(const float*, const float*, double*, const WgradParams);
 
 template <int kTp, int kTq>
@@ -332,7 +322,9 @@ WgradParams MakeParams(const Shape& s, const WgradTiling& t) {
 class WgradRunner : public Runner {
  public:
   static constexpr uintptr_t kAlign = 16;
-  WgradRunner(const Shape& s, const WgradTiling& t) : s_(s), t_(t), p_(MakeParams(s, t)) {}
+  WgradRunner(const Shape& s, const WgradTiling& t)
+      : s_(s), t_(t), p_(MakeParams(s, t)),
+        sum_(wgrad_split::SumOf(s, wgrad_split::SplitK{t.slices, t.stages_per_slice})) {}
   // The caller's workspace needs no alignment (Plan::Run's contract): the partials start at the
   // first 16-byte boundary in it.
   size_t workspace_bytes() const override { return t_.workspace_bytes(s_) + kAlign; }
@@ -345,13 +337,8 @@ class WgradRunner : public Runner {
                   static_cast<unsigned>(kWgradThreads), static_cast<size_t>(t_.smem_bytes),
                   a.stream, a.x, a.dy, partial, p_),
         "depthwise wgrad kernel launch"));
-    const int elements = AsInt(s_.filter_elements());
-    return CudaStatus(LaunchPdl(/*pdl=*/true, &WgradSliceSum, static_cast<unsigned>(
-                                                                  CeilDiv(elements, 256)),
-                                256u, size_t{0}, a.stream,
-                                static_cast<const double*>(partial), a.dw, elements,
-                                t_.slices),
-                      "depthwise wgrad slice sum launch");
+    return wgrad_split::SumSlices(sum_, static_cast<const double*>(partial), a.dw,
+                                  s_.filter_elements(), a.stream);
   }
   bool records_launches() const override { return true; }
 
@@ -359,6 +346,7 @@ class WgradRunner : public Runner {
   Shape s_;
   WgradTiling t_;
   WgradParams p_;
+  wgrad_split::Sum sum_;
 };
 
 }  // namespace

@@ -15,8 +15,8 @@
 // The sum, deterministic and within the bar whatever batch*out_h*out_w: each thread sums at most
 // kMaxContractReduction terms per tap in fp32 (the slice count is raised until it does), the
 // CTA's threads are added in double in a fixed order (a shuffle tree, then the warps in order)
-// into a [slices][Cout][Kh*Kw] workspace, and a second kernel adds the slices in double in
-// order and rounds once. The slice count and every split are functions of the shape alone.
+// into a [slices][Cout][Kh*Kw] workspace, and a second kernel adds the slices in double in a
+// fixed order (wgrad_split::SumSlices) and rounds once. The slice count and every split are functions of the shape alone.
 #ifndef CONV2D_CONV_ALGORITHMS_DEPTHWISE_DEPTHWISE_WGRAD_H_
 #define CONV2D_CONV_ALGORITHMS_DEPTHWISE_DEPTHWISE_WGRAD_H_
 

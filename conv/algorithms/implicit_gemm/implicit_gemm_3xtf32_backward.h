@@ -22,7 +22,7 @@
 //   `slices` of slice_tiles k-tiles each, one grid row (blockIdx.y) per slice, a function of the
 //   shape alone (ChooseSplitK). A slice accumulates as the forward does (blocked fp32); with one
 //   slice the epilogue writes dw, otherwise each slice writes its partial dw (the layout of dw)
-//   to the workspace and WgradSumAt (wgrad_split.h) adds them in slice order in double.
+//   to the workspace and WgradSumAt (wgrad_split.h) adds them in its fixed order in double.
 #ifndef CONV2D_CONV_IMPLICIT_GEMM_3XTF32_BACKWARD_H_
 #define CONV2D_CONV_IMPLICIT_GEMM_3XTF32_BACKWARD_H_
 

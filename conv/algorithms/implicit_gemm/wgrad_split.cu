@@ -6,6 +6,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "conv/arch/block_sum.cuh"
+#include "conv/arch/pdl.cuh"
 #include "conv/core/bias.h"
 #include "conv/core/cuda_status.h"
 #include "conv/core/status_macros.h"
@@ -95,10 +96,33 @@ __global__ void __launch_bounds__(kCenterThreads)
   if (threadIdx.x == 0) centers[blockIdx.x] = Center(sum, sum_sq, plane);
 }
 
-__global__ void SumSlicesKernel(const float* __restrict__ part, float* __restrict__ dw, int n,
-                                const Sum s) {
-  const int e = static_cast<int>(blockIdx.x * blockDim.x + threadIdx.x);
-  if (e < n) dw[e] = SumAt(s, part, e, n);
+// dw[e] for the 32 elements e = 32 * blockIdx.x + lane: warp w sums way w (WaySum), then the
+// first warp adds the ways in order (SliceSum's order) and finishes (Finish).
+template <class T>
+__global__ void __launch_bounds__(32 * kMaxSumWays)
+    SumSlicesKernel(const T* __restrict__ part, float* __restrict__ dw, int n, const Sum s) {
+  __shared__ double ways[kMaxSumWays][32];
+  PdlWait();
+  const int lane = threadIdx.x % 32, w = threadIdx.x / 32;
+  const int e = static_cast<int>(blockIdx.x) * 32 + lane;
+  if (e < n) ways[w][lane] = WaySum(part, e, n, s.slices, w);
+  __syncthreads();
+  if (w == 0 && e < n) {
+    double v = 0;
+    for (int i = 0; i < SumWays(s.slices); ++i) v += ways[i][lane];
+    dw[e] = Finish(s, v, e);
+  }
+}
+
+template <class T>
+absl::Status LaunchSumSlices(const Sum& sum, const T* part, float* dw, int64_t n,
+                             cudaStream_t stream) {
+  const int count = static_cast<int>(n);
+  return CudaStatus(LaunchPdl(/*pdl=*/true, &SumSlicesKernel<T>,
+                              static_cast<unsigned>((count + 31) / 32),
+                              static_cast<unsigned>(32 * SumWays(sum.slices)), size_t{0}, stream,
+                              part, dw, count, sum),
+                    "wgrad slices' sum launch");
 }
 
 }  // namespace
@@ -154,9 +178,11 @@ absl::Status Centre(const Shape& s, const float* x, const float* dy, const Buffe
 
 absl::Status SumSlices(const Sum& sum, const float* part, float* dw, int64_t n,
                        cudaStream_t stream) {
-  const int count = static_cast<int>(n);
-  SumSlicesKernel<<<(count + 255) / 256, 256, 0, stream>>>(part, dw, count, sum);
-  return LaunchStatus("wgrad slices' sum");
+  return LaunchSumSlices(sum, part, dw, n, stream);
+}
+absl::Status SumSlices(const Sum& sum, const double* part, float* dw, int64_t n,
+                       cudaStream_t stream) {
+  return LaunchSumSlices(sum, part, dw, n, stream);
 }
 
 }  // namespace wgrad_split

@@ -64,7 +64,7 @@ absl::StatusOr<Tiling> TilingFor(const Shape& s) {
   t.slices = AsInt(CeilDiv(t.chunks, t.slice_chunks));
   t.terms_per_thread = int64_t{t.slice_chunks} * columns;
   t.ctas = tiles * t.slices;
-  t.smem_bytes = std::max(2 * (t.bp + t.bq) * kPitch * 4, t.bp * t.bq * 8);
+  t.smem_bytes = std::max(kStages * (t.bp + t.bq) * kPitch * 4, t.bp * t.bq * 8);
   if (t.workspace_bytes(s) > static_cast<size_t>(kMaxWorkspaceBytes)) {
     return absl::ResourceExhaustedError(absl::StrCat(
         "pointwise_wgrad: ", t.slices, " slices' partial dw need ", t.workspace_bytes(s),
@@ -121,7 +121,7 @@ __device__ __forceinline__ void StageCopy(const Params& p, const float* __restri
 
 // CTA = (slice, tile), the tile fastest: the CTAs running together read one slice's columns.
 // Writes the tile's sums of the slice to out[slice * Cout*Cin + o * Cin + c].
-__global__ void __launch_bounds__(kThreads)
+__global__ void __launch_bounds__(kThreads, 1)
     PointwiseWgradKernel(const float* __restrict__ x, const float* __restrict__ dy,
                          float* __restrict__ out, const Params p) {
   extern __shared__ float4 smem4[];
@@ -143,22 +143,28 @@ __global__ void __launch_bounds__(kThreads)
 #pragma unroll
     for (int j = 0; j < kBlock; ++j) acc[i][j] = 0.0f;
 
+  // A ring of kStages chunks: kStages - 1 copies in flight while one is summed (the sums are
+  // short against a chunk's bytes; the copies' latency is what there is to hide). One commit per
+  // step, empty past the slice, so that CpAsyncWait counts steps.
   PdlWait();
-  StageCopy(p, x, dy, p0, q0, first, smem);
-  CpAsyncCommit();
+#pragma unroll
+  for (int c = 0; c < kStages - 1; ++c) {
+    if (c < count) StageCopy(p, x, dy, p0, q0, first + c, smem + c * stage_floats);
+    CpAsyncCommit();
+  }
   for (int c = 0; c < count; ++c) {
-    const float* buf = smem + (c % 2) * stage_floats;
-    if (c + 1 < count) {  // the next chunk's copy overlaps this one's sums
-      StageCopy(p, x, dy, p0, q0, first + c + 1, smem + ((c + 1) % 2) * stage_floats);
-      CpAsyncCommit();
-      CpAsyncWait<1>();
-    } else {
-      CpAsyncWait<0>();
+    const int ahead = c + kStages - 1;
+    if (ahead < count) {
+      StageCopy(p, x, dy, p0, q0, first + ahead, smem + (ahead % kStages) * stage_floats);
     }
+    CpAsyncCommit();
+    CpAsyncWait<kStages - 1>();
     __syncthreads();
     if (active) {
+      const float* buf = smem + (c % kStages) * stage_floats;
       const float* rows_p = buf + tp * kPitch;
       const float* rows_q = buf + (p.bp + tq) * kPitch;
+#pragma unroll 1
       for (int kk = g; kk < kChunk; kk += p.groups) {
         float a[kBlock], v[kBlock];
 #pragma unroll
@@ -173,6 +179,7 @@ __global__ void __launch_bounds__(kThreads)
     }
     __syncthreads();  // the buffer is refilled next
   }
+  CpAsyncWait<0>();
 
   // The k-groups in double, in group order, into the tile's sums in shared memory.
   double* red = reinterpret_cast<double*>(smem);
@@ -197,14 +204,6 @@ __global__ void __launch_bounds__(kThreads)
   PdlLaunchDependents();
 }
 
-// dw[e] = the slices' partials of element e added in double in slice order, rounded once.
-__global__ void PointwiseSliceSum(const float* __restrict__ part, float* __restrict__ dw,
-                                  int elements, int slices) {
-  PdlWait();
-  const int e = static_cast<int>(blockIdx.x * blockDim.x + threadIdx.x);
-  if (e < elements) dw[e] = static_cast<float>(wgrad_split::SliceSum(part, e, elements, slices));
-}
-
 Params MakeParams(const Shape& s, const Tiling& t) {
   Params p = {};
   p.cin = AsInt(s.in_channels), p.cout = AsInt(s.out_channels);
@@ -218,7 +217,9 @@ Params MakeParams(const Shape& s, const Tiling& t) {
 
 class PointwiseWgradRunner : public Runner {
  public:
-  PointwiseWgradRunner(const Shape& s, const Tiling& t) : s_(s), t_(t), p_(MakeParams(s, t)) {}
+  PointwiseWgradRunner(const Shape& s, const Tiling& t)
+      : s_(s), t_(t), p_(MakeParams(s, t)),
+        sum_(wgrad_split::SumOf(s, wgrad_split::SplitK{t.slices, t.slice_chunks})) {}
   // The caller's workspace needs no alignment (Plan::Run's contract): the partials start at the
   // first 256-byte boundary in it.
   size_t workspace_bytes() const override { return t_.workspace_bytes(s_); }
@@ -235,18 +236,14 @@ class PointwiseWgradRunner : public Runner {
                   a.x, a.dy, part, p_),
         "pointwise_wgrad kernel launch"));
     if (t_.slices == 1) return absl::OkStatus();
-    const int elements = AsInt(s_.filter_elements());
-    return CudaStatus(LaunchPdl(/*pdl=*/true, &PointwiseSliceSum,
-                                static_cast<unsigned>(CeilDiv(elements, 256)), 256u, size_t{0},
-                                a.stream, static_cast<const float*>(part), a.dw, elements,
-                                t_.slices),
-                      "pointwise_wgrad slices' sum launch");
+    return wgrad_split::SumSlices(sum_, part, a.dw, s_.filter_elements(), a.stream);
   }
 
  private:
   Shape s_;
   Tiling t_;
   Params p_;
+  wgrad_split::Sum sum_;
 };
 
 class PointwiseWgrad : public AlgorithmWithConfig<Tiling> {
@@ -260,7 +257,7 @@ class PointwiseWgrad : public AlgorithmWithConfig<Tiling> {
   absl::Status WithinContract(const Shape&) const override { return absl::OkStatus(); }
 
  protected:
-  absl::StatusOr<Tiling> Choose(const Shape& s, const DeviceInfo&,
+  absl::StatusOr<Tiling> Choose(const Shape& s, const DeviceInfo& device,
                                 double* seconds) const override {
     if (s.kernel_h != 1 || s.kernel_w != 1) {
       return absl::UnimplementedError(absl::StrCat(
@@ -269,11 +266,19 @@ class PointwiseWgrad : public AlgorithmWithConfig<Tiling> {
     }
     RETURN_IF_ERROR(CheckFitsInt32(s, "pointwise_wgrad"));
     ASSIGN_OR_RETURN(Tiling t, TilingFor(s));
+    if (static_cast<size_t>(t.smem_bytes) > device.shared_memory_per_block_optin) {
+      return absl::FailedPreconditionError(absl::StrCat(
+          "pointwise_wgrad needs ", t.smem_bytes, " bytes of shared memory per block; the device ",
+          "allows ", device.shared_memory_per_block_optin));
+    }
     *seconds = Seconds(s, t);
     return t;
   }
   absl::StatusOr<std::unique_ptr<Runner>> Build(const Shape& s, const Tiling& t,
-                                                const DeviceInfo&) const override {
+                                                const DeviceInfo& device) const override {
+    RETURN_IF_ERROR(AllowOptinSmem(reinterpret_cast<const void*>(&PointwiseWgradKernel),
+                                   static_cast<int>(device.shared_memory_per_block_optin),
+                                   "pointwise_wgrad: cudaFuncSetAttribute (shared memory size)"));
     return std::unique_ptr<Runner>(new PointwiseWgradRunner(s, t));
   }
 };

@@ -9,16 +9,18 @@
 // peak), so plain fp32 FMAs, exact products, can run at the bytes' rate.
 //
 // A CTA takes one tile of dw (bp output channels x bq input channels, multiples of 8, at most
-// 4096 elements: 64 x 64, or up to 128 on one side where the other is short) and one slice of K. It stages chunks of kChunk consecutive terms of the tile's dy and
-// x rows in shared memory (double-buffered cp.async, rows k-contiguous as in memory) and each of
-// its threads sums an 8 x 8 block of the tile over the columns of its k-group: the tile's
+// 4096 elements: 64 x 64, or up to 128 on one side where the other is short) and one slice of
+// K. It stages chunks of kChunk consecutive terms of the tile's dy and x rows in shared memory
+// (a ring of kStages by cp.async, rows k-contiguous as in memory: the bytes in flight are what
+// a bytes-bound kernel needs, one CTA an SM at 209 registers a thread), and each of its threads
+// sums an 8 x 8 block of the tile over the columns of its k-group: the tile's
 // (bp/8)*(bq/8) threads form one k-group, and the CTA's kThreads threads as many k-groups as fit
 // (at most kChunk), group g taking columns g, g + groups, ... of each chunk.
 //
 // The sum, deterministic and within the bar whatever K: each thread sums at most
 // kMaxContractReduction terms in fp32 (the slice length sees to it), the CTA's k-groups are
 // added in double in group order and rounded to the slice's fp32 partial, and a second kernel
-// adds the slices in double in slice order (wgrad_split::SliceSum) and rounds once. The tiling
+// adds the slices in double in a fixed order (wgrad_split::SumSlices) and rounds once. The tiling
 // and the slices are functions of the shape alone.
 #ifndef CONV2D_CONV_ALGORITHMS_POINTWISE_POINTWISE_WGRAD_H_
 #define CONV2D_CONV_ALGORITHMS_POINTWISE_POINTWISE_WGRAD_H_
@@ -43,9 +45,10 @@ constexpr int kPitch = kChunk + 1;  // a staged row's floats: odd, so rows fall 
 constexpr int kBlock = 8;        // a thread's block of dw: 8 x 8
 constexpr int kMaxTile = 128;    // a tile's side, at most
 constexpr int kMaxTileElements = 4096;  // the tile's double sums: 32 KB
-constexpr int kMaxStageRows = 184;      // two stages of bp + bq rows within 48 KB
-// The CTAs the slice count aims at: two resident CTAs (their registers) on each of 132 SMs, two
-// waves. A constant: the split sets how dw is rounded, which must not depend on the GPU.
+constexpr int kStages = 6;              // chunks in the ring: five in flight
+constexpr int kMaxStageRows = 184;      // the ring: kStages * 184 rows, 146 KB
+// The CTAs the slice count aims at: four waves of one resident CTA (its registers) on each of
+// 132 SMs. A constant: the split sets how dw is rounded, which must not depend on the GPU.
 constexpr int64_t kTargetCtas = 2 * 2 * 132;
 // A slice's chunks, at least: its partial dw (one store, one load) small against its terms.
 constexpr int kMinSliceChunks = 8;

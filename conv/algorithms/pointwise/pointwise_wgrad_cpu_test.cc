@@ -1,7 +1,7 @@
 // pointwise_wgrad's tiling on the CPU: the kernel's partition (slice and tile of each CTA, each
 // thread's k-group and 8 x 8 block, each chunk's columns) replayed term by term. Every (o, c, k)
 // product is summed exactly once, each thread sums at most kMaxContractReduction terms per
-// element in fp32, the stages and the tile's double sums fit the default 48 KB of shared memory.
+// element in fp32, the ring and the tile's double sums fit an H100's shared memory.
 // Mutants (the last slice, a tile, the last k-group dropped) must fail the replay.
 #include <string>
 #include <vector>
@@ -81,7 +81,7 @@ TEST(PointwiseWgradTiling, EveryProductOnceWithinTheContract) {
     absl::StatusOr<Tiling> t = TilingFor(s);
     ASSERT_TRUE(t.ok()) << t.status();
     EXPECT_LE(t->terms_per_thread, kMaxContractReduction);
-    EXPECT_LE(t->smem_bytes, 48 << 10);
+    EXPECT_LE(t->smem_bytes, 227 << 10);  // an H100's opt-in limit
     EXPECT_LE(t->tile_threads * t->groups, kThreads);
     EXPECT_LE(t->bp, kMaxTile);
     EXPECT_LE(t->bq, kMaxTile);
