@@ -96,20 +96,28 @@ __global__ void __launch_bounds__(kCenterThreads)
   if (threadIdx.x == 0) centers[blockIdx.x] = Center(sum, sum_sq, plane);
 }
 
-// dw[e] for the 32 elements e = 32 * blockIdx.x + lane: warp w sums way w (WaySum), then the
-// first warp adds the ways in order (SliceSum's order) and finishes (Finish).
+// dw[e] for the kSumThreads / ways elements of this CTA: thread t sums way t / per_cta (WaySum)
+// of element t % per_cta, then way 0's threads add the ways in order (SliceSum's order) and
+// finish (Finish).
+constexpr int kSumThreads = 256;
 template <class T>
-__global__ void __launch_bounds__(32 * kMaxSumWays)
+__global__ void __launch_bounds__(kSumThreads)
     SumSlicesKernel(const T* __restrict__ part, float* __restrict__ dw, int n, const Sum s) {
-  __shared__ double ways[kMaxSumWays][32];
+  __shared__ double way_sums[kSumThreads];
   PdlWait();
-  const int lane = threadIdx.x % 32, w = threadIdx.x / 32;
-  const int e = static_cast<int>(blockIdx.x) * 32 + lane;
-  if (e < n) ways[w][lane] = WaySum(part, e, n, s.slices, w);
+  const int ways = SumWays(s.slices, n), per_cta = kSumThreads / ways;
+  const int w = static_cast<int>(threadIdx.x) / per_cta;
+  const int i = static_cast<int>(threadIdx.x) - w * per_cta;
+  const int e = static_cast<int>(blockIdx.x) * per_cta + i;
+  if (ways == 1) {  // no exchange
+    if (e < n) dw[e] = Finish(s, WaySum(part, e, n, s.slices, 0, 1), e);
+    return;
+  }
+  if (e < n) way_sums[threadIdx.x] = WaySum(part, e, n, s.slices, w, ways);
   __syncthreads();
   if (w == 0 && e < n) {
     double v = 0;
-    for (int i = 0; i < SumWays(s.slices); ++i) v += ways[i][lane];
+    for (int k = 0; k < ways; ++k) v += way_sums[k * per_cta + i];
     dw[e] = Finish(s, v, e);
   }
 }
@@ -118,10 +126,11 @@ template <class T>
 absl::Status LaunchSumSlices(const Sum& sum, const T* part, float* dw, int64_t n,
                              cudaStream_t stream) {
   const int count = static_cast<int>(n);
+  const int per_cta = kSumThreads / SumWays(sum.slices, n);
   return CudaStatus(LaunchPdl(/*pdl=*/true, &SumSlicesKernel<T>,
-                              static_cast<unsigned>((count + 31) / 32),
-                              static_cast<unsigned>(32 * SumWays(sum.slices)), size_t{0}, stream,
-                              part, dw, count, sum),
+                              static_cast<unsigned>((count + per_cta - 1) / per_cta),
+                              static_cast<unsigned>(kSumThreads), size_t{0}, stream, part, dw,
+                              count, sum),
                     "wgrad slices' sum launch");
 }
 

@@ -114,25 +114,31 @@ Sum SumOf(const Shape& shape, const SplitK& split);
 // dw[e] from the slices' partials part[slice*n + e], in double (exact enough that the sum's
 // rounding does not depend on K) and in a fixed order, so that the result is reproducible: the
 // slices are dealt to SumWays interleaved ways (way w: slices w, w + ways, ...), each summed in
-// slice order, and the ways added in way order. The GPU sums the ways in parallel, a warp each
-// over 32 consecutive elements (one thread per element summing every slice in turn waited on
-// each load: 0.26 ms for 512 elements of 523 slices, session 36's call A), and its sum is this
-// one's bit for bit.
+// slice order, and the ways added in way order. The GPU sums the ways in parallel, a thread
+// each: with few elements and many slices one thread per element summing every slice in turn
+// waited on each load (0.26 ms for 512 elements of 523 slices: PERF.md round 104), while with
+// many elements one thread per element fills the GPU and more ways only add CTAs (+30 us on
+// ResNet's 3x3 wgrad at 7x7, 2.4M elements of 4 slices). Its sum is this one's bit for bit.
 constexpr int kMaxSumWays = 8;
-CONV2D_HOST_DEVICE_INLINE int SumWays(int slices) {
-  return slices < kMaxSumWays ? slices : kMaxSumWays;
+constexpr int64_t kOneWayElements = 32768;  // 128 CTAs of 256 threads, a thread per element
+CONV2D_HOST_DEVICE_INLINE int SumWays(int slices, int64_t n) {
+  if (n >= kOneWayElements) return 1;
+  int ways = 1;
+  while (ways * 2 <= slices && ways * 2 <= kMaxSumWays) ways *= 2;
+  return ways;
 }
 template <class T>
-CONV2D_HOST_DEVICE_INLINE double WaySum(const T* part, int64_t e, int64_t n, int slices, int way) {
+CONV2D_HOST_DEVICE_INLINE double WaySum(const T* part, int64_t e, int64_t n, int slices, int way,
+                                        int ways) {
   double s = 0;
-  const int ways = SumWays(slices);
   for (int i = way; i < slices; i += ways) s += static_cast<double>(part[i * n + e]);
   return s;
 }
 template <class T>
 CONV2D_HOST_DEVICE_INLINE double SliceSum(const T* part, int64_t e, int64_t n, int slices) {
+  const int ways = SumWays(slices, n);
   double s = 0;
-  for (int w = 0; w < SumWays(slices); ++w) s += WaySum(part, e, n, slices, w);
+  for (int w = 0; w < ways; ++w) s += WaySum(part, e, n, slices, w, ways);
   return s;
 }
 // dw[e] from its slices' sum v: plus, where x was centred, center_c * the sum of dy[:, o]
@@ -163,8 +169,8 @@ Buffers Carve(void* workspace, const Shape& shape, const SplitK& split);
 // centres), into b; sets sum->centers and sum->dy_sums. Otherwise nothing.
 absl::Status Centre(const Shape& shape, const float* x, const float* dy, const Buffers& b,
                     Sum* sum, cudaStream_t stream);
-// dw from the partials (fp32, or double: depthwise's wgrad), SumAt's sums: a CTA per 32
-// elements, a warp per way. Through LaunchPdl (recorded where the plan records the call's
+// dw from the partials (fp32, or double: depthwise's wgrad), SumAt's sums: CTAs of 256
+// threads, 256 / ways elements each, a thread per element and way. Through LaunchPdl (recorded where the plan records the call's
 // launches; it waits for the kernel before it).
 absl::Status SumSlices(const Sum& sum, const float* part, float* dw, int64_t n,
                        cudaStream_t stream);
