@@ -16,7 +16,8 @@
 // kMaxContractReduction terms per tap in fp32 (the slice count is raised until it does), the
 // CTA's threads are added in double in a fixed order (a shuffle tree, then the warps in order)
 // into a [slices][Cout][Kh*Kw] workspace, and a second kernel adds the slices in double in a
-// fixed order (wgrad_split::SumSlices) and rounds once. The slice count and every split are functions of the shape alone.
+// fixed order (wgrad_split::SumSlices) and rounds once. The slice count and every split are
+// functions of the shape alone.
 #ifndef CONV2D_CONV_ALGORITHMS_DEPTHWISE_DEPTHWISE_WGRAD_H_
 #define CONV2D_CONV_ALGORITHMS_DEPTHWISE_DEPTHWISE_WGRAD_H_
 

@@ -60,8 +60,8 @@ TEST_P(DotTest, MatchesFp64Reference) {
 INSTANTIATE_TEST_SUITE_P(Shapes, DotTest, ::testing::ValuesIn(Shapes()),
                          [](const auto& info) { return GtestName(info.param); });
 
-// auto takes the squeeze-excite layers here, forward and weight gradient (depthwise on 1x1 images goes to depthwise or dot:
-// either is correct, so it is not asserted).
+// auto takes the squeeze-excite layers here, forward and weight gradient (depthwise on 1x1
+// images goes to depthwise or dot: either is correct, so it is not asserted).
 TEST(DotGpuTest, AutoTakesSqueezeExcite) {
   for (const Shape& s : {Whole(32, 48, 1152, 1, 1, 1, true), Whole(32, 20, 480, 1, 1, 1, true),
                          Whole(32, 1152, 48, 1, 1, 1, true)}) {

@@ -109,8 +109,8 @@ __global__ void __launch_bounds__(kSumThreads)
   const int w = static_cast<int>(threadIdx.x) / per_cta;
   const int i = static_cast<int>(threadIdx.x) - w * per_cta;
   const int e = static_cast<int>(blockIdx.x) * per_cta + i;
-  if (ways == 1) {  // no exchange
-    if (e < n) dw[e] = Finish(s, WaySum(part, e, n, s.slices, 0, 1), e);
+  if (ways == 1) {  // no exchange: SumAt itself
+    if (e < n) dw[e] = SumAt(s, part, e, n);
     return;
   }
   if (e < n) way_sums[threadIdx.x] = WaySum(part, e, n, s.slices, w, ways);

@@ -3,8 +3,8 @@
 // (Cin/groups)*Kh*Kw taps, N = Cout/groups, K = batch*out_h*out_w) has a long K (100,352 terms on
 // ResNet-50's 56x56 layers at batch 32), so K is cut into slices, each slice's tile is an fp32
 // blocked sum of at most kMaxContractReduction terms, and the slices' partial dw are added in
-// double in a fixed order (SliceSum). Where x has a large mean its channels are centred first. Everything
-// here is a function of the shape alone (never of the device or the kernel's grid), so that dw
+// double in a fixed order (SliceSum). Where x has a large mean its channels are centred first.
+// Everything here is a function of the shape alone (never of the device or the kernel's grid), so that dw
 // is the same, bit for bit, on every GPU and every call. Plain C++ for the device and the CPU
 // replays, and the host side of the launches around a kernel's slices.
 #ifndef CONV2D_CONV_ALGORITHMS_IMPLICIT_GEMM_WGRAD_SPLIT_H_
@@ -170,8 +170,8 @@ Buffers Carve(void* workspace, const Shape& shape, const SplitK& split);
 absl::Status Centre(const Shape& shape, const float* x, const float* dy, const Buffers& b,
                     Sum* sum, cudaStream_t stream);
 // dw from the partials (fp32, or double: depthwise's wgrad), SumAt's sums: CTAs of 256
-// threads, 256 / ways elements each, a thread per element and way. Through LaunchPdl (recorded where the plan records the call's
-// launches; it waits for the kernel before it).
+// threads, 256 / ways elements each, a thread per element and way. Through LaunchPdl (recorded
+// where the plan records the call's launches; it waits for the kernel before it).
 absl::Status SumSlices(const Sum& sum, const float* part, float* dw, int64_t n,
                        cudaStream_t stream);
 absl::Status SumSlices(const Sum& sum, const double* part, float* dw, int64_t n,
