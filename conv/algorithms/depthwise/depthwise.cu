@@ -645,11 +645,10 @@ class Depthwise : public AlgorithmWithConfig<Config> {
     return path_ == Path::kByRule ? 2.06 : std::numeric_limits<double>::infinity();
   }
   Geometry geometry() const override { return Geometry{true, true, true, true}; }
-  // wgrad too (depthwise_wgrad.h), by the rule's instance only. Not dgrad: at stride 1 it is
-  // this forward on dy (transposed_dgrad.h), which Computes(kDgrad) would turn off.
-  bool Computes(Op op) const override {
-    return op == Op::kFprop || (op == Op::kWgrad && path_ == Path::kByRule);
-  }
+  // wgrad too (depthwise_wgrad.h: its streaming and staged kernels, forced as the forward's are).
+  // Not dgrad: at stride 1 it is this forward on dy (transposed_dgrad.h), which
+  // Computes(kDgrad) would turn off.
+  bool Computes(Op op) const override { return op == Op::kFprop || op == Op::kWgrad; }
   // wgrad: each thread's fp32 sum is at most kMaxContractReduction terms per tap (the slice
   // count sees to it) and the rest is summed in double: the blocked sum of conv.h.
   absl::Status WithinContract(const Shape& shape) const override {
@@ -676,7 +675,10 @@ class Depthwise : public AlgorithmWithConfig<Config> {
     const int64_t smem_limit = static_cast<int64_t>(device.shared_memory_per_block_optin);
     if (s.op == Op::kWgrad) {
       Config c;
-      ASSIGN_OR_RETURN(c.wgrad, WgradTilingFor(s, smem_limit));
+      ASSIGN_OR_RETURN(c.wgrad, WgradTilingFor(s, smem_limit,
+                                               path_ == Path::kStaged      ? WgradPath::kStaged
+                                               : path_ == Path::kStreaming ? WgradPath::kStreaming
+                                                                           : WgradPath::kByRule));
       *seconds = WgradSeconds(s, c.wgrad);
       return c;
     }

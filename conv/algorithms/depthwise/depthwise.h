@@ -81,7 +81,7 @@ Tiling StreamingTilingFor(const Shape& s);
 absl::StatusOr<Tiling> TilingFor(const Shape& s, int64_t smem_limit);
 
 // "depthwise_staged" (staged = true) and "depthwise_streaming": depthwise with the kernel forced,
-// so that both can be timed on one shape. Measurement only: registered by tools/lab, never
+// the forward's and the wgrad's (depthwise_wgrad.h), so that both can be timed on one shape. Measurement only: registered by tools/lab, never
 // ranked by auto (calibration() is infinite).
 std::unique_ptr<Algorithm> MakeDepthwiseForced(bool staged);
 

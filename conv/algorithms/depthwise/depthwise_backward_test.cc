@@ -1,5 +1,7 @@
 // Depthwise's backward on the GPU against the fp64 reference at every element: depthwise's wgrad
-// (depthwise_wgrad.h) and depthwise_dgrad (the strided dgrad, depthwise_dgrad.h). The networks'
+// (depthwise_wgrad.h) through each of its kernels (the lab's depthwise_staged on every shape,
+// depthwise_streaming on those it takes) and depthwise_dgrad (the strided dgrad, its block kernel
+// and its gather, depthwise_dgrad.h). The networks'
 // depthwise layers scaled down (ConvNeXt's 7x7, EfficientNet's 3x3 and 5x5 at stride 1 and 2,
 // RepLKNet's 31x31), odd sizes, batch 1, K = 1, K = H, stride 2 and 3 with remainders, dilation,
 // asymmetric padding, channel multipliers, the bias (db by the plan); every input class (a
@@ -14,17 +16,24 @@
 #include <vector>
 
 #include "conv/algorithms/depthwise/depthwise_layers.h"
+#include "conv/algorithms/depthwise/depthwise_wgrad.h"
 #include "conv/conv.h"
 #include "conv/testing/expect_reference.h"
 #include "conv/testing/shapes.h"
 #include "conv/testing/testbed.h"
 #include "gtest/gtest.h"
+#include "tools/lab/lab.h"
 
 namespace conv2d {
 namespace {
 
 constexpr char kAlgorithm[] = "depthwise";
 constexpr char kDgradAlgorithm[] = "depthwise_dgrad";
+constexpr char kStaged[] = "depthwise_staged";
+constexpr char kStreaming[] = "depthwise_streaming";
+
+// The lab's algorithms (the kernels forced) are not the library's: registered before any test.
+[[maybe_unused]] const bool kLabRegistered = RegisterLabAlgorithms().ok();
 
 Shape Wg(Shape s) {
   s.op = Op::kWgrad;
@@ -59,31 +68,53 @@ std::vector<Shape> WgradShapes() {
   return v;
 }
 
-// The wgrad's shapes, then depthwise_dgrad's (depthwise_layers.h).
-std::vector<Shape> Shapes() {
-  std::vector<Shape> v = WgradShapes();
-  for (const Shape& s : DepthwiseDgradShapes(3)) v.push_back(s);
+// A shape and the algorithm that computes it.
+struct Case {
+  Shape shape;
+  const char* algorithm;
+};
+
+// The wgrad's shapes through the staged kernel, those the streaming kernel takes through it too;
+// then depthwise_dgrad's (depthwise_layers.h).
+std::vector<Case> Cases() {
+  std::vector<Case> v;
+  for (const Shape& s : WgradShapes()) {
+    v.push_back({s, kStaged});
+    if (depthwise_internal::WgradStreams(s)) v.push_back({s, kStreaming});
+  }
+  for (const Shape& s : DepthwiseDgradShapes(3)) v.push_back({s, kDgradAlgorithm});
   return v;
 }
 
-// Which algorithm computes `s`: depthwise its wgrad, depthwise_dgrad the strided dgrad.
-const char* AlgorithmFor(const Shape& s) {
-  return s.op == Op::kDgrad ? kDgradAlgorithm : kAlgorithm;
-}
-
-class DepthwiseBackwardTest : public ::testing::TestWithParam<Shape> {};
+class DepthwiseBackwardTest : public ::testing::TestWithParam<Case> {};
 
 TEST_P(DepthwiseBackwardTest, MatchesFp64Reference) {
-  ExpectMatchesReference(GetParam(), AlgorithmFor(GetParam()), int64_t{1} << 20);
+  ExpectMatchesReference(GetParam().shape, GetParam().algorithm, int64_t{1} << 20);
 }
 
 TEST_P(DepthwiseBackwardTest, EveryInputClassWithinBar) {
-  ExpectEveryClassWithinBar(GetParam(), AlgorithmFor(GetParam()),
-                            GetParam().op == Op::kDgrad ? 11 : 7);
+  ExpectEveryClassWithinBar(GetParam().shape, GetParam().algorithm,
+                            GetParam().shape.op == Op::kDgrad ? 11 : 7);
 }
 
-INSTANTIATE_TEST_SUITE_P(Shapes, DepthwiseBackwardTest, ::testing::ValuesIn(Shapes()),
-                         [](const auto& info) { return GtestName(info.param); });
+INSTANTIATE_TEST_SUITE_P(Shapes, DepthwiseBackwardTest, ::testing::ValuesIn(Cases()),
+                         [](const auto& info) {
+                           const char* a = info.param.algorithm;
+                           return GtestName(info.param.shape) +
+                                  (a == kStaged ? "_staged" : a == kStreaming ? "_streaming" : "");
+                         });
+
+// The streaming kernel takes the wgrad shapes WgradStreams names (the networks' 3x3, 5x5, 7x7 at
+// stride 1 and 2 among them) and refuses the rest.
+TEST(DepthwiseBackwardGpuTest, StreamingTakesWhatItNames) {
+  int taken = 0;
+  for (const Shape& s : WgradShapes()) {
+    absl::StatusOr<Plan> plan = Plan::Create(s, kStreaming);
+    EXPECT_EQ(plan.ok(), depthwise_internal::WgradStreams(s)) << s.ToString() << plan.status();
+    taken += plan.ok();
+  }
+  EXPECT_EQ(taken, 13);
+}
 
 // auto takes depthwise's wgrad on every wgrad shape, and depthwise_dgrad on EfficientNet-B0's
 // four strided depthwise dgrads at batch 32.
@@ -100,17 +131,27 @@ TEST(DepthwiseBackwardGpuTest, AutoTakesThem) {
 // the large mean with zero-sum dy planes among them.
 TEST(DepthwiseWgradLarge, ConvNeXtStage1) {
   const Shape s = Wg(DepthwiseShape(32, 4, 1, 56, 56, 7, 7, 3));
-  ExpectMatchesReference(s, kAlgorithm, int64_t{1} << 20);
-  ExpectEveryClassWithinBar(s, kAlgorithm, 9);
+  for (const char* algorithm : {kStaged, kStreaming}) {
+    SCOPED_TRACE(algorithm);
+    ExpectMatchesReference(s, algorithm, int64_t{1} << 20);
+    ExpectEveryClassWithinBar(s, algorithm, 9);
+  }
 }
 
 TEST(DepthwiseBackwardGpuTest, InputsChangeBetweenCalls) {
-  absl::Status st =
-      CheckInputsChangeBetweenCalls(kAlgorithm, Wg(DepthwiseShape(3, 5, 2, 37, 29, 7, 7, 3)));
-  EXPECT_TRUE(st.ok()) << st;
+  for (const char* algorithm : {kStaged, kStreaming}) {
+    absl::Status st =
+        CheckInputsChangeBetweenCalls(algorithm, Wg(DepthwiseShape(3, 5, 2, 37, 29, 7, 7, 3)));
+    EXPECT_TRUE(st.ok()) << algorithm << ": " << st;
+  }
+  absl::Status st;
   Shape dgrad = DepthwiseShape(3, 5, 2, 37, 29, 5, 5, 2, 2);
   dgrad.op = Op::kDgrad;
-  st = CheckInputsChangeBetweenCalls(kDgradAlgorithm, dgrad);
+  st = CheckInputsChangeBetweenCalls(kDgradAlgorithm, dgrad);  // the gather (multiplier 2)
+  EXPECT_TRUE(st.ok()) << st;
+  dgrad = DepthwiseShape(3, 5, 1, 37, 29, 5, 5, 2, 2);
+  dgrad.op = Op::kDgrad;
+  st = CheckInputsChangeBetweenCalls(kDgradAlgorithm, dgrad);  // the blocks
   EXPECT_TRUE(st.ok()) << st;
 }
 
@@ -135,11 +176,15 @@ absl::StatusOr<std::vector<float>> RunOverFill(const Plan& plan, const DevicePro
 TEST(DepthwiseWgradDeterminism, BitwiseIdenticalAcrossCalls) {
   cudaStream_t other = nullptr;
   ASSERT_EQ(cudaStreamCreate(&other), cudaSuccess);
-  for (const Shape& s : {Wg(DepthwiseShape(32, 4, 1, 56, 56, 7, 7, 3)),
-                         Wg(DepthwiseShape(8, 6, 2, 29, 31, 5, 5, 2, 2)),
-                         Wg(DepthwiseShape(2, 2, 1, 56, 56, 31, 31, 15))}) {
-    SCOPED_TRACE(s.ToString());
-    absl::StatusOr<Plan> plan = Plan::Create(s, kAlgorithm);
+  const Shape convnext = Wg(DepthwiseShape(32, 4, 1, 56, 56, 7, 7, 3));
+  const std::vector<Case> cases = {{convnext, kStaged},
+                                   {convnext, kStreaming},
+                                   {Wg(DepthwiseShape(8, 6, 2, 29, 31, 5, 5, 2, 2)), kStreaming},
+                                   {Wg(DepthwiseShape(2, 2, 1, 56, 56, 31, 31, 15)), kAlgorithm}};
+  for (const Case& c : cases) {
+    const Shape& s = c.shape;
+    SCOPED_TRACE(s.ToString() + " " + c.algorithm);
+    absl::StatusOr<Plan> plan = Plan::Create(s, c.algorithm);
     ASSERT_TRUE(plan.ok()) << plan.status();
     absl::StatusOr<DeviceProblem> problem = DeviceProblem::Create(s, 5, Distribution::kNormal);
     ASSERT_TRUE(problem.ok()) << problem.status();

@@ -2,6 +2,7 @@
 // double) against the fp64 reference dgrad at every dx element, over strides 2 and 3 with
 // remainders, multipliers, dilation with stride, asymmetric padding, K = 1 and K = H; the
 // kernel's whole pass replayed in fp32 (its CTAs' chunks, the zero term) with non-finite taps;
+// the block kernel's 2x2 blocks (DepthwiseDgradBlock) replayed likewise on the shapes it takes;
 // and what the algorithm declines (stride 1, groups of several channels, no groups).
 #include "conv/algorithms/depthwise/depthwise_dgrad.h"
 
@@ -133,6 +134,70 @@ TEST(DepthwiseDgradCpuTest, TheKernelsPassIsTheReferenceDgrad) {
       }
     }
   }
+}
+
+// dx through DepthwiseDgradBlock<kK, kV> for every 2x2 block of every plane, plus the channel's
+// zero term; counts the writes.
+template <int kK, int kV>
+void ReplayBlocks(const Shape& d, const Case& k, std::vector<float>* dx, std::vector<int>* writes) {
+  constexpr int kLo = depthwise_internal::DgradBlockLo(kK, kV);
+  const int h = static_cast<int>(d.height), w = static_cast<int>(d.width);
+  const int oh = static_cast<int>(d.out_h()), ow = static_cast<int>(d.out_w());
+  const int uh = static_cast<int>(d.pad_top / 2), uw = static_cast<int>(d.pad_left / 2);
+  for (int64_t bc = 0; bc < d.batch * d.in_channels; ++bc) {
+    const float* f = k.w.data() + (bc % d.in_channels) * kK * kK;
+    bool finite = true;
+    for (int e = 0; e < kK * kK; ++e) finite &= std::isfinite(f[e]);
+    for (int by = 0; by < (h + 1) / 2; ++by) {
+      for (int bx = 0; bx < (w + 1) / 2; ++bx) {
+        float out[2][2];
+        depthwise_internal::DepthwiseDgradBlock<kK, kV>(k.dy.data() + bc * oh * ow, f, oh, ow,
+                                                        by + uh + kLo, bx + uw + kLo, out);
+        for (int a = 0; a < 2; ++a) {
+          for (int b = 0; b < 2; ++b) {
+            const int y = 2 * by + a, x = 2 * bx + b;
+            if (y >= h || x >= w) continue;
+            (*dx)[(bc * h + y) * w + x] = out[a][b] + (finite ? 0.0f : NAN);
+            ++(*writes)[(bc * h + y) * w + x];
+          }
+        }
+      }
+    }
+  }
+}
+
+// The block kernel replayed on every shape it takes (EfficientNet-B0's four among them), on
+// randn and with a NaN and an infinite tap planted: every dx written once, within the bar of the
+// fp64 reference, non-finite exactly where it is.
+TEST(DepthwiseDgradCpuTest, TheBlocksAreTheReferenceDgrad) {
+  int taken = 0;
+  for (const Shape& d : DepthwiseDgradShapes(2)) {
+    if (!depthwise_internal::DgradTakesBlocks(d)) continue;
+    ++taken;
+    for (bool nonfinite : {false, true}) {
+      SCOPED_TRACE(d.ToString() + (nonfinite ? " with non-finite taps" : ""));
+      const Case k = MakeCase(d, 8, nonfinite);
+      std::vector<float> dx(d.input_elements(), 0.0f);
+      std::vector<int> writes(d.input_elements(), 0);
+      const bool odd = d.pad_top % 2 == 1;
+      if (d.kernel_h == 3) {
+        odd ? ReplayBlocks<3, 1>(d, k, &dx, &writes) : ReplayBlocks<3, 0>(d, k, &dx, &writes);
+      } else if (d.kernel_h == 5) {
+        odd ? ReplayBlocks<5, 1>(d, k, &dx, &writes) : ReplayBlocks<5, 0>(d, k, &dx, &writes);
+      } else {
+        odd ? ReplayBlocks<7, 1>(d, k, &dx, &writes) : ReplayBlocks<7, 0>(d, k, &dx, &writes);
+      }
+      for (size_t i = 0; i < dx.size(); ++i) {
+        ASSERT_EQ(writes[i], 1) << "at " << i;
+        ASSERT_EQ(std::isnan(dx[i]), std::isnan(k.want[i])) << "at " << i;
+        ASSERT_EQ(std::isinf(dx[i]), std::isinf(k.want[i])) << "at " << i;
+        if (std::isfinite(k.want[i])) {
+          ASSERT_LE(std::abs(dx[i] - k.want[i]), 1e-3 + 1e-3 * std::abs(k.want[i])) << "at " << i;
+        }
+      }
+    }
+  }
+  EXPECT_EQ(taken, 9);  // the networks' four, K = H, three odd sizes, one asymmetric
 }
 
 TEST(DepthwiseDgradCpuTest, TakesStridedDepthwiseDgradsOnly) {

@@ -32,7 +32,8 @@ inline std::vector<Shape> DepthwiseNetworkLayers() {
 // depthwise_dgrad's shapes (strided dgrads), for its CPU and GPU tests: EfficientNet-B0's four
 // strided layers at batch `b` (scaled down in channels), and odd geometries: stride 3 with
 // remainders and H != W, K = 1 (rows no tap reaches), K = H (one output pixel), multipliers 2 and
-// 3, dilation with stride, asymmetric padding with a stride and a dilation per axis.
+// 3, dilation with stride, asymmetric padding with a stride and a dilation per axis; and for the
+// block kernel odd sizes at stride 2, both paddings' parities, asymmetric padding.
 inline std::vector<Shape> DepthwiseDgradShapes(int64_t b) {
   std::vector<Shape> v = {
       DwLayer(b, 6, 112, 3, 1, 2),  DwLayer(b, 8, 56, 5, 2, 2),
@@ -43,11 +44,19 @@ inline std::vector<Shape> DepthwiseDgradShapes(int64_t b) {
       DepthwiseShape(2, 6, 2, 17, 23, 5, 5, 2, 2),
       DepthwiseShape(1, 3, 3, 21, 20, 3, 3, 1, 2),
       DepthwiseShape(2, 4, 1, 19, 21, 3, 3, 2, 2, 2),
+      // The block kernel's (stride 2, one channel a group, 3, 5, 7): odd sizes, both paddings'
+      // parities.
+      DepthwiseShape(2, 5, 1, 13, 11, 3, 3, 0, 2),
+      DepthwiseShape(2, 3, 1, 15, 9, 5, 5, 1, 2),
+      DepthwiseShape(1, 4, 1, 20, 17, 7, 7, 3, 2),
   };
   Shape asym = DepthwiseShape(2, 3, 1, 15, 16, 3, 4, 0, 1);
   asym.pad_top = 2, asym.pad_bottom = 0, asym.pad_left = 1, asym.pad_right = 3;
   asym.stride_h = 2, asym.stride_w = 3, asym.dilation_h = 3;
   v.push_back(asym);
+  Shape blocks = DepthwiseShape(2, 3, 1, 14, 13, 3, 3, 0, 2);  // asymmetric, the block kernel's
+  blocks.pad_top = 2, blocks.pad_bottom = 1, blocks.pad_left = 0, blocks.pad_right = 3;
+  v.push_back(blocks);
   for (Shape& s : v) s.op = Op::kDgrad;
   return v;
 }

@@ -1,5 +1,5 @@
-// depthwise's weight gradient (depthwise_wgrad.h): the tiling, the slice kernel, the fixed-order
-// slice sum and the runner.
+// depthwise's weight gradient (depthwise_wgrad.h): the tilings, the streaming and the staged
+// slice kernels, the CTA's fixed-order sum they share, and the runner.
 #include "conv/algorithms/depthwise/depthwise_wgrad.h"
 
 #include <cuda_runtime.h>
@@ -23,7 +23,51 @@ int AsInt(int64_t v) { return static_cast<int>(v); }
 bool Unrolled(int64_t k) { return k == 1 || k == 3 || k == 5 || k == 7; }
 }  // namespace
 
-absl::StatusOr<WgradTiling> WgradTilingFor(const Shape& s, int64_t smem_limit) {
+bool WgradStreams(const Shape& s) {
+  return s.kernel_h == s.kernel_w && (s.kernel_h == 1 || Unrolled(s.kernel_h)) &&
+         s.dilation_h == 1 && s.dilation_w == 1 && (s.stride_w == 1 || s.stride_w == 2);
+}
+
+namespace {
+
+// The streaming tiling: slices of whole items, enough for kStreamTargetCtas CTAs unless a
+// thread would then take fewer than kStreamMinItems items, and never so few that a thread sums
+// more than kMaxContractReduction terms per tap.
+WgradTiling StreamingTilingFor(const Shape& s) {
+  WgradTiling t;
+  t.streaming = true;
+  t.tile_p = t.tile_q = AsInt(s.kernel_h);
+  t.tiles_p = t.tiles_q = 1;
+  t.outputs = s.stride_w == 1 ? 2 : 1;
+  t.row_groups = AsInt(CeilDiv(s.out_w(), t.outputs));
+  t.items = s.batch * s.out_h() * t.row_groups;  // < 2^31: CheckFitsInt32 bounds dy
+  const int64_t most = int64_t{kStreamThreads} * (kMaxContractReduction / t.outputs);
+  const int64_t least = int64_t{kStreamThreads} * kStreamMinItems;
+  const int64_t slices = std::max(
+      CeilDiv(t.items, most),
+      std::min(CeilDiv(kStreamTargetCtas, s.out_channels), CeilDiv(t.items, least)));
+  t.items_per_slice = AsInt(CeilDiv(t.items, std::max<int64_t>(slices, 1)));
+  t.slices = AsInt(CeilDiv(t.items, t.items_per_slice));
+  t.ctas = s.out_channels * t.slices;
+  t.terms_per_thread = CeilDiv(t.items_per_slice, kStreamThreads) * t.outputs;
+  return t;
+}
+
+}  // namespace
+
+absl::StatusOr<WgradTiling> WgradTilingFor(const Shape& s, int64_t smem_limit, WgradPath path) {
+  if (path == WgradPath::kStreaming && !WgradStreams(s)) {
+    return absl::UnimplementedError(
+        "depthwise wgrad's streaming kernel takes square kernels of 1, 3, 5 or 7, dilation 1 "
+        "and stride_w 1 or 2 only");
+  }
+  if (path != WgradPath::kStaged && WgradStreams(s)) {
+    const WgradTiling t = StreamingTilingFor(s);
+    if (t.ctas > (int64_t{1} << 31) - 1) {
+      return absl::OutOfRangeError("depthwise wgrad: more than 2^31 - 1 CTAs");
+    }
+    return t;
+  }
   WgradTiling t;
   const bool square = s.kernel_h == s.kernel_w && Unrolled(s.kernel_h);
   if (s.stride_w == 1 && s.dilation_w == 1) {
@@ -96,11 +140,21 @@ absl::StatusOr<WgradTiling> WgradTilingFor(const Shape& s, int64_t smem_limit) {
   return t;
 }
 
-// The FMAs the kernel issues (the tiles' dropped taps and the last segment's idle lanes
+// Staged: the FMAs the kernel issues (the tiles' dropped taps and the last segment's idle lanes
 // included) at 20 T/s where a tap row's x values sit in registers, 6 T/s where each term loads
 // one from shared memory (not measured: the forward's rate and a quarter-rate guess); the
 // staged windows (x once per tap tile and output channel) and dy at 3 TB/s; two launches.
+// Streaming: the FMAs at 20 T/s; x read once per output channel and dy once at 3 TB/s (the L1
+// serves the windows' overlap), the partials written and read; two launches.
 double WgradSeconds(const Shape& s, const WgradTiling& t) {
+  if (t.streaming) {
+    const double fmas = static_cast<double>(s.out_channels) * t.items * t.outputs *
+                        s.kernel_h * s.kernel_w;
+    const double bytes = 4.0 * (s.output_elements() + static_cast<double>(s.batch) *
+                                                          s.out_channels * s.height * s.width) +
+                         2.0 * static_cast<double>(t.workspace_bytes(s));
+    return std::max(fmas / 20e12, bytes / 3e12) + 5e-6;
+  }
   const double fmas = static_cast<double>(s.batch) * s.out_channels * s.out_h() * t.segs * kSeg *
                       t.tile_p * t.tile_q * t.tiles_p * t.tiles_q;
   const double rate = t.cols == WgradCols::kRuntime ? 6e12 : 20e12;
@@ -121,6 +175,34 @@ struct WgradParams {
   int x_rows, x_cols, x_pitch, dy_pitch, x_plane, dy_plane, buffers;
   FastDiv by_x_plane, by_x_pitch, by_dy_plane, by_dy_pitch;
 };
+
+// The CTA's tap sums, acc[a][b] for taps (p0 + a, q0 + b) of each of its kThreads threads, added
+// in double in a fixed order (a shuffle tree within each warp, then the warps in order) and
+// written to out[tap] for the taps inside the kh x kw kernel. `red`: kThreads / 32 * kTp * kTq
+// doubles of shared memory, free once every thread has passed the barrier before the call.
+template <int kTp, int kTq, int kThreads>
+__device__ __forceinline__ void WriteCtaSums(const float (&acc)[kTp][kTq], double* red, int kh,
+                                             int kw, int p0, int q0, double* __restrict__ out) {
+  const int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
+#pragma unroll
+  for (int a = 0; a < kTp; ++a) {
+#pragma unroll
+    for (int b = 0; b < kTq; ++b) {
+      double v = acc[a][b];
+#pragma unroll
+      for (int off = 16; off > 0; off /= 2) v += __shfl_xor_sync(0xffffffffu, v, off);
+      if (lane == 0) red[warp * (kTp * kTq) + a * kTq + b] = v;
+    }
+  }
+  __syncthreads();
+  for (int e = threadIdx.x; e < kTp * kTq; e += kThreads) {
+    const int a = e / kTq, b = e % kTq;
+    if (p0 + a >= kh || q0 + b >= kw) continue;
+    double sum = 0;
+    for (int wi = 0; wi < kThreads / 32; ++wi) sum += red[wi * (kTp * kTq) + e];
+    out[(p0 + a) * kw + q0 + b] = sum;
+  }
+}
 
 // Copies stage `stage` of channel `o` (tap tile origin p0, q0) into `buf`: the x windows then the
 // dy rows of its images, zeros where a window leaves the image or the batch.
@@ -252,28 +334,73 @@ __global__ void __launch_bounds__(kWgradThreads)
     }
   }
 
-  // The threads' sums in double: a shuffle tree within each warp, then the warps in order.
-  double* red = reinterpret_cast<double*>(smem);
-  const int lane = threadIdx.x % 32, warp = threadIdx.x / 32;
+  WriteCtaSums<kTp, kTq, kWgradThreads>(acc, reinterpret_cast<double*>(smem), p.kh, p.kw, p0, q0,
+                                        partial + (int64_t{slice} * p.out_channels + o) *
+                                                      (p.kh * p.kw));
+  PdlLaunchDependents();
+}
+
+// The streaming kernel's parameters.
+struct StreamParams {
+  int h, w, oh, ow, sh, pt, pl;
+  int out_channels, in_channels, multiplier;
+  int items, items_per_slice;
+  FastDiv by_row_groups, by_oh;
+};
+
+// CTA = (slice, channel), slice outermost; thread t takes the slice's items t, t + kStreamThreads,
+// ... (depthwise_wgrad.h). kOut dy pixels an item, x's columns kSw apart per pixel.
+template <int kK, int kOut, int kSw>
+__global__ void __launch_bounds__(kStreamThreads)
+    WgradStreamKernel(const float* __restrict__ x, const float* __restrict__ dy,
+                      double* __restrict__ partial, const StreamParams p) {
+  __shared__ double red[kStreamThreads / 32 * kK * kK];
+  constexpr int kIn = (kOut - 1) * kSw + kK;  // x columns an item's window spans
+  const int cta = static_cast<int>(blockIdx.x);
+  const int slice = cta / p.out_channels, o = cta - slice * p.out_channels;
+  const int c = o / p.multiplier;
+  const int end = min(p.items, (slice + 1) * p.items_per_slice);
+  float acc[kK][kK];
 #pragma unroll
-  for (int a = 0; a < kTp; ++a) {
+  for (int a = 0; a < kK; ++a)
 #pragma unroll
-    for (int b = 0; b < kTq; ++b) {
-      double v = acc[a][b];
+    for (int b = 0; b < kK; ++b) acc[a][b] = 0.0f;
+
+  PdlWait();
+  for (int it = slice * p.items_per_slice + static_cast<int>(threadIdx.x); it < end;
+       it += kStreamThreads) {
+    const WgradStreamItem item = WgradStreamItemOf(it, p.by_row_groups, p.by_oh);
+    const int j0 = item.g * kOut;
+    const float* d_row = dy + ((int64_t{item.b} * p.out_channels + o) * p.oh + item.i) * p.ow + j0;
+    // The row's last item may hold one pixel: its second is skipped, not multiplied.
+    const bool both = kOut == 1 || j0 + 1 < p.ow;
+    float d[kOut];
+    d[0] = __ldg(d_row);
+    if constexpr (kOut == 2) d[1] = both ? __ldg(d_row + 1) : 0.0f;
+    const int iy0 = item.i * p.sh - p.pt, ix0 = j0 * kSw - p.pl;
+    const float* plane = x + (int64_t{item.b} * p.in_channels + c) * p.h * p.w;
+    bool col_in[kIn];
 #pragma unroll
-      for (int off = 16; off > 0; off /= 2) v += __shfl_xor_sync(0xffffffffu, v, off);
-      if (lane == 0) red[warp * (kTp * kTq) + a * kTq + b] = v;
+    for (int cc = 0; cc < kIn; ++cc) col_in[cc] = static_cast<unsigned>(ix0 + cc) < unsigned(p.w);
+#pragma unroll
+    for (int r = 0; r < kK; ++r) {
+      const int gy = iy0 + r;
+      const bool row_in = static_cast<unsigned>(gy) < unsigned(p.h);
+      const float* xr = plane + (row_in ? gy * p.w + ix0 : 0);
+      float xv[kIn];
+#pragma unroll
+      for (int cc = 0; cc < kIn; ++cc) xv[cc] = row_in && col_in[cc] ? __ldg(xr + cc) : 0.0f;
+#pragma unroll
+      for (int j = 0; j < kOut; ++j) {
+        if (j == 0 || both) {
+#pragma unroll
+          for (int q = 0; q < kK; ++q) acc[r][q] = fmaf(d[j], xv[j * kSw + q], acc[r][q]);
+        }
+      }
     }
   }
-  __syncthreads();
-  const int taps = p.kh * p.kw;
-  for (int e = threadIdx.x; e < kTp * kTq; e += kWgradThreads) {
-    const int a = e / kTq, b = e % kTq;
-    if (p0 + a >= p.kh || q0 + b >= p.kw) continue;
-    double sum = 0;
-    for (int wi = 0; wi < kWgradThreads / 32; ++wi) sum += red[wi * (kTp * kTq) + e];
-    partial[(int64_t{slice} * p.out_channels + o) * taps + (p0 + a) * p.kw + q0 + b] = sum;
-  }
+  WriteCtaSums<kK, kK, kStreamThreads>(acc, red, kK, kK, 0, 0,
+                                       partial + (int64_t{slice} * p.out_channels + o) * (kK * kK));
   PdlLaunchDependents();
 }
 
@@ -296,6 +423,37 @@ SliceKernelFn SliceKernelFor(const WgradTiling& t) {
     case 7: return ForCols<7, 7>(t.cols);
     default: return ForCols<8, 8>(t.cols);
   }
+}
+
+using StreamKernelFn = void (*)(const float*, const float*, double*, const StreamParams);
+
+template <int kK>
+StreamKernelFn StreamForStride(int stride_w) {
+  return stride_w == 1 ? &WgradStreamKernel<kK, 2, 1> : &WgradStreamKernel<kK, 1, 2>;
+}
+
+// The streaming kernel compiled for the shape (WgradStreams's: kernels 1, 3, 5, 7; stride_w 1
+// or 2).
+StreamKernelFn StreamKernelFor(const Shape& s) {
+  const int sw = AsInt(s.stride_w);
+  switch (s.kernel_h) {
+    case 1: return StreamForStride<1>(sw);
+    case 3: return StreamForStride<3>(sw);
+    case 5: return StreamForStride<5>(sw);
+    default: return StreamForStride<7>(sw);
+  }
+}
+
+StreamParams MakeStreamParams(const Shape& s, const WgradTiling& t) {
+  StreamParams p = {};
+  p.h = AsInt(s.height), p.w = AsInt(s.width), p.oh = AsInt(s.out_h()), p.ow = AsInt(s.out_w());
+  p.sh = AsInt(s.stride_h), p.pt = AsInt(s.pad_top), p.pl = AsInt(s.pad_left);
+  p.out_channels = AsInt(s.out_channels), p.in_channels = AsInt(s.in_channels);
+  p.multiplier = AsInt(s.out_per_group());
+  p.items = AsInt(t.items), p.items_per_slice = t.items_per_slice;
+  p.by_row_groups = FastDiv(static_cast<uint32_t>(t.row_groups));
+  p.by_oh = FastDiv(static_cast<uint32_t>(p.oh));
+  return p;
 }
 
 WgradParams MakeParams(const Shape& s, const WgradTiling& t) {
@@ -323,20 +481,23 @@ class WgradRunner : public Runner {
  public:
   static constexpr uintptr_t kAlign = 16;
   WgradRunner(const Shape& s, const WgradTiling& t)
-      : s_(s), t_(t), p_(MakeParams(s, t)),
+      : s_(s), t_(t), p_(MakeParams(s, t)), stream_p_(MakeStreamParams(s, t)),
         sum_(wgrad_split::SumOf(s, wgrad_split::SplitK{t.slices, t.stages_per_slice})) {}
   // The caller's workspace needs no alignment (Plan::Run's contract): the partials start at the
   // first 16-byte boundary in it.
   size_t workspace_bytes() const override { return t_.workspace_bytes(s_) + kAlign; }
   absl::Status Run(const RunArgs& a) const override {
-    SliceKernelFn kernel = SliceKernelFor(t_);
     const uintptr_t base = reinterpret_cast<uintptr_t>(a.workspace);
     double* partial = reinterpret_cast<double*>((base + kAlign - 1) / kAlign * kAlign);
-    RETURN_IF_ERROR(CudaStatus(
-        LaunchPdl(/*pdl=*/false, kernel, static_cast<unsigned>(t_.ctas),
-                  static_cast<unsigned>(kWgradThreads), static_cast<size_t>(t_.smem_bytes),
-                  a.stream, a.x, a.dy, partial, p_),
-        "depthwise wgrad kernel launch"));
+    const cudaError_t launched =
+        t_.streaming
+            ? LaunchPdl(/*pdl=*/false, StreamKernelFor(s_), static_cast<unsigned>(t_.ctas),
+                        static_cast<unsigned>(kStreamThreads), size_t{0}, a.stream, a.x, a.dy,
+                        partial, stream_p_)
+            : LaunchPdl(/*pdl=*/false, SliceKernelFor(t_), static_cast<unsigned>(t_.ctas),
+                        static_cast<unsigned>(kWgradThreads), static_cast<size_t>(t_.smem_bytes),
+                        a.stream, a.x, a.dy, partial, p_);
+    RETURN_IF_ERROR(CudaStatus(launched, "depthwise wgrad kernel launch"));
     return wgrad_split::SumSlices(sum_, static_cast<const double*>(partial), a.dw,
                                   s_.filter_elements(), a.stream);
   }
@@ -345,7 +506,8 @@ class WgradRunner : public Runner {
  private:
   Shape s_;
   WgradTiling t_;
-  WgradParams p_;
+  WgradParams p_;          // the staged kernel's
+  StreamParams stream_p_;  // the streaming kernel's
   wgrad_split::Sum sum_;
 };
 
@@ -353,6 +515,7 @@ class WgradRunner : public Runner {
 
 absl::StatusOr<std::unique_ptr<Runner>> MakeWgradRunner(const Shape& s, const WgradTiling& t,
                                                          int smem_optin) {
+  if (t.streaming) return std::unique_ptr<Runner>(new WgradRunner(s, t));
   RETURN_IF_ERROR(AllowOptinSmem(reinterpret_cast<const void*>(SliceKernelFor(t)), smem_optin,
                                  "depthwise wgrad: cudaFuncSetAttribute (shared memory size)"));
   return std::unique_ptr<Runner>(new WgradRunner(s, t));

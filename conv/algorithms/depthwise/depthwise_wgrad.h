@@ -1,8 +1,21 @@
 // depthwise's weight gradient (shape.op = kWgrad, in_channels / groups = 1, any channel
 // multiplier): dw[o, p, q] = sum over b, i, j of dy[b, o, i, j] * x[b, o / m, i*sh - pt + p*dh,
 // j*sw - pl + q*dw]. Few outputs (Kh*Kw per channel), each a reduction of batch*out_h*out_w terms.
+// Two kernels, as the forward has (depthwise.h), WgradTilingFor choosing.
 //
-// A CTA takes one output channel, one tile of kTileP x kTileQ taps and one slice of the channel's
+// The streaming kernel (square kernels of 1, 3, 5 or 7, dilation 1, stride_w 1 or 2: every
+// depthwise wgrad of the three networks) stages nothing. A CTA takes one output channel and one
+// slice of its items; an item is `outputs` consecutive dy pixels of one row (two at stride_w 1,
+// sharing kernel_w - 1 of their x columns; one at 2), and consecutive threads take consecutive
+// items in (image, row, item) order, so that a warp's loads cover adjacent columns and the L1
+// serves the x rows that neighbouring items and taps share. A thread keeps every tap's sum in
+// registers and reads each item's dy and x window straight from global memory: the forward's
+// streaming kernel's access pattern, which runs near the bytes' floor on these layers, where the
+// staged kernel's copy loop (a 4-byte cp.async and two divisions per element) held the SMs at
+// 48% busy and DRAM at 16% (ncu, PERF.md round 104).
+//
+// The staged kernel (the rest: larger kernels, dilation, other strides). A CTA takes one output
+// channel, one tile of kTileP x kTileQ taps and one slice of the channel's
 // stages. A stage is what is in shared memory at once: `images` whole planes of the channel (small
 // planes), or one band of `rows` output rows of one image (large planes), x's window (padding
 // staged as zeros) and dy's rows. A thread owns every tap of the tile over items of kSeg
@@ -11,6 +24,9 @@
 // and a dy value kTileP*kTileQ (the reduction stays on the FMA pipe, not on shared-memory
 // bandwidth). The tile is the whole kernel up to 8x8; larger kernels are cut into 8x8 tiles, each
 // CTA of a tile staging its own window.
+//
+// Both multiply x's padding as zeros (0 * an infinite dy is NaN, as the definition's sum over
+// the window gives) and skip the pixels past out_w of a row's last item.
 //
 // The sum, deterministic and within the bar whatever batch*out_h*out_w: each thread sums at most
 // kMaxContractReduction terms per tap in fp32 (the slice count is raised until it does), the
@@ -26,6 +42,7 @@
 #include <memory>
 
 #include "absl/status/statusor.h"
+#include "conv/arch/fast_div.h"
 #include "conv/arch/host_device.h"
 #include "conv/core/algorithm.h"
 #include "conv/shape.h"
@@ -42,11 +59,29 @@ constexpr int kItemsPerThread = 2;
 // that the split depends on the shape alone.
 constexpr int64_t kTargetCtas = 1024;
 
+// The streaming kernel: threads a CTA, and the CTAs its slice count aims at (two waves of eight
+// CTAs an SM on 132 SMs) unless a slice would then give a thread fewer than kStreamMinItems items.
+constexpr int kStreamThreads = 256;
+constexpr int64_t kStreamTargetCtas = 2048;
+constexpr int kStreamMinItems = 8;
+
+// Which kernel: WgradTilingFor's rule (streaming wherever it takes the shape), or one forced
+// for measurement (the lab's depthwise_staged and depthwise_streaming).
+enum class WgradPath { kByRule, kStaged, kStreaming };
+// Whether the streaming kernel takes `s`: a square kernel of 1, 3, 5 or 7, dilation 1, stride_w
+// 1 or 2 (stride_h any).
+bool WgradStreams(const Shape& s);
+
 // The column step the kernel is compiled for: (stride_w, dilation_w) = (1, 1) or (2, 1), the x
 // values of a tap row held in registers; kRuntime reads them from shared memory per term.
 enum class WgradCols : int { kUnit = 0, kStride2 = 1, kRuntime = 2 };
 
 struct WgradTiling {
+  bool streaming = false;
+  // Streaming: items of `outputs` dy pixels, row_groups a row, `items` a channel, cut into
+  // `slices` of items_per_slice (tile_p = tile_q = the kernel; the staged fields below unused).
+  int outputs = 0, row_groups = 0, items_per_slice = 0;
+  int64_t items = 0;
   int tile_p = 0, tile_q = 0;    // taps per CTA (the kernel's size up to 8, else 8)
   int tiles_p = 0, tiles_q = 0;  // tap tiles over the kernel
   WgradCols cols = WgradCols::kRuntime;
@@ -69,8 +104,25 @@ struct WgradTiling {
   }
 };
 
-// The tiling for a depthwise wgrad shape; ResourceExhausted when one stage exceeds smem_limit.
-absl::StatusOr<WgradTiling> WgradTilingFor(const Shape& s, int64_t smem_limit);
+// The tiling for a depthwise wgrad shape by `path`; ResourceExhausted when one stage exceeds
+// smem_limit, Unimplemented when the streaming kernel is forced on a shape it does not take.
+absl::StatusOr<WgradTiling> WgradTilingFor(const Shape& s, int64_t smem_limit,
+                                           WgradPath path = WgradPath::kByRule);
+
+// The streaming kernel's item `item` of a channel: image b, dy row i, and its first pixel j0 =
+// g * outputs; by_row_groups and by_oh divide by row_groups and out_h. The kernel and the CPU
+// test share it.
+struct WgradStreamItem {
+  int b, i, g;
+};
+CONV2D_HOST_DEVICE_INLINE WgradStreamItem WgradStreamItemOf(int item, const FastDiv& by_row_groups,
+                                                            const FastDiv& by_oh) {
+  WgradStreamItem r;
+  int row;
+  by_row_groups.DivMod(item, &row, &r.g);
+  by_oh.DivMod(row, &r.b, &r.i);
+  return r;
+}
 
 // Which (image, dy row, segment) of a stage item `item` is: segments outermost within an image
 // and rows innermost, so that a warp's lanes take consecutive rows (x rows a pitch apart, the

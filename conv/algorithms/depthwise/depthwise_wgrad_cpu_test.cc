@@ -1,10 +1,13 @@
-// depthwise's wgrad tiling on the CPU: the kernel's partition (slices, tap tiles, stages, items,
-// pixels: WgradStageOrigin and WgradItemOf, as the kernel calls them) replayed term by term.
+// depthwise's wgrad tilings on the CPU: the staged kernel's partition (slices, tap tiles, stages,
+// items, pixels: WgradStageOrigin and WgradItemOf, as the kernel calls them) and the streaming
+// kernel's (slices, threads, items: WgradStreamItemOf) replayed term by term.
 // Every term dy[b, i, j] * x[.., i*sh - pt + p*dh, j*sw - pl + q*dw] of every tap is summed
 // exactly once, from inside the staged window, at the x position the definition names; each
 // thread sums at most kMaxContractReduction terms per tap in fp32; shared memory within the
 // limit. Mutants (a slice dropped, a tap tile dropped, the last stage of each slice dropped)
-// must fail the replay. Prints the tilings of the networks' layers.
+// must fail the replay; the streaming kernel's likewise (a slice dropped, each slice's last item
+// dropped), and it takes the shapes WgradStreams names, the staged kernel the rest. Prints the
+// tilings of the networks' layers.
 #include <cstdio>
 #include <random>
 #include <vector>
@@ -26,7 +29,63 @@ Shape Wg(int64_t b, int64_t c, int64_t hw, int64_t k, int64_t pad, int64_t strid
   return s;
 }
 
-enum class Mutant { kNone, kDropSlice, kDropTile, kDropLastStage };
+enum class Mutant { kNone, kDropSlice, kDropTile, kDropLastStage, kDropLastItem };
+
+// The streaming kernel replayed (depthwise_wgrad.h): each slice's threads over their items.
+void ReplayStream(const Shape& s, const WgradTiling& t, Mutant m, std::vector<int>* seen,
+                  int64_t* max_thread_terms) {
+  const int64_t oh = s.out_h(), ow = s.out_w(), taps = s.kernel_h * s.kernel_w;
+  seen->assign(s.batch * oh * ow * taps, 0);
+  *max_thread_terms = 0;
+  const FastDiv by_row_groups(static_cast<uint32_t>(t.row_groups));
+  const FastDiv by_oh(static_cast<uint32_t>(oh));
+  const int slices = m == Mutant::kDropSlice ? t.slices - 1 : t.slices;
+  for (int slice = 0; slice < slices; ++slice) {
+    int end = static_cast<int>(std::min<int64_t>(t.items, int64_t{slice + 1} * t.items_per_slice));
+    if (m == Mutant::kDropLastItem) --end;
+    for (int thread = 0; thread < kStreamThreads; ++thread) {
+      int64_t terms = 0;
+      for (int it = slice * t.items_per_slice + thread; it < end; it += kStreamThreads) {
+        const WgradStreamItem item = WgradStreamItemOf(it, by_row_groups, by_oh);
+        ASSERT_LT(item.b, s.batch);
+        for (int j = 0; j < t.outputs && item.g * t.outputs + j < ow; ++j) {
+          ++terms;
+          const int64_t px = (int64_t{item.b} * oh + item.i) * ow + item.g * t.outputs + j;
+          for (int64_t tap = 0; tap < taps; ++tap) ++(*seen)[px * taps + tap];
+        }
+      }
+      *max_thread_terms = std::max(*max_thread_terms, terms);
+    }
+  }
+}
+
+void ExpectStreamValid(const Shape& s, const WgradTiling& t) {
+  SCOPED_TRACE(s.ToString());
+  EXPECT_TRUE(WgradStreams(s));
+  EXPECT_EQ(t.tile_p, s.kernel_h);
+  EXPECT_EQ(t.outputs, s.stride_w == 1 ? 2 : 1);
+  EXPECT_EQ(t.items, s.batch * s.out_h() * t.row_groups);
+  EXPECT_GE(int64_t{t.row_groups} * t.outputs, s.out_w());
+  EXPECT_LT(int64_t{t.row_groups - 1} * t.outputs, s.out_w());
+  EXPECT_LT(int64_t{t.slices - 1} * t.items_per_slice, t.items);  // no empty slice
+  EXPECT_GE(int64_t{t.slices} * t.items_per_slice, t.items);
+  EXPECT_EQ(t.ctas, s.out_channels * t.slices);
+  EXPECT_LE(t.terms_per_thread, kMaxContractReduction);
+  std::vector<int> seen;
+  int64_t max_terms = 0;
+  ReplayStream(s, t, Mutant::kNone, &seen, &max_terms);
+  int64_t once = 0;
+  for (int n : seen) once += n == 1;
+  EXPECT_EQ(once, static_cast<int64_t>(seen.size()));
+  EXPECT_LE(max_terms, t.terms_per_thread);
+  for (Mutant m : {Mutant::kDropSlice, Mutant::kDropLastItem}) {
+    if (m == Mutant::kDropSlice && t.slices == 1) continue;
+    ReplayStream(s, t, m, &seen, &max_terms);
+    int64_t mut_once = 0;
+    for (int n : seen) mut_once += n == 1;
+    EXPECT_LT(mut_once, static_cast<int64_t>(seen.size())) << "mutant " << static_cast<int>(m);
+  }
+}
 
 // Counts how often each (b, i, j, tap) term is summed, replaying the kernel's loops for one
 // channel; false with a message at the first term read outside its window or from the wrong x.
@@ -87,7 +146,9 @@ bool Replay(const Shape& s, const WgradTiling& t, Mutant m, std::vector<int>* se
 }
 
 void ExpectValid(const Shape& s, const WgradTiling& t) {
+  if (t.streaming) return ExpectStreamValid(s, t);
   SCOPED_TRACE(s.ToString());
+  EXPECT_TRUE(!WgradStreams(s) || t.tile_p > 0);
   EXPECT_GE(t.slices, 1);
   EXPECT_LE(int64_t{t.slices - 1} * t.stages_per_slice, t.stages - 1);  // no empty slice
   EXPECT_GE(int64_t{t.slices} * t.stages_per_slice, t.stages);
@@ -127,9 +188,19 @@ TEST(DepthwiseWgradTilingTest, NetworksLayers) {
     layers.push_back(s);
   }
   for (const Shape& s : layers) {
-    absl::StatusOr<WgradTiling> t = WgradTilingFor(s, kH200Smem);
+    for (WgradPath path : {WgradPath::kByRule, WgradPath::kStaged}) {
+    absl::StatusOr<WgradTiling> t = WgradTilingFor(s, kH200Smem, path);
     ASSERT_TRUE(t.ok()) << t.status();
+    EXPECT_EQ(t->streaming, path == WgradPath::kByRule && WgradStreams(s));
     ExpectValid(s, *t);
+    if (t->streaming) {
+      std::printf("%-40s streaming: %d pixels an item, %lld items a channel, slices %3d x %6d "
+                  "ctas %6lld terms/thread %4lld  model %.1f us\n",
+                  s.ToString().c_str(), t->outputs, static_cast<long long>(t->items), t->slices,
+                  t->items_per_slice, static_cast<long long>(t->ctas),
+                  static_cast<long long>(t->terms_per_thread), 1e6 * WgradSeconds(s, *t));
+      continue;
+    }
     std::printf("%-40s tile %dx%d x %dx%d cols %d segs %d stage %2d img x %3d rows (%d bands) "
                 "stages %4lld slices %3d x %2d ctas %6lld smem %6lld terms/thread %4lld  "
                 "model %.1f us\n",
@@ -138,13 +209,14 @@ TEST(DepthwiseWgradTilingTest, NetworksLayers) {
                 static_cast<long long>(t->stages), t->slices, t->stages_per_slice,
                 static_cast<long long>(t->ctas), static_cast<long long>(t->smem_bytes),
                 static_cast<long long>(t->terms_per_thread), 1e6 * WgradSeconds(s, *t));
+    }
   }
 }
 
 TEST(DepthwiseWgradTilingTest, RandomGeometries) {
   std::mt19937 rng(91);
   auto pick = [&](int lo, int hi) { return std::uniform_int_distribution<int>(lo, hi)(rng); };
-  int checked = 0;
+  int checked = 0, streamed = 0;
   for (int n = 0; n < 600; ++n) {
     const int c = pick(1, 6);
     Shape s{pick(1, 5), c, c * pick(1, 3), pick(1, 70), pick(1, 70), pick(1, 12), pick(1, 12)};
@@ -154,23 +226,40 @@ TEST(DepthwiseWgradTilingTest, RandomGeometries) {
     s.pad_right = pick(0, 4);
     if (pick(0, 1)) s.stride_h = pick(1, 3), s.stride_w = pick(1, 3);
     if (pick(0, 3) == 0) s.dilation_h = pick(1, 3), s.dilation_w = pick(1, 3);
+    if (pick(0, 2) == 0) {  // one the streaming kernel takes
+      s.kernel_h = s.kernel_w = 2 * pick(0, 3) + 1;
+      s.dilation_h = s.dilation_w = 1;
+      s.stride_w = pick(1, 2);
+    }
     if (!ValidateShape(s).ok()) continue;
-    absl::StatusOr<WgradTiling> t = WgradTilingFor(s, kH200Smem);
-    ASSERT_TRUE(t.ok()) << s.ToString() << ": " << t.status();
-    ExpectValid(s, *t);
+    for (WgradPath path : {WgradPath::kStaged, WgradPath::kStreaming}) {
+      absl::StatusOr<WgradTiling> t = WgradTilingFor(s, kH200Smem, path);
+      if (path == WgradPath::kStreaming && !WgradStreams(s)) {
+        EXPECT_EQ(t.status().code(), absl::StatusCode::kUnimplemented) << s.ToString();
+        continue;
+      }
+      ASSERT_TRUE(t.ok()) << s.ToString() << ": " << t.status();
+      ExpectValid(s, *t);
+      streamed += t->streaming;
+    }
     ++checked;
   }
   EXPECT_GT(checked, 300);
+  EXPECT_GT(streamed, 100);
 }
 
 // A long reduction (batch 256 at 56x56: 802,816 terms a tap) is cut into enough slices that no
 // thread sums more than kMaxContractReduction terms in fp32; batch 1 on a 1x1 image is one term.
 TEST(DepthwiseWgradTilingTest, SlicesBoundEachThreadsSum) {
-  for (const Shape& s : {Wg(256, 8, 56, 3, 1, 1), Wg(1, 1, 1, 1, 0, 1), Wg(64, 2, 224, 7, 3, 2)}) {
+  for (const Shape& s : {Wg(256, 8, 56, 3, 1, 1), Wg(1, 1, 1, 1, 0, 1), Wg(64, 2, 224, 7, 3, 2),
+                         Wg(256, 8, 56, 9, 4, 1)}) {
     absl::StatusOr<WgradTiling> t = WgradTilingFor(s, kH200Smem);
     ASSERT_TRUE(t.ok()) << t.status();
     EXPECT_LE(t->terms_per_thread, kMaxContractReduction) << s.ToString();
     // The split is the shape's alone: the same on a device of less shared memory, or refused.
+    absl::StatusOr<WgradTiling> staged = WgradTilingFor(s, kH200Smem, WgradPath::kStaged);
+    ASSERT_TRUE(staged.ok()) << staged.status();
+    EXPECT_LE(staged->terms_per_thread, kMaxContractReduction) << s.ToString();
     absl::StatusOr<WgradTiling> small = WgradTilingFor(s, 100 << 10);
     if (small.ok()) {
       EXPECT_EQ(small->slices, t->slices) << s.ToString();
