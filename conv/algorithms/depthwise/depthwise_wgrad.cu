@@ -360,11 +360,7 @@ __global__ void __launch_bounds__(kStreamThreads)
   const int slice = cta / p.out_channels, o = cta - slice * p.out_channels;
   const int c = o / p.multiplier;
   const int end = min(p.items, (slice + 1) * p.items_per_slice);
-  float acc[kK][kK];
-#pragma unroll
-  for (int a = 0; a < kK; ++a)
-#pragma unroll
-    for (int b = 0; b < kK; ++b) acc[a][b] = 0.0f;
+  float acc[kK][kK] = {};
 
   PdlWait();
   for (int it = slice * p.items_per_slice + static_cast<int>(threadIdx.x); it < end;

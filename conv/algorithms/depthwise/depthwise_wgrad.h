@@ -59,18 +59,17 @@ constexpr int kItemsPerThread = 2;
 // that the split depends on the shape alone.
 constexpr int64_t kTargetCtas = 1024;
 
-// The streaming kernel: threads a CTA, and the CTAs its slice count aims at (two waves of eight
-// CTAs an SM on 132 SMs) unless a slice would then give a thread fewer than kStreamMinItems items.
-constexpr int kStreamThreads = 256;
-constexpr int64_t kStreamTargetCtas = 2048;
-constexpr int kStreamMinItems = 8;
-
 // Which kernel: WgradTilingFor's rule (streaming wherever it takes the shape), or one forced
 // for measurement (the lab's depthwise_staged and depthwise_streaming).
 enum class WgradPath { kByRule, kStaged, kStreaming };
 // Whether the streaming kernel takes `s`: a square kernel of 1, 3, 5 or 7, dilation 1, stride_w
 // 1 or 2 (stride_h any).
 bool WgradStreams(const Shape& s);
+// The streaming kernel's threads a CTA, and the CTAs its slice count aims at (two waves of eight
+// CTAs an SM on 132 SMs) unless a slice would then give a thread fewer than kStreamMinItems items.
+constexpr int kStreamThreads = 256;
+constexpr int64_t kStreamTargetCtas = 2048;
+constexpr int kStreamMinItems = 8;
 
 // The column step the kernel is compiled for: (stride_w, dilation_w) = (1, 1) or (2, 1), the x
 // values of a tap row held in registers; kRuntime reads them from shared memory per term.
