@@ -180,8 +180,9 @@ class DepthwiseDgrad : public AlgorithmWithConfig<DgradConfig> {
  public:
   std::string name() const override { return "depthwise_dgrad"; }
   // The block kernel's measured over modelled time on EfficientNet-B0's four strided depthwise
-  // dgrads (the gather's own factor is in its model below). Not yet measured: a guess of 1.5.
-  double calibration() const override { return 1.5; }
+  // dgrads, 1.47-2.0x (geometric mean 1.75; H100, PERF.md round 105); the gather's own factor
+  // is in its model below.
+  double calibration() const override { return 1.75; }
   Geometry geometry() const override { return Geometry{true, true, true, true}; }
   bool Computes(Op op) const override { return op == Op::kDgrad; }
   // Each dx is a direct fp32 sum of its taps' terms (Cout/groups x Kh x Kw at most).

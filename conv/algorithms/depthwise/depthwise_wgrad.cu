@@ -477,7 +477,10 @@ class WgradRunner : public Runner {
  public:
   static constexpr uintptr_t kAlign = 16;
   WgradRunner(const Shape& s, const WgradTiling& t)
-      : s_(s), t_(t), p_(MakeParams(s, t)), stream_p_(MakeStreamParams(s, t)),
+      // Only the tiling's kernel's parameters: the other's divisors are 0 (FastDiv(0) would
+      // divide by zero).
+      : s_(s), t_(t), p_(t.streaming ? WgradParams{} : MakeParams(s, t)),
+        stream_p_(t.streaming ? MakeStreamParams(s, t) : StreamParams{}),
         sum_(wgrad_split::SumOf(s, wgrad_split::SplitK{t.slices, t.stages_per_slice})) {}
   // The caller's workspace needs no alignment (Plan::Run's contract): the partials start at the
   // first 16-byte boundary in it.

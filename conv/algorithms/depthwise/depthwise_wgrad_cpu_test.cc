@@ -267,6 +267,18 @@ TEST(DepthwiseWgradTilingTest, SlicesBoundEachThreadsSum) {
   }
 }
 
+// The streaming kernel's runner is built on the host alone (no device call before a launch): it
+// holds the streaming kernel's parameters only (the staged kernel's divisors are 0 for it).
+TEST(DepthwiseWgradTilingTest, StreamingRunnerBuildsOnTheHost) {
+  for (const Shape& s : {Wg(32, 96, 112, 3, 1, 2), Wg(2, 3, 7, 7, 3, 1), Wg(1, 1, 1, 1, 0, 1)}) {
+    absl::StatusOr<WgradTiling> t = WgradTilingFor(s, kH200Smem, WgradPath::kStreaming);
+    ASSERT_TRUE(t.ok()) << t.status();
+    absl::StatusOr<std::unique_ptr<Runner>> runner = MakeWgradRunner(s, *t, kH200Smem);
+    ASSERT_TRUE(runner.ok()) << runner.status();
+    EXPECT_EQ((*runner)->workspace_bytes(), t->workspace_bytes(s) + 16) << s.ToString();
+  }
+}
+
 }  // namespace
 }  // namespace depthwise_internal
 }  // namespace conv2d
