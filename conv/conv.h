@@ -60,6 +60,10 @@
 //     the data's spread, not its mean; db is summed in double. Outliers in x count per channel
 //     here: a dw element sums its input channel over every image, so two outliers there may
 //     cancel ("outside" above).
+//     Not met, measured (H100, PERF.md round 105): depthwise's staged wgrad, which centres
+//     nothing, on RepLKNet's 31x31 depthwise layer (56x56, batch 32) on the large-mean class:
+//     4.08x the bar (every other class there within 0.43 of it; the networks' 3x3 to 7x7
+//     depthwise wgrads within 0.5 on every class).
 //   - Non-finite: an element whose terms hold a NaN or an infinity is non-finite. In wgrad the
 //     padding is zeros that are multiplied, as in the forward: a non-finite dy reaches every tap
 //     of its output channel's dw.

@@ -61,7 +61,15 @@ absl::StatusOr<WgradTiling> WgradTilingFor(const Shape& s, int64_t smem_limit, W
         "depthwise wgrad's streaming kernel takes square kernels of 1, 3, 5 or 7, dilation 1 "
         "and stride_w 1 or 2 only");
   }
-  if (path != WgradPath::kStaged && WgradStreams(s)) {
+  // By rule the staged kernel keeps 7x7 at stride 1 on planes past 14x14, as the forward's rule
+  // does: its staged x rows serve 49 taps where the streaming kernel loads 56 values an item
+  // through the L1 (ConvNeXt's 56x56 and 28x28: 0.151 and 0.083 ms staged against 0.166 and
+  // 0.091 streaming; at 14x14 and 7x7 streaming wins, 0.049 and 0.037 against 0.056 and 0.061;
+  // H100, PERF.md round 105).
+  const bool staged_by_rule = s.kernel_h == 7 && s.stride_h == 1 && s.stride_w == 1 &&
+                              s.out_h() * s.out_w() > 14 * 14;
+  if (path == WgradPath::kStreaming || (path == WgradPath::kByRule && WgradStreams(s) &&
+                                        !staged_by_rule)) {
     const WgradTiling t = StreamingTilingFor(s);
     if (t.ctas > (int64_t{1} << 31) - 1) {
       return absl::OutOfRangeError("depthwise wgrad: more than 2^31 - 1 CTAs");

@@ -4,7 +4,8 @@
 // Two kernels, as the forward has (depthwise.h), WgradTilingFor choosing.
 //
 // The streaming kernel (square kernels of 1, 3, 5 or 7, dilation 1, stride_w 1 or 2: every
-// depthwise wgrad of the three networks) stages nothing. A CTA takes one output channel and one
+// depthwise wgrad of the three networks; by rule all but ConvNeXt's 7x7 on its 56x56 and 28x28
+// planes, which the staged kernel's rows serve faster) stages nothing. A CTA takes one output channel and one
 // slice of its items; an item is `outputs` consecutive dy pixels of one row (two at stride_w 1,
 // sharing kernel_w - 1 of their x columns; one at 2), and consecutive threads take consecutive
 // items in (image, row, item) order, so that a warp's loads cover adjacent columns and the L1
@@ -59,8 +60,9 @@ constexpr int kItemsPerThread = 2;
 // that the split depends on the shape alone.
 constexpr int64_t kTargetCtas = 1024;
 
-// Which kernel: WgradTilingFor's rule (streaming wherever it takes the shape), or one forced
-// for measurement (the lab's depthwise_staged and depthwise_streaming).
+// Which kernel: WgradTilingFor's rule (streaming wherever it takes the shape but 7x7 at stride
+// 1 on planes past 14x14), or one forced for measurement (the lab's depthwise_staged and
+// depthwise_streaming).
 enum class WgradPath { kByRule, kStaged, kStreaming };
 // Whether the streaming kernel takes `s`: a square kernel of 1, 3, 5 or 7, dilation 1, stride_w
 // 1 or 2 (stride_h any).

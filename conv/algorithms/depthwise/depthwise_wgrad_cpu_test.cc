@@ -191,7 +191,8 @@ TEST(DepthwiseWgradTilingTest, NetworksLayers) {
     for (WgradPath path : {WgradPath::kByRule, WgradPath::kStaged}) {
     absl::StatusOr<WgradTiling> t = WgradTilingFor(s, kH200Smem, path);
     ASSERT_TRUE(t.ok()) << t.status();
-    EXPECT_EQ(t->streaming, path == WgradPath::kByRule && WgradStreams(s));
+    const bool seven_large = s.kernel_h == 7 && s.stride_h == 1 && s.out_h() > 14;
+    EXPECT_EQ(t->streaming, path == WgradPath::kByRule && WgradStreams(s) && !seven_large);
     ExpectValid(s, *t);
     if (t->streaming) {
       std::printf("%-40s streaming: %d pixels an item, %lld items a channel, slices %3d x %6d "
