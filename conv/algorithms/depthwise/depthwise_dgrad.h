@@ -136,24 +136,24 @@ CONV2D_HOST_DEVICE_INLINE void DepthwiseDgradBlock(const float* g, const float* 
                                                    float (&out)[2][2]) {
   constexpr int kLo = DgradBlockLo(kK, kV), kWin = DgradBlockHi(kK, kV) - kLo + 1;
   float win[kWin][kWin];
-#pragma unroll
+CONV2D_UNROLL
   for (int r = 0; r < kWin; ++r) {
     const bool row_in = static_cast<unsigned>(i0 + r) < static_cast<unsigned>(out_h);
-#pragma unroll
+CONV2D_UNROLL
     for (int c = 0; c < kWin; ++c) {
       const bool in = row_in && static_cast<unsigned>(j0 + c) < static_cast<unsigned>(out_w);
       win[r][c] = in ? g[(i0 + r) * out_w + j0 + c] : 0.0f;
     }
   }
-#pragma unroll
+CONV2D_UNROLL
   for (int a = 0; a < 2; ++a) {
-#pragma unroll
+CONV2D_UNROLL
     for (int b = 0; b < 2; ++b) {
       float sum = 0.0f;
-#pragma unroll
+CONV2D_UNROLL
       for (int p = 0; p < kK; ++p) {
         if ((a + kV + p) % 2 != 0) continue;
-#pragma unroll
+CONV2D_UNROLL
         for (int t = 0; t < kK; ++t) {
           if ((b + kV + t) % 2 != 0) continue;
           sum = fmaf(win[(a + kV - p) / 2 - kLo][(b + kV - t) / 2 - kLo], f[p * kK + t], sum);
