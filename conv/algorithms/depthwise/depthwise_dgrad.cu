@@ -86,11 +86,12 @@ __global__ void __launch_bounds__(kBlockThreads)
   p.by_blocks_w.DivMod(item, &row, &bx);
   p.by_blocks_h.DivMod(row, &bc, &by);
   const int c = bc - p.by_channels.Div(bc) * p.channels;
+  const float* filter = DepthwiseChannelFilter(w, c, 1, kK * kK);
   float f[kK * kK];
   bool finite = true;
 #pragma unroll
   for (int e = 0; e < kK * kK; ++e) {
-    f[e] = __ldg(w + c * (kK * kK) + e);
+    f[e] = __ldg(filter + e);
     finite &= isfinite(f[e]);
   }
   const float zero = finite ? 0.0f : __int_as_float(0x7fc00000);

@@ -145,7 +145,7 @@ void ReplayBlocks(const Shape& d, const Case& k, std::vector<float>* dx, std::ve
   const int oh = static_cast<int>(d.out_h()), ow = static_cast<int>(d.out_w());
   const int uh = static_cast<int>(d.pad_top / 2), uw = static_cast<int>(d.pad_left / 2);
   for (int64_t bc = 0; bc < d.batch * d.in_channels; ++bc) {
-    const float* f = k.w.data() + (bc % d.in_channels) * kK * kK;
+    const float* f = DepthwiseChannelFilter(k.w.data(), bc % d.in_channels, 1, kK * kK);
     bool finite = true;
     for (int e = 0; e < kK * kK; ++e) finite &= std::isfinite(f[e]);
     for (int by = 0; by < (h + 1) / 2; ++by) {

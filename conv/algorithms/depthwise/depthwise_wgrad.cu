@@ -24,7 +24,7 @@ bool Unrolled(int64_t k) { return k == 1 || k == 3 || k == 5 || k == 7; }
 }  // namespace
 
 bool WgradStreams(const Shape& s) {
-  return s.kernel_h == s.kernel_w && (s.kernel_h == 1 || Unrolled(s.kernel_h)) &&
+  return s.kernel_h == s.kernel_w && Unrolled(s.kernel_h) &&
          s.dilation_h == 1 && s.dilation_w == 1 && (s.stride_w == 1 || s.stride_w == 2);
 }
 
