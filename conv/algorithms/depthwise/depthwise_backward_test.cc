@@ -4,7 +4,8 @@
 // and its gather, depthwise_dgrad.h). The networks'
 // depthwise layers scaled down (ConvNeXt's 7x7, EfficientNet's 3x3 and 5x5 at stride 1 and 2,
 // RepLKNet's 31x31), odd sizes, batch 1, K = 1, K = H, stride 2 and 3 with remainders, dilation,
-// asymmetric padding, channel multipliers, the bias (db by the plan); every input class (a
+// asymmetric padding, channel multipliers, the bias (db by the plan); reductions past
+// wgrad_split::kCenterK, where x is centred; every input class (a
 // non-finite tap reaches every dx of its channel); long reductions cut into slices; auto's pick;
 // inputs read afresh on every call; wgrad's bitwise determinism across calls, streams and
 // poisoned outputs and workspaces (both operations: determinism_test, over the registry).
@@ -60,6 +61,11 @@ std::vector<Shape> WgradShapes() {
       Wg(DepthwiseShape(2, 5, 1, 26, 31, 3, 3, 1, 3)),       // stride 3, remainders
       Wg(DepthwiseShape(2, 9, 1, 33, 35, 6, 5, 2, 1, 1, true)),  // 6x5: an 8x8 tile, taps dropped
       Wg(DepthwiseShape(1, 2, 1, 40, 70, 9, 9, 4)),          // 9x9: four tap tiles
+      // Past wgrad_split::kCenterK terms a tap (75,264): x centred. Uncentred, the large-mean
+      // class missed the bar on RepLKNet's 31x31 (PERF.md round 105).
+      Wg(DepthwiseShape(24, 8, 1, 56, 56, 31, 31, 15)),
+      Wg(DepthwiseShape(6, 4, 2, 112, 112, 3, 3, 1)),        // multiplier 2: channel o / 2's centre
+      Wg(DepthwiseShape(24, 6, 1, 112, 111, 3, 3, 1, 2, 1, true)),  // stride 2, db
   };
   Shape asym = DepthwiseShape(2, 3, 1, 15, 16, 3, 4, 0, 1, 1, true);
   asym.pad_top = 2, asym.pad_bottom = 0, asym.pad_left = 1, asym.pad_right = 3;

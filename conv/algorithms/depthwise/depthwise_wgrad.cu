@@ -250,9 +250,11 @@ __device__ __forceinline__ void StageCopy(const WgradParams& p, const float* __r
 
 // One item: kSeg pixels of one dy row against every tap of the tile. kSw, kDw: the column step
 // compiled in (0: the run-time one, each term's x read from shared memory).
-template <int kTp, int kTq, int kSw, int kDw>
+// kCentred: x's values less `center`, its channel's centre (the staged padding's zeros become
+// -center); compiled apart so that an uncentred channel pays nothing for it.
+template <int kTp, int kTq, int kSw, int kDw, bool kCentred>
 __device__ __forceinline__ void Item(const WgradParams& p, const float* xs, const float* ds,
-                                     int nj, float (&acc)[kTp][kTq]) {
+                                     int nj, float center, float (&acc)[kTp][kTq]) {
   float d[kSeg];
 #pragma unroll
   for (int j = 0; j < kSeg; ++j) d[j] = ds[j];
@@ -263,7 +265,7 @@ __device__ __forceinline__ void Item(const WgradParams& p, const float* xs, cons
       constexpr int kSpan = (kSeg - 1) * kSw + (kTq - 1) * kDw + 1;
       float xv[kSpan];
 #pragma unroll
-      for (int c = 0; c < kSpan; ++c) xv[c] = xr[c];
+      for (int c = 0; c < kSpan; ++c) xv[c] = kCentred ? xr[c] - center : xr[c];
 #pragma unroll
       for (int j = 0; j < kSeg; ++j) {
         if (j < nj) {
@@ -277,7 +279,8 @@ __device__ __forceinline__ void Item(const WgradParams& p, const float* xs, cons
         if (j < nj) {
 #pragma unroll
           for (int tq = 0; tq < kTq; ++tq) {
-            acc[tp][tq] = fmaf(d[j], xr[j * p.sw + tq * p.dw], acc[tp][tq]);
+            const float xv = xr[j * p.sw + tq * p.dw];
+            acc[tp][tq] = fmaf(d[j], kCentred ? xv - center : xv, acc[tp][tq]);
           }
         }
       }
@@ -286,11 +289,12 @@ __device__ __forceinline__ void Item(const WgradParams& p, const float* xs, cons
 }
 
 // CTA = (slice, channel, tap tile), slice outermost. Writes the CTA's double sums to
-// partial[(slice * Cout + o) * Kh*Kw + tap].
+// partial[(slice * Cout + o) * Kh*Kw + tap]. `centers`: x's channel centres (Centred), or null.
 template <int kTp, int kTq, int kSw, int kDw>
 __global__ void __launch_bounds__(kWgradThreads)
     WgradSliceKernel(const float* __restrict__ x, const float* __restrict__ dy,
-                     double* __restrict__ partial, const WgradParams p) {
+                     const float* __restrict__ centers, double* __restrict__ partial,
+                     const WgradParams p) {
   extern __shared__ float4 smem4[];
   float* smem = reinterpret_cast<float*>(smem4);
   const int tiles = p.tiles_p * p.tiles_q;
@@ -311,6 +315,7 @@ __global__ void __launch_bounds__(kWgradThreads)
     for (int b = 0; b < kTq; ++b) acc[a][b] = 0.0f;
 
   PdlWait();
+  const float center = centers != nullptr ? centers[o / p.multiplier] : 0.0f;
   StageCopy(p, x, dy, o, p0, q0, first, smem);
   CpAsyncCommit();
   for (int k = 0; k < count; ++k) {
@@ -333,7 +338,11 @@ __global__ void __launch_bounds__(kWgradThreads)
       const float* xs = buf + item.image * p.x_plane + item.row * p.sh * p.x_pitch + j0 * p.sw;
       const float* ds = buf + p.images * p.x_plane + item.image * p.dy_plane +
                         item.row * p.dy_pitch + j0;
-      Item<kTp, kTq, kSw, kDw>(p, xs, ds, min(kSeg, p.ow - j0), acc);
+      if (center != 0.0f) {
+        Item<kTp, kTq, kSw, kDw, true>(p, xs, ds, min(kSeg, p.ow - j0), center, acc);
+      } else {
+        Item<kTp, kTq, kSw, kDw, false>(p, xs, ds, min(kSeg, p.ow - j0), center, acc);
+      }
     }
     __syncthreads();  // the buffer is refilled next
     if (p.buffers == 1 && k + 1 < count) {
@@ -356,14 +365,56 @@ struct StreamParams {
   FastDiv by_row_groups, by_oh;
 };
 
+// The streaming kernel's item `it` of channel o (x's channel c) into acc; kCentred as Item's.
+template <int kK, int kOut, int kSw, bool kCentred>
+__device__ __forceinline__ void StreamItem(const float* __restrict__ x,
+                                           const float* __restrict__ dy, const StreamParams& p,
+                                           int o, int c, int it, float center,
+                                           float (&acc)[kK][kK]) {
+  constexpr int kIn = (kOut - 1) * kSw + kK;  // x columns an item's window spans
+  const WgradStreamItem item = WgradStreamItemOf(it, p.by_row_groups, p.by_oh);
+  const int j0 = item.g * kOut;
+  const float* d_row = dy + ((int64_t{item.b} * p.out_channels + o) * p.oh + item.i) * p.ow + j0;
+  // The row's last item may hold one pixel: its second is skipped, not multiplied.
+  const bool both = kOut == 1 || j0 + 1 < p.ow;
+  float d[kOut];
+  d[0] = __ldg(d_row);
+  if constexpr (kOut == 2) d[1] = both ? __ldg(d_row + 1) : 0.0f;
+  const int iy0 = item.i * p.sh - p.pt, ix0 = j0 * kSw - p.pl;
+  const float* plane = x + (int64_t{item.b} * p.in_channels + c) * p.h * p.w;
+  bool col_in[kIn];
+#pragma unroll
+  for (int cc = 0; cc < kIn; ++cc) col_in[cc] = static_cast<unsigned>(ix0 + cc) < unsigned(p.w);
+#pragma unroll
+  for (int r = 0; r < kK; ++r) {
+    const int gy = iy0 + r;
+    const bool row_in = static_cast<unsigned>(gy) < unsigned(p.h);
+    const float* xr = plane + (row_in ? gy * p.w + ix0 : 0);
+    float xv[kIn];
+#pragma unroll
+    for (int cc = 0; cc < kIn; ++cc) {
+      const float v = row_in && col_in[cc] ? __ldg(xr + cc) : 0.0f;
+      xv[cc] = kCentred ? v - center : v;
+    }
+#pragma unroll
+    for (int j = 0; j < kOut; ++j) {
+      if (j == 0 || both) {
+#pragma unroll
+        for (int q = 0; q < kK; ++q) acc[r][q] = fmaf(d[j], xv[j * kSw + q], acc[r][q]);
+      }
+    }
+  }
+}
+
 // CTA = (slice, channel), slice outermost; thread t takes the slice's items t, t + kStreamThreads,
 // ... (depthwise_wgrad.h). kOut dy pixels an item, x's columns kSw apart per pixel.
+// `centers` as the staged kernel's.
 template <int kK, int kOut, int kSw>
 __global__ void __launch_bounds__(kStreamThreads)
     WgradStreamKernel(const float* __restrict__ x, const float* __restrict__ dy,
-                      double* __restrict__ partial, const StreamParams p) {
+                      const float* __restrict__ centers, double* __restrict__ partial,
+                      const StreamParams p) {
   __shared__ double red[kStreamThreads / 32 * kK * kK];
-  constexpr int kIn = (kOut - 1) * kSw + kK;  // x columns an item's window spans
   const int cta = static_cast<int>(blockIdx.x);
   const int slice = cta / p.out_channels, o = cta - slice * p.out_channels;
   const int c = o / p.multiplier;
@@ -371,36 +422,15 @@ __global__ void __launch_bounds__(kStreamThreads)
   float acc[kK][kK] = {};
 
   PdlWait();
-  for (int it = slice * p.items_per_slice + static_cast<int>(threadIdx.x); it < end;
-       it += kStreamThreads) {
-    const WgradStreamItem item = WgradStreamItemOf(it, p.by_row_groups, p.by_oh);
-    const int j0 = item.g * kOut;
-    const float* d_row = dy + ((int64_t{item.b} * p.out_channels + o) * p.oh + item.i) * p.ow + j0;
-    // The row's last item may hold one pixel: its second is skipped, not multiplied.
-    const bool both = kOut == 1 || j0 + 1 < p.ow;
-    float d[kOut];
-    d[0] = __ldg(d_row);
-    if constexpr (kOut == 2) d[1] = both ? __ldg(d_row + 1) : 0.0f;
-    const int iy0 = item.i * p.sh - p.pt, ix0 = j0 * kSw - p.pl;
-    const float* plane = x + (int64_t{item.b} * p.in_channels + c) * p.h * p.w;
-    bool col_in[kIn];
-#pragma unroll
-    for (int cc = 0; cc < kIn; ++cc) col_in[cc] = static_cast<unsigned>(ix0 + cc) < unsigned(p.w);
-#pragma unroll
-    for (int r = 0; r < kK; ++r) {
-      const int gy = iy0 + r;
-      const bool row_in = static_cast<unsigned>(gy) < unsigned(p.h);
-      const float* xr = plane + (row_in ? gy * p.w + ix0 : 0);
-      float xv[kIn];
-#pragma unroll
-      for (int cc = 0; cc < kIn; ++cc) xv[cc] = row_in && col_in[cc] ? __ldg(xr + cc) : 0.0f;
-#pragma unroll
-      for (int j = 0; j < kOut; ++j) {
-        if (j == 0 || both) {
-#pragma unroll
-          for (int q = 0; q < kK; ++q) acc[r][q] = fmaf(d[j], xv[j * kSw + q], acc[r][q]);
-        }
-      }
+  const float center = centers != nullptr ? centers[c] : 0.0f;
+  const int first = slice * p.items_per_slice + static_cast<int>(threadIdx.x);
+  if (center != 0.0f) {
+    for (int it = first; it < end; it += kStreamThreads) {
+      StreamItem<kK, kOut, kSw, true>(x, dy, p, o, c, it, center, acc);
+    }
+  } else {
+    for (int it = first; it < end; it += kStreamThreads) {
+      StreamItem<kK, kOut, kSw, false>(x, dy, p, o, c, it, center, acc);
     }
   }
   WriteCtaSums<kK, kK, kStreamThreads>(acc, red, kK, kK, 0, 0,
@@ -408,7 +438,8 @@ __global__ void __launch_bounds__(kStreamThreads)
   PdlLaunchDependents();
 }
 
-using SliceKernelFn = void (*)(const float*, const float*, double*, const WgradParams);
+using SliceKernelFn = void (*)(const float*, const float*, const float*, double*,
+                               const WgradParams);
 
 template <int kTp, int kTq>
 SliceKernelFn ForCols(WgradCols cols) {
@@ -429,7 +460,8 @@ SliceKernelFn SliceKernelFor(const WgradTiling& t) {
   }
 }
 
-using StreamKernelFn = void (*)(const float*, const float*, double*, const StreamParams);
+using StreamKernelFn = void (*)(const float*, const float*, const float*, double*,
+                                const StreamParams);
 
 template <int kK>
 StreamKernelFn StreamForStride(int stride_w) {
@@ -491,21 +523,27 @@ class WgradRunner : public Runner {
         stream_p_(t.streaming ? MakeStreamParams(s, t) : StreamParams{}),
         sum_(wgrad_split::SumOf(s, wgrad_split::SplitK{t.slices, t.stages_per_slice})) {}
   // The caller's workspace needs no alignment (Plan::Run's contract): the partials start at the
-  // first 16-byte boundary in it.
+  // first 16-byte boundary in it, the centring's buffers after them.
   size_t workspace_bytes() const override { return t_.workspace_bytes(s_) + kAlign; }
   absl::Status Run(const RunArgs& a) const override {
     const uintptr_t base = reinterpret_cast<uintptr_t>(a.workspace);
     double* partial = reinterpret_cast<double*>((base + kAlign - 1) / kAlign * kAlign);
+    const size_t partial_count =
+        static_cast<size_t>(t_.slices) * static_cast<size_t>(s_.filter_elements());
+    const wgrad_split::Buffers b = wgrad_split::CarveCentring(partial + partial_count, s_);
+    wgrad_split::Sum sum = sum_;
+    RETURN_IF_ERROR(wgrad_split::Centre(s_, a.x, a.dy, b, &sum, a.stream));
+    const float* centers = sum.centers;
     const cudaError_t launched =
         t_.streaming
             ? LaunchPdl(/*pdl=*/false, StreamKernelFor(s_), static_cast<unsigned>(t_.ctas),
                         static_cast<unsigned>(kStreamThreads), size_t{0}, a.stream, a.x, a.dy,
-                        partial, stream_p_)
+                        centers, partial, stream_p_)
             : LaunchPdl(/*pdl=*/false, SliceKernelFor(t_), static_cast<unsigned>(t_.ctas),
                         static_cast<unsigned>(kWgradThreads), static_cast<size_t>(t_.smem_bytes),
-                        a.stream, a.x, a.dy, partial, p_);
+                        a.stream, a.x, a.dy, centers, partial, p_);
     RETURN_IF_ERROR(CudaStatus(launched, "depthwise wgrad kernel launch"));
-    return wgrad_split::SumSlices(sum_, static_cast<const double*>(partial), a.dw,
+    return wgrad_split::SumSlices(sum, static_cast<const double*>(partial), a.dw,
                                   s_.filter_elements(), a.stream);
   }
   bool records_launches() const override { return true; }

@@ -29,7 +29,8 @@
 // Both multiply x's padding as zeros (0 * an infinite dy is NaN, as the definition's sum over
 // the window gives) and skip the pixels past out_w of a row's last item.
 //
-// The sum, deterministic and within the bar whatever batch*out_h*out_w: each thread sums at most
+// The sum, deterministic and within the bar whatever batch*out_h*out_w: x centred past
+// kCenterK terms (Centred, below), each thread sums at most
 // kMaxContractReduction terms per tap in fp32 (the slice count is raised until it does), the
 // CTA's threads are added in double in a fixed order (a shuffle tree, then the warps in order)
 // into a [slices][Cout][Kh*Kw] workspace, and a second kernel adds the slices in double in a
@@ -43,6 +44,7 @@
 #include <memory>
 
 #include "absl/status/statusor.h"
+#include "conv/algorithms/implicit_gemm/wgrad_split.h"
 #include "conv/arch/fast_div.h"
 #include "conv/arch/host_device.h"
 #include "conv/core/algorithm.h"
@@ -99,11 +101,23 @@ struct WgradTiling {
   // Terms one thread sums in fp32 per tap: at most kMaxContractReduction.
   int64_t terms_per_thread = 0;
   int64_t items_per_stage() const { return int64_t{images} * rows * segs; }
+  // The partials [slices][Cout][Kh*Kw] in double, then the centring's buffers (Centred).
   size_t workspace_bytes(const Shape& s) const {
     return static_cast<size_t>(slices) * static_cast<size_t>(s.out_channels * s.kernel_h *
-                                                             s.kernel_w) * sizeof(double);
+                                                             s.kernel_w) * sizeof(double) +
+           wgrad_split::CentringBytes(s);
   }
 };
+
+// Whether the kernels take x centred (wgrad_split's centring, as the wgmma wgrad's: past
+// kCenterK terms a tap, a channel of large mean gives each term its mean while the sum cancels,
+// and fp32 summation's error grows with the terms: RepLKNet's 31x31 at 56x56, batch 32, missed
+// the bar 4.08x on the large-mean class uncentred, PERF.md round 105). The kernels then
+// multiply x - center_c (the padding -center_c) and the slices' sum adds back center_c times
+// dy's channel sum in double.
+inline bool Centred(const Shape& s) {
+  return wgrad_split::Centres(s.batch * s.out_h() * s.out_w());
+}
 
 // The tiling for a depthwise wgrad shape by `path`; ResourceExhausted when one stage exceeds
 // smem_limit, Unimplemented when the streaming kernel is forced on a shape it does not take.

@@ -280,6 +280,31 @@ TEST(DepthwiseWgradTilingTest, StreamingRunnerBuildsOnTheHost) {
   }
 }
 
+// Past wgrad_split::kCenterK terms a tap both kernels take x centred, and the workspace holds
+// the centres and dy's channel sums after the partials; at or below it, the partials alone.
+TEST(DepthwiseWgradTilingTest, CentringPastCenterK) {
+  const Shape centred = Wg(24, 8, 56, 31, 15, 1);  // 24 * 56 * 56 = 75,264 terms
+  const Shape not_centred = Wg(23, 8, 56, 31, 15, 1);  // 72,128
+  EXPECT_TRUE(Centred(centred));
+  EXPECT_FALSE(Centred(not_centred));
+  EXPECT_TRUE(Centred(Wg(32, 128, 56, 31, 15, 1)));  // RepLKNet's, the class that missed
+  EXPECT_TRUE(Centred(Wg(32, 96, 112, 3, 1, 2)));    // EfficientNet's 3x3/2: 56x56 out
+  EXPECT_FALSE(Centred(Wg(32, 144, 56, 5, 2, 2)));   // 28x28 out
+  for (const WgradPath path : {WgradPath::kStaged, WgradPath::kByRule}) {
+    for (const Shape& s : {centred, not_centred, Wg(6, 4, 112, 3, 1, 1)}) {
+      absl::StatusOr<WgradTiling> t = WgradTilingFor(s, kH200Smem, path);
+      ASSERT_TRUE(t.ok()) << t.status();
+      const size_t partials = static_cast<size_t>(t->slices) * s.out_channels * s.kernel_h *
+                              s.kernel_w * sizeof(double);
+      const size_t centring = Centred(s) ? 4 * s.in_channels + 8 * s.out_channels : 0;
+      EXPECT_GE(t->workspace_bytes(s), partials + centring) << s.ToString();
+      if (!Centred(s)) {
+        EXPECT_EQ(t->workspace_bytes(s), partials) << s.ToString();
+      }
+    }
+  }
+}
+
 }  // namespace
 }  // namespace depthwise_internal
 }  // namespace conv2d

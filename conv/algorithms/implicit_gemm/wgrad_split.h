@@ -98,6 +98,9 @@ SplitK SplitOf(int64_t k_tiles, int64_t slices);
 // The workspace of a split (0 with one slice and no centring: the epilogue writes dw), with 256
 // bytes of alignment slack: the partials, then x's channel centres and dy's channel sums.
 size_t WorkspaceBytes(const Shape& shape, const SplitK& split);
+// The centring's part of it (0 where K needs none): the centres and dy's channel sums, with
+// their own alignment slack.
+size_t CentringBytes(const Shape& shape);
 
 // What the reduction of the partials needs.
 struct Sum {
@@ -165,6 +168,9 @@ struct Buffers {
   double* dy_sums = nullptr;
 };
 Buffers Carve(void* workspace, const Shape& shape, const SplitK& split);
+// The centring's buffers alone, from `at` (CentringBytes of room; null where K needs none), for a
+// kernel whose partials are its own (depthwise's, in double).
+Buffers CarveCentring(void* at, const Shape& shape);
 // Where Centres(K): x's channel centres from image 0 and dy's channel sums (gated on the
 // centres), into b; sets sum->centers and sum->dy_sums. Otherwise nothing.
 absl::Status Centre(const Shape& shape, const float* x, const float* dy, const Buffers& b,
