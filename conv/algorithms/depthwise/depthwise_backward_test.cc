@@ -119,7 +119,7 @@ TEST(DepthwiseBackwardGpuTest, StreamingTakesWhatItNames) {
     EXPECT_EQ(plan.ok(), depthwise_internal::WgradStreams(s)) << s.ToString() << plan.status();
     taken += plan.ok();
   }
-  EXPECT_EQ(taken, 13);
+  EXPECT_EQ(taken, 15);
 }
 
 // auto takes depthwise's wgrad on every wgrad shape, and depthwise_dgrad on EfficientNet-B0's

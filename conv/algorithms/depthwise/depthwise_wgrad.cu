@@ -23,6 +23,13 @@ int AsInt(int64_t v) { return static_cast<int>(v); }
 bool Unrolled(int64_t k) { return k == 1 || k == 3 || k == 5 || k == 7; }
 }  // namespace
 
+size_t CentringBytes(const Shape& s) {
+  if (!Centred(s)) return 0;
+  const int64_t doubles = s.out_channels * (s.kernel_h * s.kernel_w + s.out_h() * s.out_w() +
+                                            s.kernel_h * s.out_w());
+  return static_cast<size_t>(4 * s.in_channels + 8 + 8 * doubles);
+}
+
 bool WgradStreams(const Shape& s) {
   return s.kernel_h == s.kernel_w && Unrolled(s.kernel_h) &&
          s.dilation_h == 1 && s.dilation_w == 1 && (s.stride_w == 1 || s.stride_w == 2);
@@ -213,10 +220,11 @@ __device__ __forceinline__ void WriteCtaSums(const float (&acc)[kTp][kTq], doubl
 }
 
 // Copies stage `stage` of channel `o` (tap tile origin p0, q0) into `buf`: the x windows then the
-// dy rows of its images, zeros where a window leaves the image or the batch.
+// dy rows of its images; `pad` where a window leaves the image or the batch (x's centre, which
+// the sums take off again: 0 there), zeros in dy's.
 __device__ __forceinline__ void StageCopy(const WgradParams& p, const float* __restrict__ x,
                                           const float* __restrict__ dy, int o, int p0, int q0,
-                                          int stage, float* buf) {
+                                          int stage, float pad, float* buf) {
   int64_t image0;
   int row0;
   WgradStageOrigin(stage, p.images, p.bands, p.rows, &image0, &row0);
@@ -230,10 +238,13 @@ __device__ __forceinline__ void StageCopy(const WgradParams& p, const float* __r
     const int b = static_cast<int>(image0) + g, gy = gy0 + r, gx = gx0 + col;
     const bool valid = b < p.batch && col < p.x_cols && static_cast<unsigned>(gy) < unsigned(p.h) &&
                        static_cast<unsigned>(gx) < unsigned(p.w);
-    const float* src = valid ? x + ((int64_t{b} * (p.out_channels / p.multiplier) + c) * p.h + gy) *
-                                       p.w + gx
-                             : x;
-    CpAsync<4>(buf + e, src, valid);
+    if (valid) {
+      CpAsync<4>(buf + e,
+                 x + ((int64_t{b} * (p.out_channels / p.multiplier) + c) * p.h + gy) * p.w + gx,
+                 true);
+    } else {
+      buf[e] = pad;  // read after the stage's barrier, as the copies are
+    }
   }
   float* dbuf = buf + x_floats;
   for (int e = threadIdx.x; e < p.images * p.dy_plane; e += blockDim.x) {
@@ -250,8 +261,8 @@ __device__ __forceinline__ void StageCopy(const WgradParams& p, const float* __r
 
 // One item: kSeg pixels of one dy row against every tap of the tile. kSw, kDw: the column step
 // compiled in (0: the run-time one, each term's x read from shared memory).
-// kCentred: x's values less `center`, its channel's centre (the staged padding's zeros become
-// -center); compiled apart so that an uncentred channel pays nothing for it.
+// kCentred: x's values less `center`, its channel's centre (the padding, staged as `center`,
+// becomes 0); compiled apart so that an uncentred channel pays nothing for it.
 template <int kTp, int kTq, int kSw, int kDw, bool kCentred>
 __device__ __forceinline__ void Item(const WgradParams& p, const float* xs, const float* ds,
                                      int nj, float center, float (&acc)[kTp][kTq]) {
@@ -316,12 +327,12 @@ __global__ void __launch_bounds__(kWgradThreads)
 
   PdlWait();
   const float center = centers != nullptr ? centers[o / p.multiplier] : 0.0f;
-  StageCopy(p, x, dy, o, p0, q0, first, smem);
+  StageCopy(p, x, dy, o, p0, q0, first, center, smem);
   CpAsyncCommit();
   for (int k = 0; k < count; ++k) {
     float* buf = smem + (k % p.buffers) * stage_floats;
     if (p.buffers == 2 && k + 1 < count) {  // the next stage's copy overlaps this one's sums
-      StageCopy(p, x, dy, o, p0, q0, first + k + 1, smem + ((k + 1) % 2) * stage_floats);
+      StageCopy(p, x, dy, o, p0, q0, first + k + 1, center, smem + ((k + 1) % 2) * stage_floats);
       CpAsyncCommit();
       CpAsyncWait<1>();
     } else {
@@ -346,7 +357,7 @@ __global__ void __launch_bounds__(kWgradThreads)
     }
     __syncthreads();  // the buffer is refilled next
     if (p.buffers == 1 && k + 1 < count) {
-      StageCopy(p, x, dy, o, p0, q0, first + k + 1, smem);
+      StageCopy(p, x, dy, o, p0, q0, first + k + 1, center, smem);
       CpAsyncCommit();
     }
   }
@@ -365,7 +376,8 @@ struct StreamParams {
   FastDiv by_row_groups, by_oh;
 };
 
-// The streaming kernel's item `it` of channel o (x's channel c) into acc; kCentred as Item's.
+// The streaming kernel's item `it` of channel o (x's channel c) into acc; kCentred: x less
+// `center` inside x, 0 in its padding.
 template <int kK, int kOut, int kSw, bool kCentred>
 __device__ __forceinline__ void StreamItem(const float* __restrict__ x,
                                            const float* __restrict__ dy, const StreamParams& p,
@@ -393,8 +405,8 @@ __device__ __forceinline__ void StreamItem(const float* __restrict__ x,
     float xv[kIn];
 #pragma unroll
     for (int cc = 0; cc < kIn; ++cc) {
-      const float v = row_in && col_in[cc] ? __ldg(xr + cc) : 0.0f;
-      xv[cc] = kCentred ? v - center : v;
+      const bool in = row_in && col_in[cc];
+      xv[cc] = kCentred ? (in ? __ldg(xr + cc) - center : 0.0f) : (in ? __ldg(xr + cc) : 0.0f);
     }
 #pragma unroll
     for (int j = 0; j < kOut; ++j) {
@@ -513,6 +525,81 @@ WgradParams MakeParams(const Shape& s, const WgradTiling& t) {
   return p;
 }
 
+// The centring's per-tap sums of dy (Centred), in three passes over small double arrays, a
+// thread per value, each sum in a fixed order; channels whose centre is 0 are skipped (their
+// sums are never read). The geometry they need:
+struct TapSumParams {
+  int batch, out_channels, multiplier, oh, ow, kh, kw;
+  int h, w, pt, pl, sh, sw, dh, dw;
+};
+
+// d[o][pix] = the sum over b of dy[b, o, pix], in batch order.
+__global__ void DyBatchSumKernel(const float* __restrict__ dy, const float* __restrict__ centers,
+                                 double* __restrict__ d, const TapSumParams p) {
+  const int o = static_cast<int>(blockIdx.y);
+  const int64_t plane = int64_t{p.oh} * p.ow;
+  const int64_t pix = blockIdx.x * int64_t{blockDim.x} + threadIdx.x;
+  if (centers[o / p.multiplier] == 0.0f || pix >= plane) return;
+  double sum = 0;
+  for (int b = 0; b < p.batch; ++b) sum += dy[(int64_t{b} * p.out_channels + o) * plane + pix];
+  d[o * plane + pix] = sum;
+}
+
+// e[o][r][j] = the sum of d[o][i][j] over the rows i whose tap row r lies inside x, in order.
+__global__ void TapRowSumKernel(const double* __restrict__ d, const float* __restrict__ centers,
+                                double* __restrict__ e, const TapSumParams p) {
+  const int o = static_cast<int>(blockIdx.z), r = static_cast<int>(blockIdx.y);
+  const int j = static_cast<int>(blockIdx.x * blockDim.x + threadIdx.x);
+  if (centers[o / p.multiplier] == 0.0f || j >= p.ow) return;
+  int lo, hi;
+  TapRange(p.pt, r, p.dh, p.sh, p.h, p.oh, &lo, &hi);
+  const double* col = d + int64_t{o} * p.oh * p.ow + j;
+  double sum = 0;
+  for (int i = lo; i < hi; ++i) sum += col[int64_t{i} * p.ow];
+  e[(int64_t{o} * p.kh + r) * p.ow + j] = sum;
+}
+
+// tap[o][r*kw + q] = the sum of e[o][r][j] over the columns j whose tap column q lies inside x.
+__global__ void TapSumKernel(const double* __restrict__ e, const float* __restrict__ centers,
+                             double* __restrict__ tap, const TapSumParams p) {
+  const int o = static_cast<int>(blockIdx.y);
+  const int t = static_cast<int>(blockIdx.x * blockDim.x + threadIdx.x);
+  if (centers[o / p.multiplier] == 0.0f || t >= p.kh * p.kw) return;
+  const int r = t / p.kw, q = t - r * p.kw;
+  int lo, hi;
+  TapRange(p.pl, q, p.dw, p.sw, p.w, p.ow, &lo, &hi);
+  const double* row = e + (int64_t{o} * p.kh + r) * p.ow;
+  double sum = 0;
+  for (int j = lo; j < hi; ++j) sum += row[j];
+  tap[int64_t{o} * p.kh * p.kw + t] = sum;
+}
+
+TapSumParams MakeTapSumParams(const Shape& s) {
+  TapSumParams p = {};
+  p.batch = AsInt(s.batch), p.out_channels = AsInt(s.out_channels);
+  p.multiplier = AsInt(s.out_per_group());
+  p.oh = AsInt(s.out_h()), p.ow = AsInt(s.out_w()), p.kh = AsInt(s.kernel_h);
+  p.kw = AsInt(s.kernel_w), p.h = AsInt(s.height), p.w = AsInt(s.width);
+  p.pt = AsInt(s.pad_top), p.pl = AsInt(s.pad_left), p.sh = AsInt(s.stride_h);
+  p.sw = AsInt(s.stride_w), p.dh = AsInt(s.dilation_h), p.dw = AsInt(s.dilation_w);
+  return p;
+}
+
+// The centring's buffers in the workspace (CentringBytes), from `at`.
+struct CentringBuffers {
+  float* centers = nullptr;
+  double *tap = nullptr, *d = nullptr, *e = nullptr;
+};
+CentringBuffers CarveCentring(void* at, const Shape& s) {
+  CentringBuffers b;
+  b.centers = static_cast<float*>(at);
+  b.tap = reinterpret_cast<double*>(
+      (reinterpret_cast<uintptr_t>(b.centers + s.in_channels) + 7) & ~uintptr_t{7});
+  b.d = b.tap + s.out_channels * s.kernel_h * s.kernel_w;
+  b.e = b.d + s.out_channels * s.out_h() * s.out_w();
+  return b;
+}
+
 class WgradRunner : public Runner {
  public:
   static constexpr uintptr_t kAlign = 16;
@@ -528,11 +615,15 @@ class WgradRunner : public Runner {
   absl::Status Run(const RunArgs& a) const override {
     const uintptr_t base = reinterpret_cast<uintptr_t>(a.workspace);
     double* partial = reinterpret_cast<double*>((base + kAlign - 1) / kAlign * kAlign);
-    const size_t partial_count =
-        static_cast<size_t>(t_.slices) * static_cast<size_t>(s_.filter_elements());
-    const wgrad_split::Buffers b = wgrad_split::CarveCentring(partial + partial_count, s_);
     wgrad_split::Sum sum = sum_;
-    RETURN_IF_ERROR(wgrad_split::Centre(s_, a.x, a.dy, b, &sum, a.stream));
+    if (Centred(s_)) {
+      const CentringBuffers b = CarveCentring(
+          partial + static_cast<size_t>(t_.slices) * static_cast<size_t>(s_.filter_elements()), s_);
+      RETURN_IF_ERROR(wgrad_split::Centers(s_, a.x, b.centers, a.stream));
+      RETURN_IF_ERROR(TapSums(a, b));
+      sum.centers = b.centers;
+      sum.tap_dy_sums = b.tap;
+    }
     const float* centers = sum.centers;
     const cudaError_t launched =
         t_.streaming
@@ -549,6 +640,27 @@ class WgradRunner : public Runner {
   bool records_launches() const override { return true; }
 
  private:
+  // The centring's per-tap sums of dy into b.tap (the three passes above).
+  absl::Status TapSums(const RunArgs& a, const CentringBuffers& b) const {
+    constexpr unsigned kThreads = 256;
+    const TapSumParams p = MakeTapSumParams(s_);
+    const auto blocks = [](int64_t n) { return static_cast<unsigned>(CeilDiv(n, kThreads)); };
+    const unsigned cout = static_cast<unsigned>(s_.out_channels);
+    RETURN_IF_ERROR(CudaStatus(
+        LaunchPdl(false, &DyBatchSumKernel, dim3(blocks(s_.out_h() * s_.out_w()), cout),
+                  dim3(kThreads), size_t{0}, a.stream, a.dy, b.centers, b.d, p),
+        "depthwise wgrad: dy's batch sums launch"));
+    RETURN_IF_ERROR(CudaStatus(
+        LaunchPdl(false, &TapRowSumKernel,
+                  dim3(blocks(s_.out_w()), static_cast<unsigned>(s_.kernel_h), cout),
+                  dim3(kThreads), size_t{0}, a.stream, b.d, b.centers, b.e, p),
+        "depthwise wgrad: dy's tap row sums launch"));
+    return CudaStatus(LaunchPdl(false, &TapSumKernel,
+                                dim3(blocks(s_.kernel_h * s_.kernel_w), cout), dim3(kThreads),
+                                size_t{0}, a.stream, b.e, b.centers, b.tap, p),
+                      "depthwise wgrad: dy's tap sums launch");
+  }
+
   Shape s_;
   WgradTiling t_;
   WgradParams p_;          // the staged kernel's

@@ -79,6 +79,36 @@ constexpr int kStreamMinItems = 8;
 // values of a tap row held in registers; kRuntime reads them from shared memory per term.
 enum class WgradCols : int { kUnit = 0, kStride2 = 1, kRuntime = 2 };
 
+// Whether the kernels take x centred (wgrad_split's centring: past kCenterK terms a tap, a
+// channel of large mean gives each term its mean while the sum cancels, and fp32 summation's
+// error grows with the terms: RepLKNet's 31x31 at 56x56, batch 32, missed the bar 4.08x on the
+// large-mean class uncentred, PERF.md round 105). The kernels then multiply x - center_c inside
+// x and 0 in its padding (-center_c there, as the wgmma wgrad takes it, made the padding's
+// terms as large again: 1.75x the bar on that layer, whose windows are half padding at their
+// edges), and the slices' sum adds back center_c times, per tap, dy's sum over the pixels whose
+// tap lies inside x (TapRange's rows times its columns), in double.
+inline bool Centred(const Shape& s) {
+  return wgrad_split::Centres(s.batch * s.out_h() * s.out_w());
+}
+// The centring's workspace (0 where not Centred): x's centres, the per-tap sums of dy
+// ([Cout][Kh*Kw]) and their scratch (dy summed over the batch, [Cout][out_h*out_w], then over
+// each tap row's rows, [Cout][Kh][out_w]), in double.
+size_t CentringBytes(const Shape& s);
+
+// The outputs [*lo, *hi) (of `out`) whose tap t lies inside x (of `in`) along one axis:
+// 0 <= i*stride - pad + t*dilation < in.
+CONV2D_HOST_DEVICE_INLINE void TapRange(int pad, int t, int dilation, int stride, int in, int out,
+                                        int* lo, int* hi) {
+  const int a = pad - t * dilation;           // i*stride >= a
+  const int b = in - 1 + pad - t * dilation;  // i*stride <= b
+  int l = a <= 0 ? 0 : (a + stride - 1) / stride;
+  int h = b < 0 ? 0 : b / stride + 1;
+  if (h > out) h = out;
+  if (l > h) l = h;
+  *lo = l;
+  *hi = h;
+}
+
 struct WgradTiling {
   bool streaming = false;
   // Streaming: items of `outputs` dy pixels, row_groups a row, `items` a channel, cut into
@@ -105,19 +135,9 @@ struct WgradTiling {
   size_t workspace_bytes(const Shape& s) const {
     return static_cast<size_t>(slices) * static_cast<size_t>(s.out_channels * s.kernel_h *
                                                              s.kernel_w) * sizeof(double) +
-           wgrad_split::CentringBytes(s);
+           CentringBytes(s);
   }
 };
-
-// Whether the kernels take x centred (wgrad_split's centring, as the wgmma wgrad's: past
-// kCenterK terms a tap, a channel of large mean gives each term its mean while the sum cancels,
-// and fp32 summation's error grows with the terms: RepLKNet's 31x31 at 56x56, batch 32, missed
-// the bar 4.08x on the large-mean class uncentred, PERF.md round 105). The kernels then
-// multiply x - center_c (the padding -center_c) and the slices' sum adds back center_c times
-// dy's channel sum in double.
-inline bool Centred(const Shape& s) {
-  return wgrad_split::Centres(s.batch * s.out_h() * s.out_w());
-}
 
 // The tiling for a depthwise wgrad shape by `path`; ResourceExhausted when one stage exceeds
 // smem_limit, Unimplemented when the streaming kernel is forced on a shape it does not take.

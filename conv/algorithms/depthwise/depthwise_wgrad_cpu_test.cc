@@ -305,6 +305,39 @@ TEST(DepthwiseWgradTilingTest, CentringPastCenterK) {
   }
 }
 
+// TapRange names exactly the outputs whose tap lies inside x, on every small geometry (the
+// centring's per-tap sums of dy add over them).
+TEST(DepthwiseWgradTilingTest, TapRangeIsTheInsideOutputs) {
+  int checked = 0;
+  for (int in = 1; in <= 9; ++in) {
+    for (int k = 1; k <= 5; ++k) {
+      for (int pad = 0; pad <= 4; ++pad) {
+        for (int stride = 1; stride <= 3; ++stride) {
+          for (int dil = 1; dil <= 3; ++dil) {
+            const int out = (in + 2 * pad - dil * (k - 1) - 1) / stride + 1;
+            if (in + 2 * pad - dil * (k - 1) - 1 < 0) continue;
+            for (int t = 0; t < k; ++t) {
+              int lo, hi;
+              TapRange(pad, t, dil, stride, in, out, &lo, &hi);
+              ASSERT_LE(0, lo);
+              ASSERT_LE(lo, hi);
+              ASSERT_LE(hi, out);
+              for (int i = 0; i < out; ++i) {
+                const int v = i * stride - pad + t * dil;
+                EXPECT_EQ(i >= lo && i < hi, v >= 0 && v < in)
+                    << "in " << in << " k " << k << " pad " << pad << " stride " << stride
+                    << " dilation " << dil << " tap " << t << " output " << i;
+                ++checked;
+              }
+            }
+          }
+        }
+      }
+    }
+  }
+  EXPECT_GT(checked, 10000);
+}
+
 }  // namespace
 }  // namespace depthwise_internal
 }  // namespace conv2d

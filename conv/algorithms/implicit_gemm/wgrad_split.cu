@@ -136,17 +136,15 @@ absl::Status LaunchSumSlices(const Sum& sum, const T* part, float* dw, int64_t n
 
 }  // namespace
 
-size_t CentringBytes(const Shape& s) {
-  if (!Centres(ReductionOf(s))) return 0;
-  return 4 * static_cast<size_t>(s.in_channels) + 8 +
-         8 * static_cast<size_t>(s.out_channels) * DyRuns(s);
-}
-
 size_t WorkspaceBytes(const Shape& s, const SplitK& split) {
-  if (split.slices == 1 && !Centres(ReductionOf(s))) return 0;
+  const bool center = Centres(ReductionOf(s));
+  if (split.slices == 1 && !center) return 0;
   const size_t part =
       static_cast<size_t>(split.slices) * 4 * static_cast<size_t>(s.filter_elements());
-  return part + CentringBytes(s) + 256;
+  const size_t sums = center ? 4 * static_cast<size_t>(s.in_channels) + 8 +
+                                   8 * static_cast<size_t>(s.out_channels) * DyRuns(s)
+                             : 0;
+  return part + sums + 256;
 }
 
 Sum SumOf(const Shape& s, const SplitK& split) {
@@ -165,32 +163,26 @@ Buffers Carve(void* workspace, const Shape& s, const SplitK& split) {
   if (WorkspaceBytes(s, split) == 0) return b;
   const uintptr_t at = (reinterpret_cast<uintptr_t>(workspace) + 255) & ~uintptr_t{255};
   b.part = reinterpret_cast<float*>(at);
-  const Buffers c =
-      CarveCentring(b.part + static_cast<size_t>(split.slices) * s.filter_elements(), s);
-  b.centers = c.centers;
-  b.dy_sums = c.dy_sums;
+  if (Centres(ReductionOf(s))) {
+    b.centers = b.part + static_cast<size_t>(split.slices) * s.filter_elements();
+    b.dy_sums = reinterpret_cast<double*>(
+        (reinterpret_cast<uintptr_t>(b.centers + s.in_channels) + 7) & ~uintptr_t{7});
+  }
   return b;
 }
 
-Buffers CarveCentring(void* at, const Shape& s) {
-  Buffers b;
-  if (!Centres(ReductionOf(s))) return b;
-  b.centers = static_cast<float*>(at);
-  b.dy_sums = reinterpret_cast<double*>(
-      (reinterpret_cast<uintptr_t>(b.centers + s.in_channels) + 7) & ~uintptr_t{7});
-  return b;
+absl::Status Centers(const Shape& s, const float* x, float* centers, cudaStream_t stream) {
+  // Through LaunchPdl, as the kernels after it: recorded where the plan records the call.
+  return CudaStatus(LaunchPdl(/*pdl=*/false, &CentersKernel, static_cast<unsigned>(s.in_channels),
+                              static_cast<unsigned>(kCenterThreads), size_t{0}, stream, x,
+                              centers, static_cast<int>(s.height * s.width)),
+                    "wgrad centres launch");
 }
 
 absl::Status Centre(const Shape& s, const float* x, const float* dy, const Buffers& b, Sum* sum,
                     cudaStream_t stream) {
   if (!Centres(ReductionOf(s))) return absl::OkStatus();
-  const int plane = static_cast<int>(s.height * s.width);
-  // Through LaunchPdl, as the kernels after it: recorded where the plan records the call.
-  RETURN_IF_ERROR(CudaStatus(LaunchPdl(/*pdl=*/false, &CentersKernel,
-                                       static_cast<unsigned>(s.in_channels),
-                                       static_cast<unsigned>(kCenterThreads), size_t{0}, stream,
-                                       x, b.centers, plane),
-                             "wgrad centres launch"));
+  RETURN_IF_ERROR(Centers(s, x, b.centers, stream));
   RETURN_IF_ERROR(ChannelSums(dy, s.batch, s.out_channels, s.out_h() * s.out_w(), b.dy_sums,
                               stream, b.centers, s.in_channels));
   sum->centers = b.centers;

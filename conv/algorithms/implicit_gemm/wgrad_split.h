@@ -98,9 +98,6 @@ SplitK SplitOf(int64_t k_tiles, int64_t slices);
 // The workspace of a split (0 with one slice and no centring: the epilogue writes dw), with 256
 // bytes of alignment slack: the partials, then x's channel centres and dy's channel sums.
 size_t WorkspaceBytes(const Shape& shape, const SplitK& split);
-// The centring's part of it (0 where K needs none): the centres and dy's channel sums, with
-// their own alignment slack.
-size_t CentringBytes(const Shape& shape);
 
 // What the reduction of the partials needs.
 struct Sum {
@@ -111,6 +108,10 @@ struct Sum {
   int dy_runs = 1;   // ChannelSums's runs per channel of dy
   const float* centers = nullptr;  // x's channel centres, or null (not centred)
   const double* dy_sums = nullptr;
+  // Where the kernel multiplied x's padding as 0 rather than -center (depthwise's, whose large
+  // kernels see much padding: -center there would be a large term again), per dw element the
+  // sum of dy over the pixels whose tap lies inside x; null: the channel's whole sum, dy_sums.
+  const double* tap_dy_sums = nullptr;
 };
 Sum SumOf(const Shape& shape, const SplitK& split);
 
@@ -150,7 +151,10 @@ CONV2D_HOST_DEVICE_INLINE float Finish(const Sum& s, double v, int64_t e) {
   if (s.centers != nullptr) {
     const int o = static_cast<int>(e / s.red), m = static_cast<int>(e - int64_t{o} * s.red);
     const float center = s.centers[o / s.og * s.cg + m / s.khkw];
-    if (center != 0.f) v += static_cast<double>(center) * RunsSum(s.dy_sums, o, s.dy_runs);
+    if (center != 0.f) {
+      v += static_cast<double>(center) *
+           (s.tap_dy_sums != nullptr ? s.tap_dy_sums[e] : RunsSum(s.dy_sums, o, s.dy_runs));
+    }
   }
   return static_cast<float>(v);
 }
@@ -168,9 +172,8 @@ struct Buffers {
   double* dy_sums = nullptr;
 };
 Buffers Carve(void* workspace, const Shape& shape, const SplitK& split);
-// The centring's buffers alone, from `at` (CentringBytes of room; null where K needs none), for a
-// kernel whose partials are its own (depthwise's, in double).
-Buffers CarveCentring(void* at, const Shape& shape);
+// x's channel centres from image 0 (Center) into centers[Cin], whatever K.
+absl::Status Centers(const Shape& shape, const float* x, float* centers, cudaStream_t stream);
 // Where Centres(K): x's channel centres from image 0 and dy's channel sums (gated on the
 // centres), into b; sets sum->centers and sum->dy_sums. Otherwise nothing.
 absl::Status Centre(const Shape& shape, const float* x, const float* dy, const Buffers& b,
