@@ -59,11 +59,12 @@
 //     about its mean (x - c, and c * sum(dy) added back in double), so that the terms carry
 //     the data's spread, not its mean; db is summed in double. Outliers in x count per channel
 //     here: a dw element sums its input channel over every image, so two outliers there may
-//     cancel ("outside" above).
-//     Not met, measured (H100, PERF.md round 105): depthwise's staged wgrad, which centres
-//     nothing, on RepLKNet's 31x31 depthwise layer (56x56, batch 32) on the large-mean class:
-//     4.08x the bar (every other class there within 0.43 of it; the networks' 3x3 to 7x7
-//     depthwise wgrads within 0.5 on every class).
+//     cancel ("outside" above). Depthwise's wgrad centres too, multiplying x's padding as 0
+//     and adding back c times, per tap, dy's sum over the pixels whose tap lies inside x (its
+//     large kernels' windows are half padding at the edges: -c there is a large term again).
+//     Measured (H100, PERF.md round 106): RepLKNet's 31x31 depthwise layer (56x56, batch 32)
+//     on the large-mean class 0.15 of the bar (4.08x uncentred, 1.75x with the padding at -c);
+//     every depthwise wgrad of the networks within 0.44 of it on every class.
 //   - Non-finite: an element whose terms hold a NaN or an infinity is non-finite. In wgrad the
 //     padding is zeros that are multiplied, as in the forward: a non-finite dy reaches every tap
 //     of its output channel's dw.
