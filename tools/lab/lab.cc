@@ -14,6 +14,7 @@ const std::vector<AlgorithmFactory>& LabAlgorithms() {
       [] { return depthwise_internal::MakeDepthwiseForced(/*staged=*/false); },
       [] { return MakeImplicitGemmWgmmaForced(/*split_in_kernel=*/false); },
       [] { return MakeImplicitGemmWgmmaForced(/*split_in_kernel=*/true); },
+      &MakeImplicitGemmWgmmaWgradGemm,
   };
   return *factories;
 }

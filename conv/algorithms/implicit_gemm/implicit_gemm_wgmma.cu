@@ -352,6 +352,87 @@ class WgmmaWgradRunner : public Runner {
   bool swapped_;
 };
 
+// The im2col form's two passes (implicit_gemm_wgmma_wgrad.h): col[k][m] from x, a block row k
+// of col's M columns per blockIdx.y; dyt[o][k] from dy, consecutive threads on consecutive k.
+constexpr int kIm2colThreads = 256;
+__global__ void __launch_bounds__(kIm2colThreads)
+    Im2colKernel(const float* __restrict__ x, float* __restrict__ col, const Im2colMap g) {
+  const int k = static_cast<int>(blockIdx.y);
+  const int m = static_cast<int>(blockIdx.x) * kIm2colThreads + static_cast<int>(threadIdx.x);
+  if (m >= g.m) return;
+  const int src = Im2colSource(g, k, m);
+  col[static_cast<int64_t>(k) * g.m + m] = src >= 0 ? __ldg(x + src) : 0.0f;
+}
+__global__ void __launch_bounds__(kIm2colThreads)
+    DyTransposeKernel(const float* __restrict__ dy, float* __restrict__ dyt, const Im2colMap g,
+                      int k_total) {
+  const int o = static_cast<int>(blockIdx.y);
+  const int k = static_cast<int>(blockIdx.x) * kIm2colThreads + static_cast<int>(threadIdx.x);
+  if (k >= k_total) return;
+  dyt[static_cast<int64_t>(o) * k_total + k] = __ldg(dy + Im2colDySource(g, o, k));
+}
+
+// wgrad by the im2col form: col and dyt into the workspace, then the forward of
+// Im2colForward(shape) on them (its own runner, its workspace after theirs) writing dw.
+class WgmmaWgradIm2colRunner : public Runner {
+ public:
+  WgmmaWgradIm2colRunner(const Shape& s, std::unique_ptr<Runner> forward)
+      : map_(MakeIm2colMap(s)), k_(static_cast<int>(s.batch * s.out_h() * s.out_w())),
+        col_bytes_(Aligned(static_cast<size_t>(k_) * map_.m * 4)),
+        dyt_bytes_(Aligned(static_cast<size_t>(s.out_channels) * k_ * 4)),
+        forward_(std::move(forward)) {}
+  size_t workspace_bytes() const override {
+    return kWorkspaceAlign + col_bytes_ + dyt_bytes_ + forward_->workspace_bytes();
+  }
+  bool records_launches() const override { return forward_->records_launches(); }
+
+  absl::Status Run(const RunArgs& a) const override {
+    char* base = reinterpret_cast<char*>(
+        (reinterpret_cast<uintptr_t>(a.workspace) + kWorkspaceAlign - 1) & ~(kWorkspaceAlign - 1));
+    float* col = reinterpret_cast<float*>(base);
+    float* dyt = reinterpret_cast<float*>(base + col_bytes_);
+    RETURN_IF_ERROR(CudaStatus(
+        LaunchPdl(/*pdl=*/false, &Im2colKernel,
+                  dim3(static_cast<unsigned>((map_.m + kIm2colThreads - 1) / kIm2colThreads),
+                       static_cast<unsigned>(k_)),
+                  dim3(kIm2colThreads), size_t{0}, a.stream, a.x, col, map_),
+        "implicit_gemm_wgmma wgrad: im2col launch"));
+    RETURN_IF_ERROR(CudaStatus(
+        LaunchPdl(/*pdl=*/false, &DyTransposeKernel,
+                  dim3(static_cast<unsigned>((k_ + kIm2colThreads - 1) / kIm2colThreads),
+                       static_cast<unsigned>(map_.cout)),
+                  dim3(kIm2colThreads), size_t{0}, a.stream, a.dy, dyt, map_, k_),
+        "implicit_gemm_wgmma wgrad: dy transpose launch"));
+    RunArgs f;
+    f.x = col;
+    f.w = dyt;
+    f.y = a.dw;
+    f.workspace = base + col_bytes_ + dyt_bytes_;
+    f.workspace_bytes = forward_->workspace_bytes();
+    f.stream = a.stream;
+    return forward_->Run(f);
+  }
+
+ private:
+  static size_t Aligned(size_t bytes) {
+    return (bytes + kWorkspaceAlign - 1) & ~(kWorkspaceAlign - 1);
+  }
+  Im2colMap map_;
+  int k_;
+  size_t col_bytes_, dyt_bytes_;
+  std::unique_ptr<Runner> forward_;
+};
+
+// The im2col form's time beside its forward: x and dy read, col and dyt written (the forward's
+// model reads them back), two launches.
+double Im2colSeconds(const Shape& s) {
+  const double k = static_cast<double>(s.batch * s.out_h() * s.out_w());
+  const double bytes = 4.0 * (k * static_cast<double>(s.reduction()) +
+                              static_cast<double>(s.input_elements()) +
+                              2.0 * static_cast<double>(s.output_elements()));
+  return bytes / 3e12 + 6e-6;
+}
+
 // Where the filter is split: by the rule (kSplitBMaxMTiles), or forced for measurement.
 enum class SplitPath { kByRule, kSplitKernel, kInKernel };
 
@@ -388,12 +469,17 @@ struct WgmmaConfig {
   bool split_b = false;  // the filter split inside the main kernel (kSplitB): one launch
   wgrad_split::SplitK wgrad_split;  // wgrad: the split of K
   bool wgrad_swapped = false;  // wgrad: computed on SwappedWgrad(shape), params and split its
+  bool wgrad_im2col = false;   // wgrad: the forward of Im2colForward(shape), the rest its
 };
 
 class ImplicitGemmWgmma : public AlgorithmWithConfig<WgmmaConfig> {
  public:
-  explicit ImplicitGemmWgmma(SplitPath path) : path_(path) {}
+  // wgrad_gemm: the lab's variant whose wgrad never takes the im2col form (measurement and
+  // tests of wgrad's own GEMM where the model would take the form).
+  explicit ImplicitGemmWgmma(SplitPath path, bool wgrad_gemm = false)
+      : path_(path), wgrad_gemm_(wgrad_gemm) {}
   std::string name() const override {
+    if (wgrad_gemm_) return "implicit_gemm_wgmma_wgrad_gemm";
     switch (path_) {
       case SplitPath::kSplitKernel: return "implicit_gemm_wgmma_split_kernel";
       case SplitPath::kInKernel: return "implicit_gemm_wgmma_split_in_kernel";
@@ -403,7 +489,8 @@ class ImplicitGemmWgmma : public AlgorithmWithConfig<WgmmaConfig> {
   // Fitted by tools/fit_auto.py (docs/data/round45_fit_*.json). The forced paths (measurement
   // only) are never ranked: auto must choose the same with the lab registered.
   double calibration() const override {
-    return path_ == SplitPath::kByRule ? 0.810 : std::numeric_limits<double>::infinity();
+    return path_ == SplitPath::kByRule && !wgrad_gemm_ ? 0.810
+                                                       : std::numeric_limits<double>::infinity();
   }
   // Padding, stride and dilation in the gather's address arithmetic (AGather's kGeometry);
   // groups as a grouped GEMM (each N tile within one group: NTileOf).
@@ -495,6 +582,11 @@ class ImplicitGemmWgmma : public AlgorithmWithConfig<WgmmaConfig> {
 
   absl::StatusOr<std::unique_ptr<Runner>> Build(const Shape& s, const WgmmaConfig& c,
                                                 const DeviceInfo&) const override {
+    if (s.op == Op::kWgrad && c.wgrad_im2col) {
+      absl::StatusOr<std::unique_ptr<Runner>> forward = BuildForward(c);
+      if (!forward.ok()) return forward.status();
+      return std::unique_ptr<Runner>(new WgmmaWgradIm2colRunner(s, *std::move(forward)));
+    }
     if (s.op == Op::kWgrad) {
       switch (c.bn) {
         case 128: RETURN_IF_ERROR(EnableSmemWgrad<128>()); break;
@@ -507,6 +599,11 @@ class ImplicitGemmWgmma : public AlgorithmWithConfig<WgmmaConfig> {
       return std::unique_ptr<Runner>(new WgmmaWgradRunner(
           c.wgrad_swapped ? SwappedWgrad(s) : s, c.bn, c.params, c.wgrad_split, c.wgrad_swapped));
     }
+    return BuildForward(c);
+  }
+
+ private:
+  static absl::StatusOr<std::unique_ptr<Runner>> BuildForward(const WgmmaConfig& c) {
     switch (c.bn) {
       case 128: RETURN_IF_ERROR(EnableSmemAll<128>()); break;
       case 64: RETURN_IF_ERROR(EnableSmemAll<64>()); break;
@@ -518,7 +615,6 @@ class ImplicitGemmWgmma : public AlgorithmWithConfig<WgmmaConfig> {
         new ImplicitGemmWgmmaRunner(c.bn, c.params, c.split_bytes, c.split_b));
   }
 
- private:
   // wgrad: the device checks as the forward's, the split of K, and the time: the longest CTA's
   // units (each its slice's k-tiles plus a prologue and epilogue) at the forward's rate, plus the
   // bytes (x and dy once, dw, the partials written and read; with centring dy once more) at
@@ -534,6 +630,27 @@ class ImplicitGemmWgmma : public AlgorithmWithConfig<WgmmaConfig> {
           "implicit_gemm_wgmma wgrad: groups of one input channel (depthwise): a grouped GEMM "
           "would fill a few percent of its tiles; the depthwise algorithm computes it");
     }
+    absl::StatusOr<WgmmaConfig> c = ChooseWgradGemm(s, device, seconds);
+    if (wgrad_gemm_ || !Im2colTakes(s)) return c;
+    // The im2col form where its model is faster, both timed on kSplitSms SMs and its forward
+    // scheduled for them (its stream-K tail would otherwise cut the sums by the device's SM
+    // count): dw is the same, bit for bit, on every GPU.
+    DeviceInfo fixed = device;
+    fixed.sm_count = kSplitSms;
+    double gemm_seconds = std::numeric_limits<double>::infinity(), im2col_seconds = 0;
+    if (c.ok() && !ChooseWgradGemm(s, fixed, &gemm_seconds).ok()) return c;
+    absl::StatusOr<WgmmaConfig> f = Choose(Im2colForward(s), fixed, &im2col_seconds);
+    if (!f.ok()) return c;
+    im2col_seconds += Im2colSeconds(s);
+    if (im2col_seconds >= gemm_seconds) return c;
+    f->wgrad_im2col = true;
+    *seconds = im2col_seconds;
+    return f;
+  }
+
+  // wgrad's own GEMM (implicit_gemm_wgmma_wgrad.h), in the orientation its model prefers.
+  absl::StatusOr<WgmmaConfig> ChooseWgradGemm(const Shape& s, const DeviceInfo& device,
+                                              double* seconds) const {
     absl::StatusOr<WgmmaConfig> c = ChooseWgradOriented(s, device, seconds);
     if (!c.ok() || !CanSwapWgrad(s)) return c;
     // The swapped orientation where its model is faster (few input channels against many
@@ -589,6 +706,7 @@ class ImplicitGemmWgmma : public AlgorithmWithConfig<WgmmaConfig> {
   }
 
   SplitPath path_;
+  bool wgrad_gemm_;
 };
 
 }  // namespace
@@ -597,6 +715,11 @@ class ImplicitGemmWgmma : public AlgorithmWithConfig<WgmmaConfig> {
 std::unique_ptr<Algorithm> MakeImplicitGemmWgmma() {
   return std::make_unique<implicit_gemm_wgmma_internal::ImplicitGemmWgmma>(
       implicit_gemm_wgmma_internal::SplitPath::kByRule);
+}
+
+std::unique_ptr<Algorithm> MakeImplicitGemmWgmmaWgradGemm() {
+  return std::make_unique<implicit_gemm_wgmma_internal::ImplicitGemmWgmma>(
+      implicit_gemm_wgmma_internal::SplitPath::kByRule, /*wgrad_gemm=*/true);
 }
 
 std::unique_ptr<Algorithm> MakeImplicitGemmWgmmaForced(bool split_in_kernel) {

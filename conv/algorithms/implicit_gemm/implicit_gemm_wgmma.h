@@ -19,6 +19,10 @@ std::unique_ptr<Algorithm> MakeImplicitGemmWgmma();
 // only): the two paths forced, so that both can be timed and tested on one shape. Measurement
 // only: registered by tools/lab, never ranked by auto.
 std::unique_ptr<Algorithm> MakeImplicitGemmWgmmaForced(bool split_in_kernel);
+// "implicit_gemm_wgmma_wgrad_gemm": the rule's algorithm whose wgrad never takes the im2col form
+// (implicit_gemm_wgmma_wgrad.h), so that wgrad's own GEMM is timed and tested where the model
+// takes the form. Measurement only, as the two above.
+std::unique_ptr<Algorithm> MakeImplicitGemmWgmmaWgradGemm();
 
 }  // namespace conv2d
 

@@ -34,6 +34,7 @@
 #include "absl/status/statusor.h"
 #include "conv/algorithms/implicit_gemm/implicit_gemm_wgmma_internal.h"
 #include "conv/algorithms/implicit_gemm/wgrad_split.h"
+#include "conv/arch/fast_div.h"
 #include "conv/arch/host_device.h"
 #include "conv/shape.h"
 
@@ -196,6 +197,81 @@ CONV2D_HOST_DEVICE_INLINE float WgradRowCenter(const Params& p, int nt, int m) {
   if (m >= p.m) return 0.f;
   const int g = nt / p.n_tiles_g;
   return p.centers[g * p.cg + p.div_khkw.Div(m)];
+}
+
+// ---- The im2col form (small reductions).
+// Where K = batch*out_h*out_w is short (7x7 planes: 1,568 terms at batch 32) the x gather above
+// costs what the tensor cores save: four bytes and a FastDiv pair a copy, measured at 0.32 warp
+// instructions a cycle and 25% SM busy on ResNet-50's 3x3 wgrad at 7x7 (ncu, PERF.md round 104),
+// 0.23 ms against the forward's 0.10 on the same FLOPs. There dw is the forward's 1x1 GEMM of
+// one image: with
+//   col[k][m] = x[b, c, i*sh - pt + r*dh, j*sw - pl + s*dw]  (0 in the padding),
+//   dyt[o][k] = dy[b, o, i, j],     k = (b, i, j), m = (c, r, s),
+// dw[o][m] = sum over k of dyt[o][k] col[k][m] is the forward of Im2colForward(shape): x = col
+// (K channels of one row of M = Cin*Kh*Kw pixels), w = dyt (Cout filters of K taps), y = dw,
+// which the forward's kernel runs with its 16-byte A copies (M % 4 == 0). Two passes build col
+// and dyt (x and dy read once, col written: 29 MB on that layer). Its sum is the forward's, K
+// terms in fp32 folded every 128: within kMaxContractReduction terms, the bound wgrad's slices
+// keep (wgrad_split.h), so no slices and no centring (K <= kCenterK).
+inline bool Im2colTakes(const Shape& s) {
+  const int64_t k = s.batch * s.out_h() * s.out_w(), m = s.reduction();
+  return s.op == Op::kWgrad && !s.grouped() && k <= kMaxContractReduction && m % 4 == 0 &&
+         k * m < (int64_t{1} << 31) && s.out_channels * k < (int64_t{1} << 31);
+}
+inline Shape Im2colForward(const Shape& s) {
+  Shape v;
+  v.op = Op::kFprop;
+  v.batch = 1;
+  v.in_channels = s.batch * s.out_h() * s.out_w();
+  v.out_channels = s.out_channels;
+  v.height = 1;
+  v.width = s.reduction();
+  v.kernel_h = v.kernel_w = 1;
+  return v;
+}
+// The geometry the two passes read: col's row k, column m.
+struct Im2colMap {
+  int cin = 0, h = 0, w = 0, cout = 0, oh = 0, ow = 0, kw = 0;
+  int sh = 1, sw = 1, dh = 1, dw = 1, pt = 0, pl = 0;
+  int m = 0;           // Cin*Kh*Kw
+  FastDiv div_p;       // by out_h*out_w
+  FastDiv div_ow, div_khkw, div_kw;
+};
+inline Im2colMap MakeIm2colMap(const Shape& s) {
+  Im2colMap g;
+  g.cin = static_cast<int>(s.in_channels), g.h = static_cast<int>(s.height);
+  g.w = static_cast<int>(s.width), g.cout = static_cast<int>(s.out_channels);
+  g.oh = static_cast<int>(s.out_h()), g.ow = static_cast<int>(s.out_w());
+  g.kw = static_cast<int>(s.kernel_w);
+  g.sh = static_cast<int>(s.stride_h), g.sw = static_cast<int>(s.stride_w);
+  g.dh = static_cast<int>(s.dilation_h), g.dw = static_cast<int>(s.dilation_w);
+  g.pt = static_cast<int>(s.pad_top), g.pl = static_cast<int>(s.pad_left);
+  g.m = static_cast<int>(s.reduction());
+  g.div_p = FastDiv(static_cast<uint32_t>(g.oh * g.ow));
+  g.div_ow = FastDiv(static_cast<uint32_t>(g.ow));
+  g.div_khkw = FastDiv(static_cast<uint32_t>(s.kernel_h * s.kernel_w));
+  g.div_kw = FastDiv(static_cast<uint32_t>(g.kw));
+  return g;
+}
+// The x offset col[k][m] copies, or -1 in the padding.
+CONV2D_HOST_DEVICE_INLINE int Im2colSource(const Im2colMap& g, int k, int m) {
+  int b, pix, i, j, c, tap, r, s;
+  g.div_p.DivMod(k, &b, &pix);
+  g.div_ow.DivMod(pix, &i, &j);
+  g.div_khkw.DivMod(m, &c, &tap);
+  g.div_kw.DivMod(tap, &r, &s);
+  const int y = i * g.sh - g.pt + r * g.dh, x = j * g.sw - g.pl + s * g.dw;
+  if (static_cast<unsigned>(y) >= static_cast<unsigned>(g.h) ||
+      static_cast<unsigned>(x) >= static_cast<unsigned>(g.w)) {
+    return -1;
+  }
+  return ((b * g.cin + c) * g.h + y) * g.w + x;
+}
+// The dy offset dyt[o][k] copies.
+CONV2D_HOST_DEVICE_INLINE int Im2colDySource(const Im2colMap& g, int o, int k) {
+  int b, pix;
+  g.div_p.DivMod(k, &b, &pix);
+  return (b * g.cout + o) * (g.oh * g.ow) + pix;
 }
 
 }  // namespace implicit_gemm_wgmma_internal

@@ -6,12 +6,15 @@
 // operand layouts are the forward's, replayed by implicit_gemm_wgmma_cpu_test. Mutants must fail.
 #include <algorithm>
 #include <cmath>
+#include <cstdio>
 #include <cstdint>
 #include <limits>
+#include <memory>
 #include <utility>
 #include <vector>
 
 #include "conv/algorithms/implicit_gemm/implicit_gemm_3xtf32_backward_testing.h"
+#include "conv/algorithms/implicit_gemm/implicit_gemm_wgmma.h"
 #include "conv/algorithms/implicit_gemm/implicit_gemm_wgmma_internal.h"
 #include "conv/algorithms/implicit_gemm/implicit_gemm_wgmma_wgrad.h"
 #include "conv/algorithms/implicit_gemm/wgrad_split.h"
@@ -451,7 +454,8 @@ TEST(ImplicitGemmWgmmaWgradPlan, OrientationDoesNotDependOnTheDevice) {
     for (int cout : {16, 48, 96, 144, 240, 384}) {
       for (int hw : {7, 14, 28}) {
         const Shape s = AsOp(Shape{32, cin, cout, hw, hw, 1, 1}, Op::kWgrad);
-        if (!CanSwapWgrad(s)) continue;
+        // The im2col form's shapes are chosen on kSplitSms SMs as well: Im2colChoice, below.
+        if (!CanSwapWgrad(s) || Im2colTakes(s)) continue;
         const bool at_fixed = swapped_on(s, kSplitSms);
         (at_fixed ? swapped : plain)++;
         for (int sms : {8, 20, 66, 114, 144}) {
@@ -462,6 +466,96 @@ TEST(ImplicitGemmWgmmaWgradPlan, OrientationDoesNotDependOnTheDevice) {
   }
   EXPECT_GT(swapped, 0);
   EXPECT_GT(plain, 0);
+}
+
+// The im2col form's index maps (Im2colSource, Im2colDySource) make the wgrad: col and dyt
+// gathered on the CPU and multiplied in double equal the fp64 reference, on every ungrouped
+// replay shape (strides, padding, dilation, odd sizes, batch 1, K = 1).
+TEST(ImplicitGemmWgmmaWgradIm2col, MapsMakeTheWgrad) {
+  int checked = 0, padded = 0;
+  for (const Shape& base : BackwardShapes()) {
+    const Shape s = AsOp(base, Op::kWgrad);
+    if (s.grouped()) continue;
+    SCOPED_TRACE(s.ToString());
+    const ReplayInputs in = MakeReplayInputs(s, 17);
+    const Im2colMap g = MakeIm2colMap(s);
+    const int k_total = static_cast<int>(s.batch * s.out_h() * s.out_w());
+    std::vector<double> dw(s.filter_elements(), 0.0);
+    for (int k = 0; k < k_total; ++k) {
+      for (int m = 0; m < g.m; ++m) {
+        const int src = Im2colSource(g, k, m);
+        padded += src < 0;
+        if (src < 0) continue;
+        ASSERT_LT(src, s.input_elements());
+        for (int o = 0; o < g.cout; ++o) {
+          const int d = Im2colDySource(g, o, k);
+          ASSERT_LT(d, s.output_elements());
+          dw[static_cast<size_t>(o) * g.m + m] +=
+              static_cast<double>(in.dy[d]) * static_cast<double>(in.x[src]);
+        }
+      }
+    }
+    const std::vector<double> ref = Reference(s, HostInputs(in.x, in.w, {}, in.dy));
+    ASSERT_EQ(ref.size(), dw.size());
+    for (size_t e = 0; e < dw.size(); ++e) {
+      ASSERT_NEAR(dw[e], ref[e], 1e-9 * (1.0 + std::abs(ref[e]))) << "element " << e;
+    }
+    ++checked;
+  }
+  EXPECT_GE(checked, 8);
+  EXPECT_GT(padded, 0) << "no shape exercises the padding";
+}
+
+// The form is chosen on kSplitSms SMs (its forward scheduled for them): the estimate, and so
+// dw's rounding, is the same on every GPU where it is taken. ResNet-50's 3x3 wgrads at 7x7
+// output (stride 1 and 2) take it; its 56x56 layers (K past kMaxContractReduction) cannot.
+TEST(ImplicitGemmWgmmaWgradIm2col, Im2colChoice) {
+  const Algorithm* alg = Registry::Global().Find("implicit_gemm_wgmma");
+  ASSERT_NE(alg, nullptr);
+  auto estimate_on = [&](const Shape& s, int sms) {
+    DeviceInfo d = DeviceInfo::ModelDevice();
+    d.sm_count = sms;
+    const absl::StatusOr<Proposal> p = alg->Propose(s, d);
+    EXPECT_TRUE(p.ok()) << s.ToString() << p.status();
+    return p.ok() ? p->estimated_seconds : 0.0;
+  };
+  const Shape r7 = AsOp(WithGeometry({32, 512, 512, 7, 7, 3, 3}, 1, 1, 1, 1, 1, 1), Op::kWgrad);
+  const Shape r14 = AsOp(WithGeometry({32, 512, 512, 14, 14, 3, 3}, 1, 1, 1, 1, 2, 2), Op::kWgrad);
+  for (const Shape& s : {r7, r14}) {
+    ASSERT_TRUE(Im2colTakes(s)) << s.ToString();
+    const double at_fixed = estimate_on(s, kSplitSms);
+    for (int sms : {8, 66, 114, 144}) {
+      EXPECT_EQ(estimate_on(s, sms), at_fixed) << s.ToString() << " on " << sms << " SMs";
+    }
+  }
+  EXPECT_FALSE(Im2colTakes(Resnet64(Op::kWgrad)));
+  EXPECT_FALSE(Im2colTakes(AsOp(WithGeometry({32, 512, 512, 7, 7, 3, 3}, 1, 1, 1, 1, 1, 1, 1, 1, 2),
+                                Op::kWgrad)))
+      << "grouped";
+  // Which of the replay's shapes and the networks' 7x7-output layers take it (the lab's
+  // variant, wgrad's own GEMM, estimated beside): printed.
+  const std::unique_ptr<Algorithm> gemm = MakeImplicitGemmWgmmaWgradGemm();
+  std::vector<Shape> shapes;
+  for (const Shape& base : BackwardShapes()) shapes.push_back(AsOp(base, Op::kWgrad));
+  for (const Shape& s : {r7, r14, AsOp(Shape{32, 512, 2048, 7, 7, 1, 1}, Op::kWgrad),
+                         AsOp(Shape{32, 2048, 512, 7, 7, 1, 1}, Op::kWgrad),
+                         AsOp(WithGeometry({32, 1024, 2048, 14, 14, 1, 1}, 0, 0, 0, 0, 2, 2),
+                              Op::kWgrad),
+                         AsOp(Shape{32, 1152, 192, 7, 7, 1, 1}, Op::kWgrad),
+                         AsOp(Shape{32, 192, 1152, 7, 7, 1, 1}, Op::kWgrad),
+                         AsOp(Shape{32, 1152, 320, 7, 7, 1, 1}, Op::kWgrad),
+                         AsOp(Shape{32, 320, 1280, 7, 7, 1, 1}, Op::kWgrad)}) {
+    shapes.push_back(s);
+  }
+  for (const Shape& s : shapes) {
+    if (!Im2colTakes(s)) continue;
+    DeviceInfo d = DeviceInfo::ModelDevice();
+    d.sm_count = kSplitSms;
+    const absl::StatusOr<Proposal> g = gemm->Propose(s, d);
+    std::printf("%-40s im2col-able: estimate %8.2f us, wgrad's GEMM %8.2f us\n",
+                s.ToString().c_str(), estimate_on(s, kSplitSms) * 1e6,
+                g.ok() ? g->estimated_seconds * 1e6 : -1.0);
+  }
 }
 
 }  // namespace

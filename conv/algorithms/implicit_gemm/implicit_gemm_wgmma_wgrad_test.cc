@@ -16,11 +16,16 @@
 #include "conv/testing/shapes.h"
 #include "conv/testing/testbed.h"
 #include "gtest/gtest.h"
+#include "tools/lab/lab.h"
 
 namespace conv2d {
 namespace {
 
 constexpr char kAlgorithm[] = "implicit_gemm_wgmma";
+// The lab's variant whose wgrad is always its own GEMM: where the model takes the im2col form
+// (implicit_gemm_wgmma_wgrad.h) both are checked.
+constexpr char kGemm[] = "implicit_gemm_wgmma_wgrad_gemm";
+[[maybe_unused]] const bool kLabRegistered = RegisterLabAlgorithms().ok();
 
 using implicit_gemm_3xtf32_backward_testing::AsOp;
 using implicit_gemm_3xtf32_backward_testing::BackwardShapes;
@@ -48,8 +53,11 @@ TEST(ImplicitGemmWgmmaWgradGpuTest, ReplayShapes) {
       ++declined;
       continue;
     }
-    ExpectMatchesReference(s, kAlgorithm, int64_t{1} << 20);
-    ExpectEveryClassWithinBar(s, kAlgorithm, 7);
+    for (const char* alg : {kAlgorithm, kGemm}) {
+      SCOPED_TRACE(alg);
+      ExpectMatchesReference(s, alg, int64_t{1} << 20);
+      ExpectEveryClassWithinBar(s, alg, 7);
+    }
   }
   EXPECT_GT(declined, 0) << "the replay's shapes no longer include a depthwise one";
 }
@@ -66,6 +74,10 @@ std::vector<Shape> LargeCases() {
           AsOp(WithGeometry({32, 128, 128, 28, 28, 3, 3}, 1, 1, 1, 1, 1, 1), Op::kWgrad),
           AsOp(WithGeometry({32, 256, 512, 56, 56, 1, 1}, 0, 0, 0, 0, 2, 2), Op::kWgrad),
           AsOp(WithGeometry({32, 512, 512, 7, 7, 3, 3}, 1, 1, 1, 1, 1, 1), Op::kWgrad),
+          // 7x7 outputs: the im2col form (K = 1,568), strided, and a 1x1 with a bias.
+          AsOp(WithGeometry({32, 512, 512, 14, 14, 3, 3}, 1, 1, 1, 1, 2, 2), Op::kWgrad),
+          AsOp(WithGeometry({32, 2048, 512, 7, 7, 1, 1}, 0, 0, 0, 0, 1, 1, 1, 1, 1, true),
+               Op::kWgrad),
           AsOp(Shape{32, 16, 96, 112, 112, 1, 1}, Op::kWgrad),
           AsOp(Shape{32, 40, 240, 28, 28, 1, 1}, Op::kWgrad)};  // swapped
 }
@@ -73,8 +85,11 @@ std::vector<Shape> LargeCases() {
 TEST(ImplicitGemmWgmmaWgradLarge, ResnetLayers) {
   for (const Shape& s : LargeCases()) {
     SCOPED_TRACE(s.ToString());
-    ExpectMatchesReference(s, kAlgorithm, 4096);
-    ExpectEveryClassWithinBar(s, kAlgorithm, 9);
+    for (const char* alg : {kAlgorithm, kGemm}) {
+      SCOPED_TRACE(alg);
+      ExpectMatchesReference(s, alg, 4096);
+      ExpectEveryClassWithinBar(s, alg, 9);
+    }
   }
 }
 
