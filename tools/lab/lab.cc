@@ -14,7 +14,8 @@ const std::vector<AlgorithmFactory>& LabAlgorithms() {
       [] { return depthwise_internal::MakeDepthwiseForced(/*staged=*/false); },
       [] { return MakeImplicitGemmWgmmaForced(/*split_in_kernel=*/false); },
       [] { return MakeImplicitGemmWgmmaForced(/*split_in_kernel=*/true); },
-      &MakeImplicitGemmWgmmaWgradGemm,
+      [] { return MakeImplicitGemmWgmmaWgradForced(/*im2col=*/false); },
+      [] { return MakeImplicitGemmWgmmaWgradForced(/*im2col=*/true); },
   };
   return *factories;
 }

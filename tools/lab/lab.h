@@ -15,8 +15,8 @@ namespace conv2d {
 // fft_tiled and fft_tiled_3xtf32, the cuFFT + cuBLAS baselines of the FFT family;
 // depthwise_staged and depthwise_streaming, depthwise with its kernel forced;
 // implicit_gemm_wgmma_split_kernel and _split_in_kernel, implicit_gemm_wgmma with its filter
-// split forced (one shape timed on both; auto never ranks them); implicit_gemm_wgmma_wgrad_gemm,
-// implicit_gemm_wgmma whose wgrad never takes the im2col form.
+// split forced (one shape timed on both; auto never ranks them); implicit_gemm_wgmma_wgrad_gemm
+// and _wgrad_im2col, implicit_gemm_wgmma with wgrad's form forced.
 const std::vector<AlgorithmFactory>& LabAlgorithms();
 
 // Adds LabAlgorithms() to `registry` (the global one by default); AlreadyExists when called

@@ -435,6 +435,8 @@ double Im2colSeconds(const Shape& s) {
 
 // Where the filter is split: by the rule (kSplitBMaxMTiles), or forced for measurement.
 enum class SplitPath { kByRule, kSplitKernel, kInKernel };
+// wgrad's form: by the model, or forced for measurement.
+enum class WgradForm { kByModel, kGemm, kIm2col };
 
 // Whether the device runs the kernels at BN: wgmma (sm_90), the schedule's slots, the shared
 // memory.
@@ -474,12 +476,13 @@ struct WgmmaConfig {
 
 class ImplicitGemmWgmma : public AlgorithmWithConfig<WgmmaConfig> {
  public:
-  // wgrad_gemm: the lab's variant whose wgrad never takes the im2col form (measurement and
-  // tests of wgrad's own GEMM where the model would take the form).
-  explicit ImplicitGemmWgmma(SplitPath path, bool wgrad_gemm = false)
-      : path_(path), wgrad_gemm_(wgrad_gemm) {}
+  // form: the lab's variants whose wgrad is always wgrad's own GEMM or always the im2col form
+  // (measurement, and tests of each where the model takes the other).
+  explicit ImplicitGemmWgmma(SplitPath path, WgradForm form = WgradForm::kByModel)
+      : path_(path), form_(form) {}
   std::string name() const override {
-    if (wgrad_gemm_) return "implicit_gemm_wgmma_wgrad_gemm";
+    if (form_ == WgradForm::kGemm) return "implicit_gemm_wgmma_wgrad_gemm";
+    if (form_ == WgradForm::kIm2col) return "implicit_gemm_wgmma_wgrad_im2col";
     switch (path_) {
       case SplitPath::kSplitKernel: return "implicit_gemm_wgmma_split_kernel";
       case SplitPath::kInKernel: return "implicit_gemm_wgmma_split_in_kernel";
@@ -489,8 +492,9 @@ class ImplicitGemmWgmma : public AlgorithmWithConfig<WgmmaConfig> {
   // Fitted by tools/fit_auto.py (docs/data/round45_fit_*.json). The forced paths (measurement
   // only) are never ranked: auto must choose the same with the lab registered.
   double calibration() const override {
-    return path_ == SplitPath::kByRule && !wgrad_gemm_ ? 0.810
-                                                       : std::numeric_limits<double>::infinity();
+    return path_ == SplitPath::kByRule && form_ == WgradForm::kByModel
+               ? 0.810
+               : std::numeric_limits<double>::infinity();
   }
   // Padding, stride and dilation in the gather's address arithmetic (AGather's kGeometry);
   // groups as a grouped GEMM (each N tile within one group: NTileOf).
@@ -631,7 +635,14 @@ class ImplicitGemmWgmma : public AlgorithmWithConfig<WgmmaConfig> {
           "would fill a few percent of its tiles; the depthwise algorithm computes it");
     }
     absl::StatusOr<WgmmaConfig> c = ChooseWgradGemm(s, device, seconds);
-    if (wgrad_gemm_ || !Im2colTakes(s)) return c;
+    if (form_ == WgradForm::kGemm || !Im2colTakes(s)) {
+      if (form_ == WgradForm::kIm2col) {
+        return absl::UnimplementedError(
+            "implicit_gemm_wgmma_wgrad_im2col: the im2col form takes ungrouped wgrads of at most "
+            "4608 terms (batch*out_h*out_w) and Cin*Kh*Kw a multiple of 4");
+      }
+      return c;
+    }
     // The im2col form where its model is faster, both timed on kSplitSms SMs and its forward
     // scheduled for them (its stream-K tail would otherwise cut the sums by the device's SM
     // count): dw is the same, bit for bit, on every GPU.
@@ -640,9 +651,9 @@ class ImplicitGemmWgmma : public AlgorithmWithConfig<WgmmaConfig> {
     double gemm_seconds = std::numeric_limits<double>::infinity(), im2col_seconds = 0;
     if (c.ok() && !ChooseWgradGemm(s, fixed, &gemm_seconds).ok()) return c;
     absl::StatusOr<WgmmaConfig> f = Choose(Im2colForward(s), fixed, &im2col_seconds);
-    if (!f.ok()) return c;
+    if (!f.ok()) return form_ == WgradForm::kIm2col ? f : c;
     im2col_seconds += Im2colSeconds(s);
-    if (im2col_seconds >= gemm_seconds) return c;
+    if (form_ != WgradForm::kIm2col && im2col_seconds >= gemm_seconds) return c;
     f->wgrad_im2col = true;
     *seconds = im2col_seconds;
     return f;
@@ -706,7 +717,7 @@ class ImplicitGemmWgmma : public AlgorithmWithConfig<WgmmaConfig> {
   }
 
   SplitPath path_;
-  bool wgrad_gemm_;
+  WgradForm form_;
 };
 
 }  // namespace
@@ -717,9 +728,11 @@ std::unique_ptr<Algorithm> MakeImplicitGemmWgmma() {
       implicit_gemm_wgmma_internal::SplitPath::kByRule);
 }
 
-std::unique_ptr<Algorithm> MakeImplicitGemmWgmmaWgradGemm() {
+std::unique_ptr<Algorithm> MakeImplicitGemmWgmmaWgradForced(bool im2col) {
+  using implicit_gemm_wgmma_internal::WgradForm;
   return std::make_unique<implicit_gemm_wgmma_internal::ImplicitGemmWgmma>(
-      implicit_gemm_wgmma_internal::SplitPath::kByRule, /*wgrad_gemm=*/true);
+      implicit_gemm_wgmma_internal::SplitPath::kByRule,
+      im2col ? WgradForm::kIm2col : WgradForm::kGemm);
 }
 
 std::unique_ptr<Algorithm> MakeImplicitGemmWgmmaForced(bool split_in_kernel) {

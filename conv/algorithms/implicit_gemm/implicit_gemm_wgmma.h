@@ -19,10 +19,11 @@ std::unique_ptr<Algorithm> MakeImplicitGemmWgmma();
 // only): the two paths forced, so that both can be timed and tested on one shape. Measurement
 // only: registered by tools/lab, never ranked by auto.
 std::unique_ptr<Algorithm> MakeImplicitGemmWgmmaForced(bool split_in_kernel);
-// "implicit_gemm_wgmma_wgrad_gemm": the rule's algorithm whose wgrad never takes the im2col form
-// (implicit_gemm_wgmma_wgrad.h), so that wgrad's own GEMM is timed and tested where the model
-// takes the form. Measurement only, as the two above.
-std::unique_ptr<Algorithm> MakeImplicitGemmWgmmaWgradGemm();
+// "implicit_gemm_wgmma_wgrad_gemm" and "implicit_gemm_wgmma_wgrad_im2col": the rule's algorithm
+// with wgrad's form forced, its own GEMM or the im2col form (implicit_gemm_wgmma_wgrad.h), so
+// that each is timed and tested where the model takes the other. Measurement only, as the two
+// above.
+std::unique_ptr<Algorithm> MakeImplicitGemmWgmmaWgradForced(bool im2col);
 
 }  // namespace conv2d
 

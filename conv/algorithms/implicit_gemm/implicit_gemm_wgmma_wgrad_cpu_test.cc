@@ -534,7 +534,7 @@ TEST(ImplicitGemmWgmmaWgradIm2col, Im2colChoice) {
       << "grouped";
   // Which of the replay's shapes and the networks' 7x7-output layers take it (the lab's
   // variant, wgrad's own GEMM, estimated beside): printed.
-  const std::unique_ptr<Algorithm> gemm = MakeImplicitGemmWgmmaWgradGemm();
+  const std::unique_ptr<Algorithm> gemm = MakeImplicitGemmWgmmaWgradForced(/*im2col=*/false);
   std::vector<Shape> shapes;
   for (const Shape& base : BackwardShapes()) shapes.push_back(AsOp(base, Op::kWgrad));
   for (const Shape& s : {r7, r14, AsOp(Shape{32, 512, 2048, 7, 7, 1, 1}, Op::kWgrad),

@@ -22,9 +22,21 @@ namespace conv2d {
 namespace {
 
 constexpr char kAlgorithm[] = "implicit_gemm_wgmma";
-// The lab's variant whose wgrad is always its own GEMM: where the model takes the im2col form
-// (implicit_gemm_wgmma_wgrad.h) both are checked.
+// The lab's variants with wgrad's form forced (implicit_gemm_wgmma_wgrad.h): its own GEMM on
+// every shape, the im2col form on those it takes, whichever the model picks.
 constexpr char kGemm[] = "implicit_gemm_wgmma_wgrad_gemm";
+constexpr char kIm2col[] = "implicit_gemm_wgmma_wgrad_im2col";
+
+// The algorithms that compute wgrad of s here: the rule's, the GEMM's, and the im2col form's
+// where it takes s.
+std::vector<const char*> Forms(const Shape& s, int* im2col) {
+  std::vector<const char*> v = {kAlgorithm, kGemm};
+  if (Plan::Create(s, kIm2col).ok()) {
+    v.push_back(kIm2col);
+    ++*im2col;
+  }
+  return v;
+}
 [[maybe_unused]] const bool kLabRegistered = RegisterLabAlgorithms().ok();
 
 using implicit_gemm_3xtf32_backward_testing::AsOp;
@@ -41,7 +53,7 @@ TEST(ImplicitGemmWgmmaWgradGpuTest, HasDevice) {
 // The replay's shapes, every element, and every input class in x and dy; the depthwise ones
 // (groups of one input channel) are declined, with a reason, and left to the depthwise algorithm.
 TEST(ImplicitGemmWgmmaWgradGpuTest, ReplayShapes) {
-  int declined = 0;
+  int declined = 0, im2col = 0;
   for (const Shape& base : BackwardShapes()) {
     const Shape s = AsOp(base, Op::kWgrad);
     SCOPED_TRACE(s.ToString());
@@ -53,18 +65,19 @@ TEST(ImplicitGemmWgmmaWgradGpuTest, ReplayShapes) {
       ++declined;
       continue;
     }
-    for (const char* alg : {kAlgorithm, kGemm}) {
+    for (const char* alg : Forms(s, &im2col)) {
       SCOPED_TRACE(alg);
       ExpectMatchesReference(s, alg, int64_t{1} << 20);
       ExpectEveryClassWithinBar(s, alg, 7);
     }
   }
   EXPECT_GT(declined, 0) << "the replay's shapes no longer include a depthwise one";
+  EXPECT_GE(im2col, 8) << "too few shapes exercise the im2col form";
 }
 
 // ResNet-50's layers at batch 32 (each BN, 1x1 and 3x3, stride 2, the 56x56 reductions past
-// wgrad_split::kCenterK that take 32-term chunks and the centring), a bias, and one EfficientNet
-// layer that the model swaps (CanSwapWgrad).
+// wgrad_split::kCenterK that take 32-term chunks and the centring, the 7x7 outputs that the
+// im2col form takes), a bias, and one EfficientNet layer that the model swaps (CanSwapWgrad).
 std::vector<Shape> LargeCases() {
   Shape biased = AsOp(Shape{32, 64, 256, 56, 56, 1, 1}, Op::kWgrad);
   biased.has_bias = true;  // db by Plan::Run's fixed-order pass beside the kernel's dw
@@ -83,14 +96,16 @@ std::vector<Shape> LargeCases() {
 }
 
 TEST(ImplicitGemmWgmmaWgradLarge, ResnetLayers) {
+  int im2col = 0;
   for (const Shape& s : LargeCases()) {
     SCOPED_TRACE(s.ToString());
-    for (const char* alg : {kAlgorithm, kGemm}) {
+    for (const char* alg : Forms(s, &im2col)) {
       SCOPED_TRACE(alg);
       ExpectMatchesReference(s, alg, 4096);
       ExpectEveryClassWithinBar(s, alg, 9);
     }
   }
+  EXPECT_EQ(im2col, 3) << "ResNet's 7x7-output layers";
 }
 
 }  // namespace
