@@ -2,6 +2,8 @@
 // on every call: the workspace refilled with other bytes between calls, the output poisoned, the
 // calls on two streams, on randn and on the classes whose data changes an algorithm's path
 // (outliers and a large mean turn on fp32 atomics where an algorithm has any). conv.h promises it.
+// The lab's algorithms too (each kernel or form forced: wgrad's im2col form, depthwise's staged
+// and streaming kernels), so that every path auto may take is checked whichever it takes here.
 #include <cuda_runtime.h>
 
 #include <cstdio>
@@ -14,6 +16,7 @@
 #include "conv/testing/testbed.h"
 #include "gtest/gtest.h"
 #include "reference/input_classes.h"
+#include "tools/lab/lab.h"
 
 namespace conv2d {
 namespace {
@@ -35,6 +38,8 @@ int64_t Differences(const std::vector<float>& a, const std::vector<float>& b) {
   }
   return n;
 }
+
+[[maybe_unused]] const bool kLabRegistered = RegisterLabAlgorithms().ok();
 
 TEST(DeterminismTest, EveryAlgorithmEveryOperation) {
   const std::vector<Shape> shapes = {

@@ -423,6 +423,13 @@ class WgmmaWgradIm2colRunner : public Runner {
   std::unique_ptr<Runner> forward_;
 };
 
+// At K <= kMaxContractReduction (where the im2col form applies) wgrad's own GEMM measured 1.49
+// to 2.33x its model over ten 7x7-output layers (H100, PERF.md round 106: the x gather its model
+// does not count), the im2col form 0.82-1.33x its own. The form is taken where its model beats
+// the GEMM's times this factor, the one that orders the ten as measured but for two of
+// EfficientNet's, within 9 us.
+constexpr double kShortGatherFactor = 1.55;
+
 // The im2col form's time beside its forward: x and dy read, col and dyt written (the forward's
 // model reads them back), two launches.
 double Im2colSeconds(const Shape& s) {
@@ -653,7 +660,9 @@ class ImplicitGemmWgmma : public AlgorithmWithConfig<WgmmaConfig> {
     absl::StatusOr<WgmmaConfig> f = Choose(Im2colForward(s), fixed, &im2col_seconds);
     if (!f.ok()) return form_ == WgradForm::kIm2col ? f : c;
     im2col_seconds += Im2colSeconds(s);
-    if (form_ != WgradForm::kIm2col && im2col_seconds >= gemm_seconds) return c;
+    if (form_ != WgradForm::kIm2col && im2col_seconds >= kShortGatherFactor * gemm_seconds) {
+      return c;
+    }
     f->wgrad_im2col = true;
     *seconds = im2col_seconds;
     return f;
