@@ -169,12 +169,15 @@ assert conv2d.device_status() == "ok"'
     train)
       # Training from PyTorch (after the python step, which installs the wheel): a converted
       # model's step against the plain one's (examples/train.py: ResNet-50, EfficientNet-B0,
-      # ConvNeXt-T; eager), the host time per training call against F.conv2d's, and one
+      # ConvNeXt-T; eager), the host time per training call against F.conv2d's (also in pieces),
+      # EfficientNet-B0's step under torch.profiler, and one
       # process's bitwise gradients under use_deterministic_algorithms (ddp_train.py --gpus 1).
       for m in resnet50 efficientnet_b0 convnext_tiny; do
         step "train_$m" 300 env -u LD_LIBRARY_PATH python3 train.py --model $m --steps 12
       done
       step train_overhead 120 env -u LD_LIBRARY_PATH python3 train_overhead.py
+      step host_pieces 120 env -u LD_LIBRARY_PATH python3 host_pieces.py
+      step step_profile 300 env -u LD_LIBRARY_PATH python3 step_profile.py efficientnet_b0
       step ddp_one_gpu 300 env -u LD_LIBRARY_PATH python3 ddp_train.py --gpus 1 --steps 10 ;;
     torch_bench)
       # Host time per call, KernelBot through the package, ResNet-50 converted (eager, compiled).

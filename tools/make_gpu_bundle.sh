@@ -30,7 +30,8 @@ cp testdata/*.golden "$BUNDLE/testdata/"
 cp bazel-bin/python/conv2d-*.whl "$BUNDLE/python/"
 cp -r python/tests python/tests_multi_gpu "$BUNDLE/python/"
 cp tools/kernelbot.py tools/kernelbot_test.py tools/nets_layers.py tools/torch_bench.py tools/ddp_train.py \
-  tools/train_overhead.py examples/train.py tools/check_self_contained.sh \
+  tools/train_overhead.py tools/host_pieces.py tools/step_profile.py examples/train.py \
+  tools/check_self_contained.sh \
   tools/gpu_run.sh "$BUNDLE/"
 mv "$BUNDLE/gpu_run.sh" "$BUNDLE/run.sh"
 # The shared libraries that are not on a CUDA host: Debian's Abseil and Google Benchmark.
