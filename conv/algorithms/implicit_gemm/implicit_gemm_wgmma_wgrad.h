@@ -213,10 +213,13 @@ CONV2D_HOST_DEVICE_INLINE float WgradRowCenter(const Params& p, int nt, int m) {
 // and dyt (x and dy read once, col written: 29 MB on that layer). Its sum is the forward's, K
 // terms in fp32 folded every 128: within kMaxContractReduction terms, the bound wgrad's slices
 // keep (wgrad_split.h), so no slices and no centring (K <= kCenterK).
+// (Its passes index col, dyt, x and dy in 32 bits, and dyt's grid rows are output channels.)
 inline bool Im2colTakes(const Shape& s) {
+  constexpr int64_t k32 = int64_t{1} << 31;
   const int64_t k = s.batch * s.out_h() * s.out_w(), m = s.reduction();
   return s.op == Op::kWgrad && !s.grouped() && k <= kMaxContractReduction && m % 4 == 0 &&
-         k * m < (int64_t{1} << 31) && s.out_channels * k < (int64_t{1} << 31);
+         k * m < k32 && s.out_channels * k < k32 && s.input_elements() < k32 &&
+         s.output_elements() < k32 && s.out_channels <= 65535;
 }
 inline Shape Im2colForward(const Shape& s) {
   Shape v;

@@ -546,6 +546,10 @@ TEST(ImplicitGemmWgmmaWgradIm2col, Im2colChoice) {
   // not.
   EXPECT_FALSE(takes_im2col(AsOp(Shape{32, 192, 1152, 7, 7, 1, 1}, Op::kWgrad)));
   EXPECT_FALSE(Im2colTakes(Resnet64(Op::kWgrad)));
+  EXPECT_FALSE(Im2colTakes(AsOp(Shape{1, 4, 70000, 7, 7, 1, 1}, Op::kWgrad)))
+      << "more output channels than dyt's grid has rows";
+  EXPECT_FALSE(Im2colTakes(AsOp(Shape{32, 510, 512, 7, 7, 1, 1}, Op::kWgrad)))
+      << "Cin*Kh*Kw not a multiple of 4";
   EXPECT_FALSE(Im2colTakes(AsOp(WithGeometry({32, 512, 512, 7, 7, 3, 3}, 1, 1, 1, 1, 1, 1, 1, 1, 2),
                                 Op::kWgrad)))
       << "grouped";
