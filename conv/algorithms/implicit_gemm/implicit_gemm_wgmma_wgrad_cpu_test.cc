@@ -543,8 +543,14 @@ TEST(ImplicitGemmWgmmaWgradIm2col, Im2colChoice) {
     }
   }
   // EfficientNet's 192 -> 1152 at 7x7 (measured 0.043 ms by the GEMM, 0.051 by the form) does
-  // not.
+  // not; its squeeze-excite layers (one pixel) stay dot's.
   EXPECT_FALSE(takes_im2col(AsOp(Shape{32, 192, 1152, 7, 7, 1, 1}, Op::kWgrad)));
+  for (const Shape& se : {AsOp(Shape{32, 1152, 48, 1, 1, 1, 1, 0, 0, 0, 0, 1, 1, 1, 1, 1, true},
+                               Op::kWgrad),
+                          AsOp(Shape{32, 48, 1152, 1, 1, 1, 1, 0, 0, 0, 0, 1, 1, 1, 1, 1, true},
+                               Op::kWgrad)}) {
+    EXPECT_EQ(ChooseAlgorithm(se).value_or("none"), "dot") << se.ToString();
+  }
   EXPECT_FALSE(Im2colTakes(Resnet64(Op::kWgrad)));
   EXPECT_FALSE(Im2colTakes(AsOp(Shape{1, 4, 70000, 7, 7, 1, 1}, Op::kWgrad)))
       << "more output channels than dyt's grid has rows";
