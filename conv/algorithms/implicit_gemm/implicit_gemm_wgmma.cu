@@ -37,6 +37,7 @@
 #include "conv/algorithms/implicit_gemm/implicit_gemm_wgmma_kernels.cuh"
 #include "conv/algorithms/implicit_gemm/implicit_gemm_wgmma_wgrad.h"
 #include "conv/algorithms/implicit_gemm/wgrad_split.h"
+#include "conv/arch/int_math.h"
 #include "conv/arch/pdl.cuh"
 #include "conv/core/status_macros.h"
 
@@ -364,12 +365,11 @@ __global__ void __launch_bounds__(kIm2colThreads)
   col[static_cast<int64_t>(k) * g.m + m] = src >= 0 ? __ldg(x + src) : 0.0f;
 }
 __global__ void __launch_bounds__(kIm2colThreads)
-    DyTransposeKernel(const float* __restrict__ dy, float* __restrict__ dyt, const Im2colMap g,
-                      int k_total) {
+    DyTransposeKernel(const float* __restrict__ dy, float* __restrict__ dyt, const Im2colMap g) {
   const int o = static_cast<int>(blockIdx.y);
   const int k = static_cast<int>(blockIdx.x) * kIm2colThreads + static_cast<int>(threadIdx.x);
-  if (k >= k_total) return;
-  dyt[static_cast<int64_t>(o) * k_total + k] = __ldg(dy + Im2colDySource(g, o, k));
+  if (k >= g.k) return;
+  dyt[static_cast<int64_t>(o) * g.k + k] = __ldg(dy + Im2colDySource(g, o, k));
 }
 
 // wgrad by the im2col form: col and dyt into the workspace, then the forward of
@@ -377,9 +377,9 @@ __global__ void __launch_bounds__(kIm2colThreads)
 class WgmmaWgradIm2colRunner : public Runner {
  public:
   WgmmaWgradIm2colRunner(const Shape& s, std::unique_ptr<Runner> forward)
-      : map_(MakeIm2colMap(s)), k_(static_cast<int>(s.batch * s.out_h() * s.out_w())),
-        col_bytes_(Aligned(static_cast<size_t>(k_) * map_.m * 4)),
-        dyt_bytes_(Aligned(static_cast<size_t>(s.out_channels) * k_ * 4)),
+      : map_(MakeIm2colMap(s)),
+        col_bytes_(RoundUp(int64_t{map_.k} * map_.m * 4, kWorkspaceAlign)),
+        dyt_bytes_(RoundUp(int64_t{map_.cout} * map_.k * 4, kWorkspaceAlign)),
         forward_(std::move(forward)) {}
   size_t workspace_bytes() const override {
     return kWorkspaceAlign + col_bytes_ + dyt_bytes_ + forward_->workspace_bytes();
@@ -388,20 +388,20 @@ class WgmmaWgradIm2colRunner : public Runner {
 
   absl::Status Run(const RunArgs& a) const override {
     char* base = reinterpret_cast<char*>(
-        (reinterpret_cast<uintptr_t>(a.workspace) + kWorkspaceAlign - 1) & ~(kWorkspaceAlign - 1));
+        RoundUp(static_cast<int64_t>(reinterpret_cast<uintptr_t>(a.workspace)), kWorkspaceAlign));
     float* col = reinterpret_cast<float*>(base);
     float* dyt = reinterpret_cast<float*>(base + col_bytes_);
     RETURN_IF_ERROR(CudaStatus(
         LaunchPdl(/*pdl=*/false, &Im2colKernel,
                   dim3(static_cast<unsigned>((map_.m + kIm2colThreads - 1) / kIm2colThreads),
-                       static_cast<unsigned>(k_)),
+                       static_cast<unsigned>(map_.k)),
                   dim3(kIm2colThreads), size_t{0}, a.stream, a.x, col, map_),
         "implicit_gemm_wgmma wgrad: im2col launch"));
     RETURN_IF_ERROR(CudaStatus(
         LaunchPdl(/*pdl=*/false, &DyTransposeKernel,
-                  dim3(static_cast<unsigned>((k_ + kIm2colThreads - 1) / kIm2colThreads),
+                  dim3(static_cast<unsigned>((map_.k + kIm2colThreads - 1) / kIm2colThreads),
                        static_cast<unsigned>(map_.cout)),
-                  dim3(kIm2colThreads), size_t{0}, a.stream, a.dy, dyt, map_, k_),
+                  dim3(kIm2colThreads), size_t{0}, a.stream, a.dy, dyt, map_),
         "implicit_gemm_wgmma wgrad: dy transpose launch"));
     RunArgs f;
     f.x = col;
@@ -414,11 +414,7 @@ class WgmmaWgradIm2colRunner : public Runner {
   }
 
  private:
-  static size_t Aligned(size_t bytes) {
-    return (bytes + kWorkspaceAlign - 1) & ~(kWorkspaceAlign - 1);
-  }
   Im2colMap map_;
-  int k_;
   size_t col_bytes_, dyt_bytes_;
   std::unique_ptr<Runner> forward_;
 };

@@ -236,7 +236,8 @@ inline Shape Im2colForward(const Shape& s) {
 struct Im2colMap {
   int cin = 0, h = 0, w = 0, cout = 0, oh = 0, ow = 0, kw = 0;
   int sh = 1, sw = 1, dh = 1, dw = 1, pt = 0, pl = 0;
-  int m = 0;           // Cin*Kh*Kw
+  int k = 0;           // batch*out_h*out_w: col's rows
+  int m = 0;           // Cin*Kh*Kw: its columns
   FastDiv div_p;       // by out_h*out_w
   FastDiv div_ow, div_khkw, div_kw;
 };
@@ -249,6 +250,7 @@ inline Im2colMap MakeIm2colMap(const Shape& s) {
   g.sh = static_cast<int>(s.stride_h), g.sw = static_cast<int>(s.stride_w);
   g.dh = static_cast<int>(s.dilation_h), g.dw = static_cast<int>(s.dilation_w);
   g.pt = static_cast<int>(s.pad_top), g.pl = static_cast<int>(s.pad_left);
+  g.k = static_cast<int>(s.batch * s.out_h() * s.out_w());
   g.m = static_cast<int>(s.reduction());
   g.div_p = FastDiv(static_cast<uint32_t>(g.oh * g.ow));
   g.div_ow = FastDiv(static_cast<uint32_t>(g.ow));

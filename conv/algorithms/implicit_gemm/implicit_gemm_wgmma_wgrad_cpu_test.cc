@@ -433,6 +433,13 @@ TEST(ImplicitGemmWgmmaWgradPlan, SplitAndProposal) {
   EXPECT_FALSE(CanSwapWgrad(AsOp(Shape{32, 16, 96, 112, 112, 1, 1}, Op::kWgrad)));
 }
 
+// The model's device with `sms` multiprocessors.
+DeviceInfo ModelDeviceWithSms(int sms) {
+  DeviceInfo d = DeviceInfo::ModelDevice();
+  d.sm_count = sms;
+  return d;
+}
+
 // The orientation, and so dw's rounding, is the same on every GPU: it is chosen on kSplitSms SMs
 // whatever the device's count (the estimate says which: swapped, it is the swapped shape's plus
 // dw's transpose). Over 1x1 shapes on either side of the choice and SM counts far from 132.
@@ -440,8 +447,7 @@ TEST(ImplicitGemmWgmmaWgradPlan, OrientationDoesNotDependOnTheDevice) {
   const Algorithm* alg = Registry::Global().Find("implicit_gemm_wgmma");
   ASSERT_NE(alg, nullptr);
   auto swapped_on = [&](const Shape& s, int sms) {
-    DeviceInfo d = DeviceInfo::ModelDevice();
-    d.sm_count = sms;
+    const DeviceInfo d = ModelDeviceWithSms(sms);
     const absl::StatusOr<Proposal> plain = alg->Propose(s, d);
     const absl::StatusOr<Proposal> t = alg->Propose(SwappedWgrad(s), d);
     EXPECT_TRUE(plain.ok() && t.ok()) << s.ToString();
@@ -480,9 +486,8 @@ TEST(ImplicitGemmWgmmaWgradIm2col, MapsMakeTheWgrad) {
     SCOPED_TRACE(s.ToString());
     const ReplayInputs in = MakeReplayInputs(s, 17);
     const Im2colMap g = MakeIm2colMap(s);
-    const int k_total = static_cast<int>(s.batch * s.out_h() * s.out_w());
     std::vector<double> dw(s.filter_elements(), 0.0);
-    for (int k = 0; k < k_total; ++k) {
+    for (int k = 0; k < g.k; ++k) {
       for (int m = 0; m < g.m; ++m) {
         const int src = Im2colSource(g, k, m);
         padded += src < 0;
@@ -514,9 +519,7 @@ TEST(ImplicitGemmWgmmaWgradIm2col, Im2colChoice) {
   const Algorithm* alg = Registry::Global().Find("implicit_gemm_wgmma");
   ASSERT_NE(alg, nullptr);
   auto estimate_on = [&](const Shape& s, int sms) {
-    DeviceInfo d = DeviceInfo::ModelDevice();
-    d.sm_count = sms;
-    const absl::StatusOr<Proposal> p = alg->Propose(s, d);
+    const absl::StatusOr<Proposal> p = alg->Propose(s, ModelDeviceWithSms(sms));
     EXPECT_TRUE(p.ok()) << s.ToString() << p.status();
     return p.ok() ? p->estimated_seconds : 0.0;
   };
@@ -524,9 +527,7 @@ TEST(ImplicitGemmWgmmaWgradIm2col, Im2colChoice) {
   const Shape r14 = AsOp(WithGeometry({32, 512, 512, 14, 14, 3, 3}, 1, 1, 1, 1, 2, 2), Op::kWgrad);
   const std::unique_ptr<Algorithm> im2col = MakeImplicitGemmWgmmaWgradForced(/*im2col=*/true);
   auto takes_im2col = [&](const Shape& s) {
-    DeviceInfo d = DeviceInfo::ModelDevice();
-    d.sm_count = kSplitSms;
-    const absl::StatusOr<Proposal> i = im2col->Propose(s, d);
+    const absl::StatusOr<Proposal> i = im2col->Propose(s, ModelDeviceWithSms(kSplitSms));
     return i.ok() && i->estimated_seconds == estimate_on(s, kSplitSms);
   };
   // ResNet-50's layers of 7x7 outputs (measured 1.2-2.0x faster by the form, call D) take it.
@@ -577,8 +578,7 @@ TEST(ImplicitGemmWgmmaWgradIm2col, Im2colChoice) {
   }
   for (const Shape& s : shapes) {
     if (!Im2colTakes(s)) continue;
-    DeviceInfo d = DeviceInfo::ModelDevice();
-    d.sm_count = kSplitSms;
+    const DeviceInfo d = ModelDeviceWithSms(kSplitSms);
     const absl::StatusOr<Proposal> g = gemm->Propose(s, d);
     const absl::StatusOr<Proposal> i = im2col->Propose(s, d);
     std::printf("%-40s estimate %8.2f us: wgrad's GEMM %8.2f us, im2col %8.2f us\n",
