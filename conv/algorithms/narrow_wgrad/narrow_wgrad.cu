@@ -12,6 +12,8 @@
 #include <limits>
 
 #include "absl/strings/str_cat.h"
+#include "conv/algorithms/implicit_gemm/wgrad_split.h"
+#include "conv/arch/cp_async.cuh"
 #include "conv/arch/int_math.h"
 #include "conv/arch/pdl.cuh"
 #include "conv/core/cuda_status.h"
@@ -43,7 +45,9 @@ absl::StatusOr<Params> MakeParams(const Shape& s, double* seconds) {
       std::max<int64_t>(kMinRunPixels, RoundUp(CeilDiv(k, kTargetRuns), kStagePixels)));
   p.runs = static_cast<int>(CeilDiv(k, p.run));
   p.db = s.has_bias;
-  p.slot = p.m * p.n + (p.db ? p.n : 0);
+  p.centred = wgrad_split::Centres(k);
+  p.row_sums = p.db || p.centred;
+  p.slot = p.m * p.n + (p.row_sums ? p.n : 0);
   p.p = static_cast<int>(s.out_h() * s.out_w());
   p.h = static_cast<int>(s.height), p.w = static_cast<int>(s.width);
   p.ow = static_cast<int>(s.out_w()), p.kw = static_cast<int>(s.kernel_w);
@@ -66,43 +70,71 @@ absl::StatusOr<Params> MakeParams(const Shape& s, double* seconds) {
 
 namespace {
 
-// CTA r: the pixels [r*run, min((r+1)*run, k)), its partial dw (and db) to partials + r*slot.
+// Stage `stage`'s copies: x's columns and dy's rows at pixels [k0, k0 + kStagePixels) of the run
+// ending at `end`, zeros past it, in x's padding and in the padded rows (cp.async's zero fill).
+__device__ __forceinline__ void StageCopies(const float* __restrict__ x,
+                                            const float* __restrict__ dy, float* stage,
+                                            const Params& p, int k0, int end) {
+  const int m_rows = p.m_tiles * kTile, n_rows = p.n_tiles * kTile;
+  float* xs = stage;
+  float* ds = stage + m_rows * kRowFloats;
+  for (int e = static_cast<int>(threadIdx.x); e < m_rows * kStagePixels; e += kThreads) {
+    const int m = e / kStagePixels, kk = e % kStagePixels, k = k0 + kk;
+    const int64_t at = m < p.m && k < end ? XOffset(p, m, k) : -1;
+    CpAsync<4>(xs + m * kRowFloats + kk, x + (at >= 0 ? at : 0), at >= 0);
+  }
+  for (int e = static_cast<int>(threadIdx.x); e < n_rows * kStagePixels; e += kThreads) {
+    const int n = e / kStagePixels, kk = e % kStagePixels, k = k0 + kk;
+    const bool in = n < p.n && k < end;
+    CpAsync<4>(ds + n * kRowFloats + kk, dy + (in ? DyOffset(p, n, k) : 0), in);
+  }
+  CpAsyncCommit();
+}
+
+// CTA r: the pixels [r*run, min((r+1)*run, k)), two stages in flight (cp.async), its partial dw
+// and dy's row sums to partials + r*slot. x's columns are taken minus their channel's centre
+// (0 unless p.centred: then wgrad_split's, and the sum kernel adds the centre times dy's sum).
 __global__ void __launch_bounds__(kThreads)
     NarrowWgradKernel(const float* __restrict__ x, const float* __restrict__ dy,
-                      double* __restrict__ partials, const Params p) {
-  extern __shared__ float staged[];  // x's columns [m padded][kRowFloats], then dy's rows
-  const int m_rows = p.m_tiles * kTile, n_rows = p.n_tiles * kTile;
-  float* xs = staged;
-  float* ds = staged + m_rows * kRowFloats;
+                      const float* __restrict__ centers, double* __restrict__ partials,
+                      const Params p) {
+  extern __shared__ float staged[];  // two stages: x's columns [m padded][kRowFloats], dy's rows
+  const int stage_floats = (p.m_tiles + p.n_tiles) * kTile * kRowFloats;
+  const int xs_floats = p.m_tiles * kTile * kRowFloats;
   const int tid = static_cast<int>(threadIdx.x);
   const int tn = tid % p.n_tiles, tm = tid / p.n_tiles;
   const bool owns = tm < p.m_tiles;
+  float center[kTile];
+#pragma unroll
+  for (int i = 0; i < kTile; ++i) {
+    const int m = tm + i * p.m_tiles;
+    center[i] = p.centred && owns && m < p.m ? centers[p.div_taps.Div(m)] : 0.0f;
+  }
   const int begin = static_cast<int>(blockIdx.x) * p.run;
   const int end = min(begin + p.run, p.k);
   double sum[kTile][kTile] = {};
-  double db = 0;
-  for (int k0 = begin; k0 < end; k0 += kStagePixels) {
-    for (int e = tid; e < m_rows * kStagePixels; e += kThreads) {
-      const int m = e / kStagePixels, kk = e % kStagePixels, k = k0 + kk;
-      float v = 0.0f;
-      if (m < p.m && k < end) {
-        const int64_t at = XOffset(p, m, k);
-        if (at >= 0) v = __ldg(x + at);
-      }
-      xs[m * kRowFloats + kk] = v;
+  double row_sum = 0;
+  StageCopies(x, dy, staged, p, begin, end);
+  int stage = 0;
+  for (int k0 = begin; k0 < end; k0 += kStagePixels, stage ^= 1) {
+    if (k0 + kStagePixels < end) {
+      StageCopies(x, dy, staged + (stage ^ 1) * stage_floats, p, k0 + kStagePixels, end);
+    } else {
+      CpAsyncCommit();  // an empty group: the wait below counts the same either way
     }
-    for (int e = tid; e < n_rows * kStagePixels; e += kThreads) {
-      const int n = e / kStagePixels, kk = e % kStagePixels, k = k0 + kk;
-      ds[n * kRowFloats + kk] = n < p.n && k < end ? __ldg(dy + DyOffset(p, n, k)) : 0.0f;
-    }
+    CpAsyncWait<1>();
     __syncthreads();
+    const float* xs = staged + stage * stage_floats;
+    const float* ds = xs + xs_floats;
     if (owns) {
       float part[kTile][kTile] = {};
 #pragma unroll 4
       for (int kk = 0; kk < kStagePixels; ++kk) {
         float a[kTile], b[kTile];
 #pragma unroll
-        for (int i = 0; i < kTile; ++i) a[i] = xs[(tm + i * p.m_tiles) * kRowFloats + kk];
+        for (int i = 0; i < kTile; ++i) {
+          a[i] = xs[(tm + i * p.m_tiles) * kRowFloats + kk] - center[i];  // exact (Center)
+        }
 #pragma unroll
         for (int j = 0; j < kTile; ++j) b[j] = ds[(tn + j * p.n_tiles) * kRowFloats + kk];
 #pragma unroll
@@ -115,12 +147,10 @@ __global__ void __launch_bounds__(kThreads)
 #pragma unroll
         for (int j = 0; j < kTile; ++j) sum[i][j] += part[i][j];
     }
-    if (p.db && tid < p.n) {
-      float s = 0.0f;
-      for (int kk = 0; kk < kStagePixels; ++kk) s += ds[tid * kRowFloats + kk];
-      db += s;
+    if (p.row_sums && tid < p.n) {
+      for (int kk = 0; kk < kStagePixels; ++kk) row_sum += ds[tid * kRowFloats + kk];
     }
-    __syncthreads();
+    __syncthreads();  // the next iteration's copies overwrite this stage
   }
   double* out = partials + static_cast<int64_t>(blockIdx.x) * p.slot;
   if (owns) {
@@ -133,50 +163,63 @@ __global__ void __launch_bounds__(kThreads)
       }
     }
   }
-  if (p.db && tid < p.n) out[p.m * p.n + tid] = db;
+  if (p.row_sums && tid < p.n) out[p.m * p.n + tid] = row_sum;
 }
 
-// Element e of dw (then db): the runs' partials in run order, in double, rounded once.
+// Element e of dw (then db): the runs' partials in run order, in double, plus (centred) its
+// column's centre times its row's dy sum, rounded once.
 __global__ void __launch_bounds__(kThreads)
-    NarrowWgradSumKernel(const double* __restrict__ partials, float* __restrict__ dw,
-                         float* __restrict__ db, const Params p) {
+    NarrowWgradSumKernel(const double* __restrict__ partials, const float* __restrict__ centers,
+                         float* __restrict__ dw, float* __restrict__ db, const Params p) {
   const int e = static_cast<int>(blockIdx.x) * kThreads + static_cast<int>(threadIdx.x);
-  if (e >= p.slot) return;
+  const int filter = p.m * p.n;
+  if (e >= filter + (db != nullptr ? p.n : 0)) return;
   double s = 0;
   for (int r = 0; r < p.runs; ++r) s += partials[static_cast<int64_t>(r) * p.slot + e];
-  const int filter = p.m * p.n;
-  if (e < filter) {
-    dw[e] = static_cast<float>(s);
-  } else {
+  if (e >= filter) {
     db[e - filter] = static_cast<float>(s);
+    return;
   }
+  if (p.centred) {
+    const int n = e / p.m, m = e - n * p.m;
+    double dy_sum = 0;
+    for (int r = 0; r < p.runs; ++r) {
+      dy_sum += partials[static_cast<int64_t>(r) * p.slot + filter + n];
+    }
+    s += static_cast<double>(centers[p.div_taps.Div(m)]) * dy_sum;
+  }
+  dw[e] = static_cast<float>(s);
 }
 
 constexpr size_t kAlign = 256;
 
 class NarrowWgradRunner : public Runner {
  public:
-  explicit NarrowWgradRunner(const Params& p) : p_(p) {}
+  NarrowWgradRunner(const Shape& s, const Params& p) : s_(s), p_(p) {}
   size_t workspace_bytes() const override {
-    return static_cast<size_t>(p_.runs) * p_.slot * sizeof(double) + kAlign;
+    return static_cast<size_t>(p_.runs) * p_.slot * sizeof(double) + kAlign +
+           static_cast<size_t>(s_.in_channels) * sizeof(float);
   }
   bool adds_bias() const override { return true; }  // writes db
   bool records_launches() const override { return true; }
   absl::Status Run(const RunArgs& a) const override {
     double* partials = reinterpret_cast<double*>(
         RoundUp(reinterpret_cast<uintptr_t>(a.workspace), kAlign));
-    const int smem = (p_.m_tiles + p_.n_tiles) * kTile * kRowFloats * 4;
+    float* centers = reinterpret_cast<float*>(partials + static_cast<int64_t>(p_.runs) * p_.slot);
+    if (p_.centred) RETURN_IF_ERROR(wgrad_split::Centers(s_, a.x, centers, a.stream));
     RETURN_IF_ERROR(CudaStatus(
         LaunchPdl(/*pdl=*/false, &NarrowWgradKernel, static_cast<unsigned>(p_.runs), kThreads,
-                  smem, a.stream, a.x, a.dy, partials, p_),
+                  SmemBytes(p_), a.stream, a.x, a.dy, centers, partials, p_),
         "narrow_wgrad kernel launch"));
-    return CudaStatus(LaunchPdl(/*pdl=*/false, &NarrowWgradSumKernel,
-                                static_cast<unsigned>(CeilDiv(p_.slot, kThreads)), kThreads, 0,
-                                a.stream, partials, a.dw, p_.db ? a.db : nullptr, p_),
-                      "narrow_wgrad sum launch");
+    return CudaStatus(
+        LaunchPdl(/*pdl=*/false, &NarrowWgradSumKernel,
+                  static_cast<unsigned>(CeilDiv(p_.slot, kThreads)), kThreads, 0, a.stream,
+                  partials, centers, a.dw, p_.db ? a.db : nullptr, p_),
+        "narrow_wgrad sum launch");
   }
 
  private:
+  Shape s_;
   Params p_;
 };
 
@@ -195,9 +238,14 @@ class NarrowWgrad : public AlgorithmWithConfig<Params> {
     return MakeParams(s, seconds);
   }
 
-  absl::StatusOr<std::unique_ptr<Runner>> Build(const Shape&, const Params& p,
+  absl::StatusOr<std::unique_ptr<Runner>> Build(const Shape& s, const Params& p,
                                                 const DeviceInfo&) const override {
-    return std::unique_ptr<Runner>(new NarrowWgradRunner(p));
+    // Two stages of up to ~48 KB: past the default 48 KB of dynamic shared memory.
+    RETURN_IF_ERROR(CudaStatus(cudaFuncSetAttribute(&NarrowWgradKernel,
+                                                    cudaFuncAttributeMaxDynamicSharedMemorySize,
+                                                    2 * kMaxStagedRows * kRowFloats * 4),
+                               "narrow_wgrad: cudaFuncSetAttribute (shared memory size)"));
+    return std::unique_ptr<Runner>(new NarrowWgradRunner(s, p));
   }
 };
 

@@ -4,10 +4,13 @@
 // 100k-400k pixels. A tensor-core GEMM pads such a dw to its 128-row tiles (implicit_gemm_wgmma:
 // 0.11-0.20 ms on them, several times their bytes' time), so here dw is summed on the CUDA cores
 // as outer products: each CTA takes a run of pixels, stages x's gathered columns and dy's rows
-// for kStagePixels of them in shared memory, and every thread adds a 4x4 tile of dw's products,
-// fp32 over one stage's kStagePixels terms and then in double; a second pass adds the CTAs'
-// partial dw (and db) in CTA order in double and rounds once. Within the contract for any
-// length: fp32 summation of 64 terms at a time. Deterministic: the runs depend on the shape only.
+// for kStagePixels of them in shared memory (cp.async, two stages in flight), and every thread
+// adds a 4x4 tile of dw's products, fp32 over one stage's kStagePixels terms and then in double;
+// a second pass adds the CTAs' partial dw (and db) in CTA order in double and rounds once. Past
+// wgrad_split's kCenterK terms x is taken centred as the wgmma wgrad takes it (x - c per
+// channel, exact; c times dy's row sum, summed in double, added back): without it a large mean
+// (x ~ 10) over 400k terms measured 1.35x the bar (PERF.md round 107). Deterministic: the runs
+// depend on the shape only.
 #ifndef CONV2D_CONV_ALGORITHMS_NARROW_WGRAD_NARROW_WGRAD_H_
 #define CONV2D_CONV_ALGORITHMS_NARROW_WGRAD_NARROW_WGRAD_H_
 
@@ -31,7 +34,7 @@ constexpr int kStagePixels = 64;         // terms per stage, summed in fp32
 constexpr int kRowFloats = kStagePixels + 1;  // a staged row, padded: conflict-free lanes
 constexpr int kTile = 4;                 // each thread's dw tile, kTile x kTile
 // Rows of x's columns and dy's channels staged at once (each padded to a multiple of kTile):
-// within 48 KB of shared memory.
+// a stage within 48 KB of shared memory.
 constexpr int kMaxStagedRows = 184;
 constexpr int kTargetRuns = 528;         // the pixel runs, ~4 CTAs per SM of an H100
 constexpr int kMinRunPixels = 512;       // fewer would make the partial dw outweigh the run
@@ -49,7 +52,12 @@ struct Params {
   int plane = 0;             // h*w
   FastDiv div_p, div_ow, div_taps, div_kw;
   bool db = false;
+  bool centred = false;   // wgrad_split::Centres(k): x's columns minus their channel's centre
+  bool row_sums = false;  // dy's row sums per run (db, or the centres' add-back)
 };
+
+// A stage's shared memory, twice (two in flight).
+inline int SmemBytes(const Params& p) { return 2 * (p.m_tiles + p.n_tiles) * kTile * kRowFloats * 4; }
 
 // The plan of a wgrad shape, and its modelled seconds; Unimplemented where dw has more rows or
 // elements than a CTA stages and tiles.

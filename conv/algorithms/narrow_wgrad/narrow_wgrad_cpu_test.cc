@@ -82,12 +82,16 @@ TEST_P(NarrowWgradCpuTest, RunsPartitionThePixels) {
   EXPECT_LT(int64_t{p->runs - 1} * p->run, p->k);
   EXPECT_LE(p->m_tiles * p->n_tiles, kThreads);
   EXPECT_LE((p->m_tiles + p->n_tiles) * kTile * kRowFloats * 4, 48 * 1024);
+  EXPECT_EQ(SmemBytes(*p), 2 * (p->m_tiles + p->n_tiles) * kTile * kRowFloats * 4);
+  EXPECT_FALSE(p->centred);  // these reductions are short
+  EXPECT_EQ(p->row_sums, p->db);
   EXPECT_GT(seconds, 0);
 }
 
-// The kernel's sums replayed: per run and stage each dw element's products in fp32 (fmaf, in
-// pixel order), added in double; the runs in order. Against the fp64 reference: a tenth of the
-// bar (fp32 summation's error over 64-term stages), dw and db.
+// The kernel's sums replayed (uncentred: these reductions are short): per run and stage each dw
+// element's products in fp32 (fmaf, in pixel order), added in double; dy's row sums in double;
+// the runs in order. Against the fp64 reference: a tenth of the bar (fp32 summation's error over
+// 64-term stages), dw and db.
 TEST_P(NarrowWgradCpuTest, ReplayMatchesReference) {
   const Shape s = GetParam();
   double seconds = 0;
@@ -109,10 +113,10 @@ TEST_P(NarrowWgradCpuTest, ReplayMatchesReference) {
           }
           run[n * p->m + m] += part;
         }
-        if (p->db) {
-          float part = 0.0f;
-          for (int k = k0; k < std::min(k0 + kStagePixels, end); ++k) part += dy[DyOffset(*p, n, k)];
-          run[p->m * p->n + n] += part;
+        if (p->row_sums) {
+          for (int k = k0; k < std::min(k0 + kStagePixels, end); ++k) {
+            run[p->m * p->n + n] += dy[DyOffset(*p, n, k)];
+          }
         }
       }
     }
