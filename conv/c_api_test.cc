@@ -98,10 +98,10 @@ TEST(CApiTest, NoDeviceOrRunTimeErrors) {
     const char* name = conv2d_algorithm_name(a);
     SCOPED_TRACE(name);
     // depthwise and fft_depthwise: Cin/groups = 1 only; grouped_direct: groups > 1 only; dot:
-    // one output pixel only; depthwise_dgrad and narrow_wgrad: no forward.
+    // one output pixel only; depthwise_dgrad: no forward.
     const std::string n = name;
     if (n == "depthwise" || n == "fft_depthwise" || n == "grouped_direct" || n == "dot" ||
-        n == "depthwise_dgrad" || n == "narrow_wgrad") {
+        n == "depthwise_dgrad") {
       continue;
     }
     ASSERT_EQ(conv2d_plan_create(B, C, C, H, H, K, K, name, &plan), CONV2D_OK)

@@ -11,7 +11,6 @@
 #include "conv/algorithms/fft/fft_fused.h"
 #include "conv/algorithms/implicit_gemm/implicit_gemm_3xtf32.h"
 #include "conv/algorithms/implicit_gemm/implicit_gemm_wgmma.h"
-#include "conv/algorithms/narrow_wgrad/narrow_wgrad.h"
 #include "conv/algorithms/triton/triton_igemm.h"
 #include "conv/algorithms/winograd/winograd.h"
 #include "conv/core/registry.h"
@@ -33,7 +32,6 @@ const std::vector<AlgorithmFactory>& BuiltinAlgorithms() {
       &MakeFftDepthwise,
       &MakeGroupedDirect,
       &MakeDepthwiseDgrad,
-      &MakeNarrowWgrad,
   };
   return *factories;
 }
