@@ -196,14 +196,17 @@ absl::StatusOr<Proposal> ProposeForwards(const Algorithm& alg, const Shape& d,
 absl::StatusOr<Proposal> Algorithm::Propose(const Shape& shape, const DeviceInfo& device) const {
   std::vector<DgradPhase> phases;
   DgradPhase fold;
-  const bool phased = !Computes(shape.op) && DgradAsForwards(shape, &phases);
+  const DgradForm form = dgrad_form();
+  const bool phased =
+      !Computes(shape.op) && form != DgradForm::kFold && DgradAsForwards(shape, &phases);
   // The fold beside the phases only where a phase's forward would not fill the narrowest tile
   // (32 output channels; ungrouped: the stems). Elsewhere the model ranked it first on layers
   // where it measured slower (PERF.md round 101: ResNet-50's 1x1/2 dgrads 0.18 -> 0.41 ms,
   // EfficientNet's strided depthwise 0.10 -> 0.32 ms). Without phases it is the only form.
   constexpr int64_t kFoldMaxChannels = 32;
   const bool narrow = !shape.grouped() && shape.in_channels < kFoldMaxChannels;
-  const bool foldable = !Computes(shape.op) && (!phased || narrow) && DgradAsFold(shape, &fold) &&
+  const bool foldable = !Computes(shape.op) && form != DgradForm::kPhases &&
+                        (!phased || narrow) && DgradAsFold(shape, &fold) &&
                         WithinContract(fold.forward).ok();
   if (!phased && foldable) return ProposeForwards(*this, shape, {fold}, device);
   if (phased) {

@@ -124,6 +124,11 @@ class Algorithm {
   // Which operations (conv/shape.h's Op) it computes. Default: the forward only. An algorithm is
   // never proposed a shape of another operation (Propose says Unimplemented), as for geometry().
   virtual bool Computes(Op op) const { return op == Op::kFprop; }
+  // For a dgrad it does not compute itself (transposed_dgrad.h): which form Propose offers. By
+  // the model (the phases, and beside them the fold for the narrow stems), or one of them
+  // forced: the lab's measurement variants, never ranked by auto.
+  enum class DgradForm { kByModel, kPhases, kFold };
+  virtual DgradForm dgrad_form() const { return DgradForm::kByModel; }
   // OK with a proposal if this algorithm computes `shape` (already validated by ValidateShape)
   // within the accuracy contract on `device`; otherwise why not (Unimplemented, OutOfRange,
   // ResourceExhausted, or FailedPrecondition when this device cannot run it). Must not touch the

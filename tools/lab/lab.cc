@@ -16,6 +16,8 @@ const std::vector<AlgorithmFactory>& LabAlgorithms() {
       [] { return MakeImplicitGemmWgmmaForced(/*split_in_kernel=*/true); },
       [] { return MakeImplicitGemmWgmmaWgradForced(/*im2col=*/false); },
       [] { return MakeImplicitGemmWgmmaWgradForced(/*im2col=*/true); },
+      [] { return MakeImplicitGemmWgmmaDgradForced(/*fold=*/false); },
+      [] { return MakeImplicitGemmWgmmaDgradForced(/*fold=*/true); },
   };
   return *factories;
 }

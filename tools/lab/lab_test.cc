@@ -6,7 +6,9 @@
 #include <string>
 #include <vector>
 
+#include "conv/algorithms/implicit_gemm/implicit_gemm_wgmma.h"
 #include "conv/conv.h"
+#include "conv/core/transposed_dgrad.h"
 #include "conv/testing/shapes.h"
 #include "gtest/gtest.h"
 #include "tools/lab/lab.h"
@@ -67,6 +69,39 @@ TEST(Lab, AutoChoosesTheSameWithTheLabRegistered) {
     EXPECT_EQ(Pick(shapes[i]), before[i]) << shapes[i].ToString();
   }
   EXPECT_EQ(RegisterLabAlgorithms().code(), absl::StatusCode::kAlreadyExists);
+}
+
+// The forced dgrad forms propose the form they name: the fold on ConvNeXt's 2x2/2 dgrads, where
+// the rule takes the phases, and the phases on ResNet's stem, where it takes the fold.
+TEST(Lab, ForcedDgradFormsProposeTheirForm) {
+  auto dgrad = [](Shape s, int64_t pad, int64_t stride) {
+    s = WithGeometry(s, pad, pad, pad, pad, stride, stride);
+    s.op = Op::kDgrad;
+    return s;
+  };
+  auto form = [](const Algorithm& a, const Shape& s) -> std::string {
+    absl::StatusOr<Proposal> p = a.Propose(s, DeviceInfo::ModelDevice());
+    if (!p.ok()) return p.status().ToString();
+    const TransposedDgradProposal* t = ConfigOf<TransposedDgradProposal>(*p);
+    if (t == nullptr) return "not transposed";
+    return t->phases.size() == 1 && t->phases[0].fold ? "fold" : "phases";
+  };
+  const std::unique_ptr<Algorithm> fold = MakeImplicitGemmWgmmaDgradForced(/*fold=*/true);
+  const std::unique_ptr<Algorithm> phases = MakeImplicitGemmWgmmaDgradForced(/*fold=*/false);
+  const std::unique_ptr<Algorithm> rule = MakeImplicitGemmWgmma();
+  for (const Shape& s : {dgrad(Shape{32, 96, 192, 56, 56, 2, 2}, 0, 2),
+                         dgrad(Shape{32, 192, 384, 28, 28, 2, 2}, 0, 2),
+                         dgrad(Shape{32, 384, 768, 14, 14, 2, 2}, 0, 2)}) {
+    EXPECT_EQ(form(*rule, s), "phases") << s.ToString();
+    EXPECT_EQ(form(*fold, s), "fold") << s.ToString();
+    EXPECT_EQ(form(*phases, s), "phases") << s.ToString();
+  }
+  const Shape stem = dgrad(Shape{32, 3, 64, 224, 224, 7, 7}, 3, 2);
+  EXPECT_EQ(form(*rule, stem), "fold");
+  EXPECT_EQ(form(*fold, stem), "fold");
+  EXPECT_EQ(form(*phases, stem), "phases");
+  EXPECT_EQ(fold->name(), "implicit_gemm_wgmma_dgrad_fold");
+  EXPECT_EQ(phases->name(), "implicit_gemm_wgmma_dgrad_phases");
 }
 
 }  // namespace

@@ -481,21 +481,27 @@ class ImplicitGemmWgmma : public AlgorithmWithConfig<WgmmaConfig> {
  public:
   // form: the lab's variants whose wgrad is always wgrad's own GEMM or always the im2col form
   // (measurement, and tests of each where the model takes the other).
-  explicit ImplicitGemmWgmma(SplitPath path, WgradForm form = WgradForm::kByModel)
-      : path_(path), form_(form) {}
+  // dgrad_form: the lab's variants whose dgrad is always the stride phases or always the fold.
+  explicit ImplicitGemmWgmma(SplitPath path, WgradForm form = WgradForm::kByModel,
+                             DgradForm dgrad_form = DgradForm::kByModel)
+      : path_(path), form_(form), dgrad_form_(dgrad_form) {}
   std::string name() const override {
     if (form_ == WgradForm::kGemm) return "implicit_gemm_wgmma_wgrad_gemm";
     if (form_ == WgradForm::kIm2col) return "implicit_gemm_wgmma_wgrad_im2col";
+    if (dgrad_form_ == DgradForm::kPhases) return "implicit_gemm_wgmma_dgrad_phases";
+    if (dgrad_form_ == DgradForm::kFold) return "implicit_gemm_wgmma_dgrad_fold";
     switch (path_) {
       case SplitPath::kSplitKernel: return "implicit_gemm_wgmma_split_kernel";
       case SplitPath::kInKernel: return "implicit_gemm_wgmma_split_in_kernel";
       default: return "implicit_gemm_wgmma";
     }
   }
+  DgradForm dgrad_form() const override { return dgrad_form_; }
   // Fitted by tools/fit_auto.py (docs/data/round45_fit_*.json). The forced paths (measurement
   // only) are never ranked: auto must choose the same with the lab registered.
   double calibration() const override {
-    return path_ == SplitPath::kByRule && form_ == WgradForm::kByModel
+    return path_ == SplitPath::kByRule && form_ == WgradForm::kByModel &&
+                   dgrad_form_ == DgradForm::kByModel
                ? 0.810
                : std::numeric_limits<double>::infinity();
   }
@@ -723,6 +729,7 @@ class ImplicitGemmWgmma : public AlgorithmWithConfig<WgmmaConfig> {
 
   SplitPath path_;
   WgradForm form_;
+  DgradForm dgrad_form_;
 };
 
 }  // namespace
@@ -738,6 +745,13 @@ std::unique_ptr<Algorithm> MakeImplicitGemmWgmmaWgradForced(bool im2col) {
   return std::make_unique<implicit_gemm_wgmma_internal::ImplicitGemmWgmma>(
       implicit_gemm_wgmma_internal::SplitPath::kByRule,
       im2col ? WgradForm::kIm2col : WgradForm::kGemm);
+}
+
+std::unique_ptr<Algorithm> MakeImplicitGemmWgmmaDgradForced(bool fold) {
+  using implicit_gemm_wgmma_internal::WgradForm;
+  return std::make_unique<implicit_gemm_wgmma_internal::ImplicitGemmWgmma>(
+      implicit_gemm_wgmma_internal::SplitPath::kByRule, WgradForm::kByModel,
+      fold ? Algorithm::DgradForm::kFold : Algorithm::DgradForm::kPhases);
 }
 
 std::unique_ptr<Algorithm> MakeImplicitGemmWgmmaForced(bool split_in_kernel) {

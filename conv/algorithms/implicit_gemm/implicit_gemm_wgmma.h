@@ -24,6 +24,11 @@ std::unique_ptr<Algorithm> MakeImplicitGemmWgmmaForced(bool split_in_kernel);
 // that each is timed and tested where the model takes the other. Measurement only, as the two
 // above.
 std::unique_ptr<Algorithm> MakeImplicitGemmWgmmaWgradForced(bool im2col);
+// "implicit_gemm_wgmma_dgrad_phases" and "implicit_gemm_wgmma_dgrad_fold": the rule's algorithm
+// with the transposed dgrad's form forced (transposed_dgrad.h: the stride phases and their
+// scatter, or the fold's one 1x1 and its gather), so that each is timed where the rule takes
+// the other. Measurement only, as the four above.
+std::unique_ptr<Algorithm> MakeImplicitGemmWgmmaDgradForced(bool fold);
 
 }  // namespace conv2d
 
