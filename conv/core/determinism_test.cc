@@ -3,8 +3,8 @@
 // calls on two streams, on randn and on the classes whose data changes an algorithm's path
 // (outliers and a large mean turn on fp32 atomics where an algorithm has any). conv.h promises it.
 // The lab's forced variants of the library's algorithms too (wgrad's im2col form and its GEMM,
-// depthwise's staged and streaming kernels, the filter split's two paths), so that every path
-// auto may take is checked whichever it takes here.
+// dgrad's phases and fold, depthwise's staged and streaming kernels, the filter split's two
+// paths), so that every path auto may take is checked whichever it takes here.
 #include <cuda_runtime.h>
 
 #include <cstdio>

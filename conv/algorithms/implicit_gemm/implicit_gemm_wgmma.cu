@@ -391,18 +391,10 @@ class WgmmaWgradIm2colRunner : public Runner {
         RoundUp(static_cast<int64_t>(reinterpret_cast<uintptr_t>(a.workspace)), kWorkspaceAlign));
     float* col = reinterpret_cast<float*>(base);
     float* dyt = reinterpret_cast<float*>(base + col_bytes_);
-    RETURN_IF_ERROR(CudaStatus(
-        LaunchPdl(/*pdl=*/false, &Im2colKernel,
-                  dim3(static_cast<unsigned>((map_.m + kIm2colThreads - 1) / kIm2colThreads),
-                       static_cast<unsigned>(map_.k)),
-                  dim3(kIm2colThreads), size_t{0}, a.stream, a.x, col, map_),
-        "implicit_gemm_wgmma wgrad: im2col launch"));
-    RETURN_IF_ERROR(CudaStatus(
-        LaunchPdl(/*pdl=*/false, &DyTransposeKernel,
-                  dim3(static_cast<unsigned>((map_.k + kIm2colThreads - 1) / kIm2colThreads),
-                       static_cast<unsigned>(map_.cout)),
-                  dim3(kIm2colThreads), size_t{0}, a.stream, a.dy, dyt, map_),
-        "implicit_gemm_wgmma wgrad: dy transpose launch"));
+    RETURN_IF_ERROR(Pass(&Im2colKernel, map_.m, map_.k, a.x, col, a.stream,
+                         "implicit_gemm_wgmma wgrad: im2col launch"));
+    RETURN_IF_ERROR(Pass(&DyTransposeKernel, map_.k, map_.cout, a.dy, dyt, a.stream,
+                         "implicit_gemm_wgmma wgrad: dy transpose launch"));
     RunArgs f;
     f.x = col;
     f.w = dyt;
@@ -414,6 +406,17 @@ class WgmmaWgradIm2colRunner : public Runner {
   }
 
  private:
+  // One of the two passes: `rows` block rows of `columns` threads, src into dst.
+  absl::Status Pass(void (*kernel)(const float*, float*, Im2colMap), int columns, int rows,
+                    const float* src, float* dst, cudaStream_t stream, const char* what) const {
+    return CudaStatus(
+        LaunchPdl(/*pdl=*/false, kernel,
+                  dim3(static_cast<unsigned>(CeilDiv(columns, kIm2colThreads)),
+                       static_cast<unsigned>(rows)),
+                  dim3(kIm2colThreads), size_t{0}, stream, src, dst, map_),
+        what);
+  }
+
   Im2colMap map_;
   size_t col_bytes_, dyt_bytes_;
   std::unique_ptr<Runner> forward_;
