@@ -4,7 +4,10 @@
 // (outliers and a large mean turn on fp32 atomics where an algorithm has any). conv.h promises it.
 // The lab's forced variants of the library's algorithms too (wgrad's im2col form and its GEMM,
 // dgrad's phases and fold, depthwise's staged and streaming kernels, the filter split's two
-// paths), so that every path auto may take is checked whichever it takes here.
+// paths), so that every path auto may take is checked whichever it takes here. A last call
+// writes its outputs 4 bytes past a 16-byte boundary (the library asks for 4-byte alignment
+// only), between two canary words that must stay as they were: the kernels' vector stores and
+// their scalar fallbacks (dx_pass.cuh) give the same bits.
 #include <cuda_runtime.h>
 
 #include <cstdio>
@@ -38,6 +41,44 @@ int64_t Differences(const std::vector<float>& a, const std::vector<float>& b) {
     n += std::memcmp(&a[i], &b[i], sizeof(float)) != 0;
   }
   return n;
+}
+
+// `plan` once more with its outputs (Written's order, one after another) at 4 bytes past a
+// 16-byte boundary of a fresh buffer, a canary word either side: the outputs equal `first`, the
+// canaries unchanged.
+void ExpectSameBitsMisaligned(const Plan& plan, const DeviceProblem& p,
+                              const std::vector<float>& first, cudaStream_t stream) {
+  const Shape& s = p.shape();
+  const int64_t n = s.written_elements();
+  constexpr uint32_t kCanary = 0x7F7F7F7Fu;  // ~3.4e38, finite: no output of these data
+  absl::StatusOr<DeviceBuffer> out = DeviceBuffer::Allocate((n + 2) * sizeof(float));
+  ASSERT_TRUE(out.ok()) << out.status();
+  ASSERT_EQ(cudaMemset(out->p, 0x7F, (n + 2) * sizeof(float)), cudaSuccess);
+  float* const at = static_cast<float*>(out->p) + 1;
+  Tensors t = p.tensors();
+  switch (s.op) {
+    case Op::kFprop: t.y = at; break;
+    case Op::kDgrad: t.dx = at; break;
+    case Op::kWgrad:
+      t.dw = at;
+      if (s.has_bias) t.db = at + s.filter_elements();
+      break;
+  }
+  absl::StatusOr<DeviceBuffer> ws = DeviceBuffer::Allocate(plan.workspace_bytes() + 16);
+  ASSERT_TRUE(ws.ok()) << ws.status();
+  ASSERT_TRUE(plan.Run(t, ws->p, plan.workspace_bytes(), stream).ok());
+  ASSERT_EQ(cudaStreamSynchronize(stream), cudaSuccess);
+  std::vector<float> got(n + 2);
+  ASSERT_EQ(cudaMemcpy(got.data(), out->p, (n + 2) * sizeof(float), cudaMemcpyDeviceToHost),
+            cudaSuccess);
+  uint32_t before, after;
+  std::memcpy(&before, &got[0], 4);
+  std::memcpy(&after, &got[n + 1], 4);
+  EXPECT_EQ(before, kCanary) << plan.algorithm() << " " << s.ToString() << ": wrote before y";
+  EXPECT_EQ(after, kCanary) << plan.algorithm() << " " << s.ToString() << ": wrote past y";
+  const std::vector<float> mid(got.begin() + 1, got.begin() + 1 + n);
+  EXPECT_EQ(Differences(first, mid), 0)
+      << plan.algorithm() << " " << s.ToString() << ": outputs 4 bytes past 16 differ";
 }
 
 [[maybe_unused]] const bool kLabRegistered = RegisterLabAlgorithms().ok();
@@ -102,6 +143,7 @@ TEST(DeterminismTest, EveryAlgorithmEveryOperation) {
                 << name << " (" << plan->algorithm() << ") " << s.ToString() << " "
                 << InputClassName(c) << ": call " << call + 1 << " differs from the first";
           }
+          ASSERT_NO_FATAL_FAILURE(ExpectSameBitsMisaligned(*plan, *p, first, streams[0]));
           ++checked;
         }
       }
