@@ -78,8 +78,11 @@ class AlgorithmVariant : public PlanVariant {
   Verdict Consider(const Shape& shape, bool time_oracles) const override {
     // A part of the geometry the algorithm does not compute: n/a, said before the oracle test
     // below, which an algorithm that refuses the shape passes too (its estimate is infinite).
-    // Basic shapes pass this check, so the kernelbot and cnn suites' rows are as they were.
-    if (absl::Status geometry = a_->CheckGeometry(shape); !geometry.ok()) {
+    // Basic shapes pass this check, so the kernelbot and cnn suites' rows are as they were. A
+    // dgrad the algorithm does not compute itself is its transposed forward's (Propose's
+    // transposed_dgrad), which CanImplement below judges.
+    const bool transposed = shape.op == Op::kDgrad && !a_->Computes(Op::kDgrad);
+    if (absl::Status geometry = a_->CheckGeometry(shape); !transposed && !geometry.ok()) {
       return NotApplicable(geometry);
     }
     // Oracles say so by an infinite estimate; they take seconds per call on large cases.
