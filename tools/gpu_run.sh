@@ -95,7 +95,8 @@ for s in "${steps[@]}"; do
       # The backward's slowest layers one by one (not by default; PERF.md round 100): ResNet-50's
       # and EfficientNet-B0's wgrads on each wgrad kernel (implicit_gemm_3xtf32 on mma.sync,
       # implicit_gemm_wgmma) against cuDNN and auto, and the strided dgrads (1x1/2, ConvNeXt's
-      # 2x2/2 downsamplers, EfficientNet's four strided depthwise, the three stems) against cuDNN.
+      # 2x2/2 downsamplers, EfficientNet's four strided depthwise, the three stems) against cuDNN,
+      # with implicit_gemm_wgmma's two dgrad forms forced (the stride phases, the fold).
       step backward_wgrad_layers 300 bin/benchmark --op=wgrad --classes=false --cooldown=0.1 \
         --variants=cudnn,implicit_gemm_3xtf32,implicit_gemm_wgmma,auto \
         --json_out="$OUT/backward_wgrad_layers.json" --shape="32,64,64,56,56,3,3,pad=1;\
@@ -103,9 +104,10 @@ for s in "${steps[@]}"; do
 32,128,128,28,28,3,3,pad=1;32,256,256,14,14,3,3,pad=1;32,512,512,7,7,3,3,pad=1;\
 32,1024,256,14,14,1,1;32,24,144,56,56,1,1;32,16,96,112,112,1,1;32,1152,48,1,1,1,1,bias"
       step backward_dgrad_layers 300 bin/benchmark --op=dgrad --classes=false --cooldown=0.1 \
-        --variants=cudnn,auto --json_out="$OUT/backward_dgrad_layers.json" \
+        --variants=cudnn,auto,implicit_gemm_wgmma_dgrad_phases,implicit_gemm_wgmma_dgrad_fold \
+        --json_out="$OUT/backward_dgrad_layers.json" \
         --shape="32,256,512,56,56,1,1,stride=2;32,1024,2048,14,14,1,1,stride=2;\
-32,96,192,56,56,2,2,stride=2;32,384,768,14,14,2,2,stride=2;\
+32,96,192,56,56,2,2,stride=2;32,192,384,28,28,2,2,stride=2;32,384,768,14,14,2,2,stride=2;\
 32,96,96,112,112,3,3,pad=1,stride=2,groups=96;32,144,144,56,56,5,5,pad=2,stride=2,groups=144;\
 32,240,240,28,28,3,3,pad=1,stride=2,groups=240;32,672,672,14,14,5,5,pad=2,stride=2,groups=672;\
 32,3,64,224,224,7,7,pad=3,stride=2;32,3,32,224,224,3,3,pad=1,stride=2;32,3,96,224,224,4,4,stride=4" ;;
