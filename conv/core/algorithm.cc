@@ -169,6 +169,21 @@ double FoldOverheadSeconds(const Shape& d, const DgradPhase& fold) {
   return bytes / 2e12 + 6e-6;
 }
 
+// Taps that do not overlap (kernel = stride, no dilation, ungrouped: ConvNeXt's 2x2/2
+// downsampling) make the fold's gather a permutation and its forward one GEMM of all the phases'
+// columns (Cin x taps wide); the phases are that many GEMMs of Cin columns each. Where one
+// phase's outputs would not give the SMs a 128 x 128 tile each, the fold fills the GPU that the
+// phases leave idle (PERF.md round 108 measured both forms). kFoldSms: the H100's and H200's
+// SMs, a constant so that every device chooses the same form (and so the same bits).
+bool FoldFillsWherePhasesCannot(const Shape& d) {
+  constexpr int64_t kFoldSms = 132, kTile = 128 * 128;
+  if (d.grouped() || d.dilated() || d.kernel_h != d.stride_h || d.kernel_w != d.stride_w) {
+    return false;
+  }
+  const int64_t phase_outputs = d.batch * d.out_h() * d.out_w() * d.in_channels;
+  return phase_outputs < kFoldSms * kTile;
+}
+
 // A dgrad as `phases` (DgradAsForwards's, or DgradAsFold's one) of `alg`'s forwards.
 absl::StatusOr<Proposal> ProposeForwards(const Algorithm& alg, const Shape& d,
                                          std::vector<DgradPhase> phases,
@@ -206,9 +221,10 @@ absl::StatusOr<Proposal> Algorithm::Propose(const Shape& shape, const DeviceInfo
   constexpr int64_t kFoldMaxChannels = 32;
   const bool narrow = !shape.grouped() && shape.in_channels < kFoldMaxChannels;
   const bool foldable = !Computes(shape.op) && form != DgradForm::kPhases &&
-                        (!phased || narrow) && DgradAsFold(shape, &fold) &&
-                        WithinContract(fold.forward).ok();
+                        (!phased || narrow || FoldFillsWherePhasesCannot(shape)) &&
+                        DgradAsFold(shape, &fold) && WithinContract(fold.forward).ok();
   if (!phased && foldable) return ProposeForwards(*this, shape, {fold}, device);
+  if (phased && foldable && !narrow) return ProposeForwards(*this, shape, {fold}, device);
   if (phased) {
     // Both forms where both exist, the faster by the model (DgradAsFold's comment).
     absl::StatusOr<Proposal> by_phases = ProposeForwards(*this, shape, std::move(phases), device);

@@ -92,7 +92,7 @@ TEST(DeterminismTest, EveryAlgorithmEveryOperation) {
       Geo(Shape{2, 12, 20, 23, 19, 5, 3}, 2, 2, 4, false),
       Geo(Shape{2, 3, 64, 58, 58, 7, 7}, 3, 2, 1, false),    // a stem: dgrad by the fold
       Geo(Shape{8, 48, 96, 28, 28, 3, 3}, 1, 2, 48, false),  // strided depthwise: depthwise_dgrad
-      Geo(Shape{8, 64, 96, 28, 28, 2, 2}, 0, 2, 1, true),    // taps apart: the fold, forced (lab)
+      Geo(Shape{8, 64, 96, 28, 28, 2, 2}, 0, 2, 1, true),    // taps apart: dgrad by the fold
   };
   std::vector<std::string> names = {"auto"};
   for (const std::string& n : Algorithms()) {
