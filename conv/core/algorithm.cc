@@ -169,17 +169,23 @@ double FoldOverheadSeconds(const Shape& d, const DgradPhase& fold) {
   return bytes / 2e12 + 6e-6;
 }
 
-// Taps that do not overlap (kernel = stride, no dilation, ungrouped: ConvNeXt's 2x2/2
-// downsampling) make the fold's gather a permutation and its forward one GEMM of all the phases'
-// columns (Cin x taps wide); the phases are that many GEMMs of Cin columns each. Where one
-// phase's outputs would not give the SMs a 128 x 128 tile each, the fold fills the GPU that the
-// phases leave idle (PERF.md round 108 measured both forms). kFoldSms: the H100's and H200's
-// SMs, a constant so that every device chooses the same form (and so the same bits).
-bool FoldFillsWherePhasesCannot(const Shape& d) {
+// The fold instead of the phases, for ungrouped, undilated dgrads where every phase has taps
+// (kernel >= stride on both axes), as measured (PERF.md round 109, H100, forced forms in one
+// call): where the taps do not overlap (kernel = stride: ConvNeXt's 2x2/2 downsampling) the
+// fold's columns are dx's size, so it moves the phases' bytes in one GEMM of Cin x taps columns
+// instead of one launch per phase of Cin columns each: 0.137 / 0.110 / 0.110 ms against the
+// phases' 0.152 / 0.152 / 0.156 at 56x56, 28x28 and 14x14. Where they overlap (3x3/2), the
+// fold's columns are taps / stride^2 times dx, and it wins only where one phase's GEMM would not
+// give the SMs a 128 x 128 tile each: 0.196 against 0.220 ms at 14x14 (512 channels), even at
+// 28x28 (0.197 / 0.199), slower at 56x56 (0.277 / 0.225). Where some phases are empty (1x1/2)
+// the phases stay (the fold measured 0.176-0.228 ms against 0.136-0.157). kFoldSms: the H100's
+// and H200's SMs, a constant so that every device chooses the same form (and so the same bits).
+bool FoldBeatsPhases(const Shape& d) {
   constexpr int64_t kFoldSms = 132, kTile = 128 * 128;
-  if (d.grouped() || d.dilated() || d.kernel_h != d.stride_h || d.kernel_w != d.stride_w) {
+  if (d.grouped() || d.dilated() || d.kernel_h < d.stride_h || d.kernel_w < d.stride_w) {
     return false;
   }
+  if (d.kernel_h == d.stride_h && d.kernel_w == d.stride_w) return true;
   const int64_t phase_outputs = d.batch * d.out_h() * d.out_w() * d.in_channels;
   return phase_outputs < kFoldSms * kTile;
 }
@@ -221,7 +227,7 @@ absl::StatusOr<Proposal> Algorithm::Propose(const Shape& shape, const DeviceInfo
   constexpr int64_t kFoldMaxChannels = 32;
   const bool narrow = !shape.grouped() && shape.in_channels < kFoldMaxChannels;
   const bool foldable = !Computes(shape.op) && form != DgradForm::kPhases &&
-                        (!phased || narrow || FoldFillsWherePhasesCannot(shape)) &&
+                        (!phased || narrow || FoldBeatsPhases(shape)) &&
                         DgradAsFold(shape, &fold) && WithinContract(fold.forward).ok();
   if (!phased && foldable) return ProposeForwards(*this, shape, {fold}, device);
   if (phased && foldable && !narrow) return ProposeForwards(*this, shape, {fold}, device);

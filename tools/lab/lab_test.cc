@@ -90,10 +90,12 @@ TEST(Lab, ForcedDgradFormsProposeTheirForm) {
   const std::unique_ptr<Algorithm> fold = MakeImplicitGemmWgmmaDgradForced(/*fold=*/true);
   const std::unique_ptr<Algorithm> phases = MakeImplicitGemmWgmmaDgradForced(/*fold=*/false);
   const std::unique_ptr<Algorithm> rule = MakeImplicitGemmWgmma();
-  // The rule's (plan_test's DispatchTest.TheStemsDgradIsAFold): the fold where one phase would
-  // not fill the SMs.
+  // The rule's (plan_test's DispatchTest.TheStemsDgradIsAFold): the fold where the taps do not
+  // overlap, or where they do and one phase would not fill the SMs.
   for (const auto& [s, by_rule] :
-       {std::pair{dgrad(Shape{32, 96, 192, 56, 56, 2, 2}, 0, 2), "phases"},
+       {std::pair{dgrad(Shape{32, 128, 128, 56, 56, 3, 3}, 1, 2), "phases"},
+        std::pair{dgrad(Shape{32, 512, 512, 14, 14, 3, 3}, 1, 2), "fold"},
+        std::pair{dgrad(Shape{32, 96, 192, 56, 56, 2, 2}, 0, 2), "fold"},
         std::pair{dgrad(Shape{32, 192, 384, 28, 28, 2, 2}, 0, 2), "fold"},
         std::pair{dgrad(Shape{32, 384, 768, 14, 14, 2, 2}, 0, 2), "fold"}}) {
     EXPECT_EQ(form(*rule, s), by_rule) << s.ToString();
