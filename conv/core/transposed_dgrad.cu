@@ -15,17 +15,30 @@
 namespace conv2d {
 namespace {
 
-// One phase's filter, one thread per element (the writes coalesced).
-struct PhaseFilter {
-  int64_t cg, og, kh, kw, th, tw, p0h, p0w, sh, sw, total;
+// Up to kPhasesPerLaunch phases' filters in one launch, one thread per element (the writes
+// coalesced), the phases' filters one after another as DgradAsForwards laid them out: a launch
+// per phase cost ~4 us each of mostly launch latency (round 106's ncu: 15 us for the four of a
+// 3x3/2 dgrad) for a few hundred KB of filter.
+constexpr int kPhasesPerLaunch = 16;
+struct PhaseFilters {
+  int64_t cg = 0, og = 0, kh = 0, kw = 0, sh = 1, sw = 1;
+  int count = 0;
+  int64_t base = 0;   // where the launch's first phase's filter starts (DgradPhase::filter_offset)
+  int64_t total = 0;  // elements of the launch's phases
+  struct Phase {
+    int64_t begin = 0;  // its first element, counted from base
+    int32_t th = 0, tw = 0, p0h = 0, p0w = 0;
+  } phase[kPhasesPerLaunch];
 };
 __global__ void TransposeFilterKernel(const float* __restrict__ w, float* __restrict__ wt,
-                                      PhaseFilter f) {
+                                      PhaseFilters f) {
   const int64_t e = blockIdx.x * int64_t{blockDim.x} + threadIdx.x;
-  if (e < f.total) {
-    wt[e] = w[TransposedFilterSource(e, f.cg, f.og, f.kh, f.kw, f.th, f.tw, f.p0h, f.p0w, f.sh,
-                                     f.sw)];
-  }
+  if (e >= f.total) return;
+  int i = 0;
+  while (i + 1 < f.count && f.phase[i + 1].begin <= e) ++i;
+  const PhaseFilters::Phase& ph = f.phase[i];
+  wt[e] = w[TransposedFilterSource(e - ph.begin, f.cg, f.og, f.kh, f.kw, ph.th, ph.tw, ph.p0h,
+                                   ph.p0w, f.sh, f.sw)];
 }
 
 // zero[c] = 0 where every filter tap at input channel c is finite, else NaN: the zeros between a
@@ -94,6 +107,7 @@ class TransposedDgradRunner : public Runner {
       filters_ += static_cast<size_t>(phases_[i].forward.filter_elements());
       inner_ = std::max(inner_, forwards_[i]->workspace_bytes());
       records_ = records_ && forwards_[i]->records_launches();
+      if (!phases_[i].fold) AddFilterLaunch(phases_[i]);
     }
     fold_ = phases_.size() == 1 && phases_[0].fold;
     if (fold_) {
@@ -120,16 +134,11 @@ class TransposedDgradRunner : public Runner {
     void* inner = reinterpret_cast<char*>(out) + Aligned(out_ * 4);
     if (fold_) return RunFold(a, filters, zero, out, inner);
     const bool phased = s_.strided();
-    for (const DgradPhase& ph : phases_) {
-      if (ph.empty()) continue;
-      const Shape& f = ph.forward;
-      const PhaseFilter pf{s_.in_per_group(), s_.out_per_group(), s_.kernel_h, s_.kernel_w,
-                           f.kernel_h,        f.kernel_w,         ph.p0h,     ph.p0w,
-                           s_.stride_h,       s_.stride_w,        f.filter_elements()};
-      RETURN_IF_ERROR(CudaStatus(LaunchPdl(false, TransposeFilterKernel, Blocks(pf.total),
-                                           kThreads, 0, a.stream, a.w,
-                                           filters + ph.filter_offset, pf),
-                                 "transposed dgrad: filter transform"));
+    for (const PhaseFilters& pf : filter_launches_) {
+      RETURN_IF_ERROR(CudaStatus(
+          LaunchPdl(false, TransposeFilterKernel, Blocks(pf.total), kThreads, 0, a.stream, a.w,
+                    filters + pf.base, pf),
+          "transposed dgrad: filter transform"));
     }
     if (phased) RETURN_IF_ERROR(ZeroTerms(a, zero));
     for (size_t i = 0; i < phases_.size(); ++i) {
@@ -142,6 +151,25 @@ class TransposedDgradRunner : public Runner {
   }
 
  private:
+  // Phase ph's filter into the current filter launch, or a new one where that is full.
+  void AddFilterLaunch(const DgradPhase& ph) {
+    if (filter_launches_.empty() || filter_launches_.back().count == kPhasesPerLaunch) {
+      PhaseFilters f;
+      f.cg = s_.in_per_group(), f.og = s_.out_per_group();
+      f.kh = s_.kernel_h, f.kw = s_.kernel_w, f.sh = s_.stride_h, f.sw = s_.stride_w;
+      f.base = ph.filter_offset;
+      filter_launches_.push_back(f);
+    }
+    PhaseFilters& f = filter_launches_.back();
+    PhaseFilters::Phase& p = f.phase[f.count++];
+    p.begin = ph.filter_offset - f.base;
+    p.th = static_cast<int32_t>(ph.forward.kernel_h);
+    p.tw = static_cast<int32_t>(ph.forward.kernel_w);
+    p.p0h = static_cast<int32_t>(ph.p0h);
+    p.p0w = static_cast<int32_t>(ph.p0w);
+    f.total = p.begin + ph.forward.filter_elements();
+  }
+
   // The fold (DgradAsFold): its filter and the zero terms, the 1x1 forward into the columns,
   // the gather into dx.
   absl::Status RunFold(const RunArgs& a, float* filter, float* zero, float* cols,
@@ -193,6 +221,7 @@ class TransposedDgradRunner : public Runner {
   Shape s_;
   std::vector<DgradPhase> phases_;
   std::vector<std::unique_ptr<Runner>> forwards_;
+  std::vector<PhaseFilters> filter_launches_;  // the non-empty phases' filters, in order
   ScatterMap map_;
   FoldMap fold_map_;
   bool fold_ = false;
@@ -205,7 +234,9 @@ class TransposedDgradRunner : public Runner {
 absl::Status TransposeChannels(const float* in, float* out, int64_t rows, int64_t cols,
                                cudaStream_t stream) {
   // TransposedFilterSource at 1x1, groups 1: w' [Cin = cols][Cout = rows] from w [rows][cols].
-  const PhaseFilter f{cols, rows, 1, 1, 1, 1, 0, 0, 1, 1, rows * cols};
+  PhaseFilters f;
+  f.cg = cols, f.og = rows, f.count = 1, f.total = rows * cols;
+  f.phase[0].th = f.phase[0].tw = 1;
   return CudaStatus(
       LaunchPdl(false, TransposeFilterKernel, Blocks(f.total), kThreads, 0, stream, in, out, f),
       "channel transpose");
