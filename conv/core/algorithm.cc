@@ -152,6 +152,37 @@ ScatterMap MakeScatterMap(const Shape& d, const std::vector<DgradPhase>& phases)
   return m;
 }
 
+std::vector<PhaseFilters> PhaseFilterLaunches(const Shape& d,
+                                              const std::vector<DgradPhase>& phases) {
+  std::vector<PhaseFilters> launches;
+  for (const DgradPhase& ph : phases) {
+    if (ph.empty()) continue;
+    if (launches.empty() || launches.back().count == kPhasesPerLaunch) {
+      PhaseFilters f;
+      f.cg = d.in_per_group(), f.og = d.out_per_group();
+      f.kh = d.kernel_h, f.kw = d.kernel_w, f.sh = d.stride_h, f.sw = d.stride_w;
+      f.base = ph.filter_offset;
+      launches.push_back(f);
+    }
+    PhaseFilters& f = launches.back();
+    PhaseFilters::Phase& p = f.phase[f.count++];
+    p.begin = ph.filter_offset - f.base;
+    p.th = static_cast<int32_t>(ph.forward.kernel_h);
+    p.tw = static_cast<int32_t>(ph.forward.kernel_w);
+    p.p0h = static_cast<int32_t>(ph.p0h);
+    p.p0w = static_cast<int32_t>(ph.p0w);
+    f.total = p.begin + ph.forward.filter_elements();
+  }
+  return launches;
+}
+
+PhaseFilters ChannelTransposeFilters(int64_t rows, int64_t cols) {
+  // TransposedFilterSource at 1x1, groups 1: w' [Cin = cols][Cout = rows] from w [rows][cols].
+  PhaseFilters f;
+  f.cg = cols, f.og = rows, f.count = 1, f.total = rows * cols;
+  return f;
+}
+
 double TransposedDgradOverheadSeconds(const Shape& d, size_t phases) {
   const double scatter = d.strided() ? 8.0 * static_cast<double>(d.input_elements()) : 0.0;
   return (8.0 * static_cast<double>(d.filter_elements()) + scatter) / 2e12 +
@@ -169,25 +200,28 @@ double FoldOverheadSeconds(const Shape& d, const DgradPhase& fold) {
   return bytes / 2e12 + 6e-6;
 }
 
-// The fold instead of the phases, for ungrouped, undilated dgrads where every phase has taps
-// (kernel >= stride on both axes), as measured (PERF.md round 109, H100, forced forms in one
-// call): where the taps do not overlap (kernel = stride: ConvNeXt's 2x2/2 downsampling) the
-// fold's columns are dx's size, so it moves the phases' bytes in one GEMM of Cin x taps columns
-// instead of one launch per phase of Cin columns each: 0.137 / 0.110 / 0.110 ms against the
-// phases' 0.152 / 0.152 / 0.156 at 56x56, 28x28 and 14x14. Where they overlap (3x3/2), the
-// fold's columns are taps / stride^2 times dx, and it wins only where one phase's GEMM would not
-// give the SMs a 128 x 128 tile each: 0.196 against 0.220 ms at 14x14 (512 channels), even at
-// 28x28 (0.197 / 0.199), slower at 56x56 (0.277 / 0.225). Where some phases are empty (1x1/2)
-// the phases stay (the fold measured 0.176-0.228 ms against 0.136-0.157). kFoldSms: the H100's
-// and H200's SMs, a constant so that every device chooses the same form (and so the same bits).
+// The fold instead of the phases, for ungrouped, undilated, strided dgrads where every phase
+// has taps (kernel >= stride on both axes), as measured (PERF.md round 109, H100, forced forms
+// in one call). Where the taps do not overlap (kernel = stride: ConvNeXt's 2x2/2 downsampling)
+// the fold's columns are dx's size, so it moves the phases' bytes in one GEMM of Cin x taps
+// columns instead of a GEMM per phase of Cin columns each: 0.138 / 0.110 / 0.111 ms against the
+// phases' 0.126-0.139 (side by side; 0.152-0.159 one after another) at 56x56, 28x28 and 14x14.
+// Where they overlap (3x3/2) the fold's columns are taps / stride^2 times dx, and it wins only
+// where one phase's GEMM fills at most half the SMs with 128 x 128 tiles: 0.197 against the
+// phases' 0.205 at 14x14 (512 channels, 52 tiles), but 0.198 against 0.176 at 28x28 (98 tiles)
+// and 0.279 against 0.206 at 56x56. Where some phases are empty (1x1/2) the phases stay (the fold
+// 0.176-0.230 ms against 0.137-0.159). At stride 1 the one forward writes dx itself. kFoldSms:
+// the H100's and H200's SMs, a constant so that every device chooses the same form (and so the
+// same bits).
 bool FoldBeatsPhases(const Shape& d) {
   constexpr int64_t kFoldSms = 132, kTile = 128 * 128;
-  if (d.grouped() || d.dilated() || d.kernel_h < d.stride_h || d.kernel_w < d.stride_w) {
+  if (!d.strided() || d.grouped() || d.dilated() || d.kernel_h < d.stride_h ||
+      d.kernel_w < d.stride_w) {
     return false;
   }
   if (d.kernel_h == d.stride_h && d.kernel_w == d.stride_w) return true;
   const int64_t phase_outputs = d.batch * d.out_h() * d.out_w() * d.in_channels;
-  return phase_outputs < kFoldSms * kTile;
+  return phase_outputs <= kFoldSms / 2 * kTile;
 }
 
 // A dgrad as `phases` (DgradAsForwards's, or DgradAsFold's one) of `alg`'s forwards.

@@ -15,30 +15,11 @@
 namespace conv2d {
 namespace {
 
-// Up to kPhasesPerLaunch phases' filters in one launch, one thread per element (the writes
-// coalesced), the phases' filters one after another as DgradAsForwards laid them out: a launch
-// per phase cost ~4 us each of mostly launch latency (round 106's ncu: 15 us for the four of a
-// 3x3/2 dgrad) for a few hundred KB of filter.
-constexpr int kPhasesPerLaunch = 16;
-struct PhaseFilters {
-  int64_t cg = 0, og = 0, kh = 0, kw = 0, sh = 1, sw = 1;
-  int count = 0;
-  int64_t base = 0;   // where the launch's first phase's filter starts (DgradPhase::filter_offset)
-  int64_t total = 0;  // elements of the launch's phases
-  struct Phase {
-    int64_t begin = 0;  // its first element, counted from base
-    int32_t th = 0, tw = 0, p0h = 0, p0w = 0;
-  } phase[kPhasesPerLaunch];
-};
+// The phases' filters (PhaseFilters), one thread per element, the writes coalesced.
 __global__ void TransposeFilterKernel(const float* __restrict__ w, float* __restrict__ wt,
                                       PhaseFilters f) {
   const int64_t e = blockIdx.x * int64_t{blockDim.x} + threadIdx.x;
-  if (e >= f.total) return;
-  int i = 0;
-  while (i + 1 < f.count && f.phase[i + 1].begin <= e) ++i;
-  const PhaseFilters::Phase& ph = f.phase[i];
-  wt[e] = w[TransposedFilterSource(e - ph.begin, f.cg, f.og, f.kh, f.kw, ph.th, ph.tw, ph.p0h,
-                                   ph.p0w, f.sh, f.sw)];
+  if (e < f.total) wt[e] = w[PhaseFilterSource(f, e)];
 }
 
 // zero[c] = 0 where every filter tap at input channel c is finite, else NaN: the zeros between a
@@ -95,8 +76,9 @@ constexpr int kThreads = 256;
 dim3 Blocks(int64_t n) { return dim3(static_cast<unsigned>((n + kThreads - 1) / kThreads)); }
 
 // Workspace: [slack][filters of every phase][zero terms][every phase's output (ScatterMap)]
-// [the forwards'] (the phases run one after another on the stream, so the forwards' workspace is
-// reused). The fold: [slack][its filter][zero terms][the columns][its forward's].
+// [the forwards']: each phase's own, one after another, where the phases run side by side
+// (Concurrent), else the largest, which they reuse in turn. The fold: [slack][its filter][zero
+// terms][the columns][its forward's].
 class TransposedDgradRunner : public Runner {
  public:
   TransposedDgradRunner(const Shape& dgrad, std::vector<DgradPhase> phases,
@@ -107,7 +89,17 @@ class TransposedDgradRunner : public Runner {
       filters_ += static_cast<size_t>(phases_[i].forward.filter_elements());
       inner_ = std::max(inner_, forwards_[i]->workspace_bytes());
       records_ = records_ && forwards_[i]->records_launches();
-      if (!phases_[i].fold) AddFilterLaunch(phases_[i]);
+      launch_order_.push_back(i);
+    }
+    if (!(phases_.size() == 1 && phases_[0].fold)) {
+      filter_launches_ = PhaseFilterLaunches(s_, phases_);
+    }
+    std::stable_sort(launch_order_.begin(), launch_order_.end(), [&](size_t i, size_t j) {
+      return phases_[i].forward.filter_elements() > phases_[j].forward.filter_elements();
+    });
+    for (size_t i : launch_order_) {  // in launch order: the k-th launched has inner_at_[k]
+      inner_at_.push_back(inners_);
+      inners_ += Aligned(forwards_[i]->workspace_bytes());
     }
     fold_ = phases_.size() == 1 && phases_[0].fold;
     if (fold_) {
@@ -118,11 +110,16 @@ class TransposedDgradRunner : public Runner {
       out_ = static_cast<size_t>(map_.outputs);
     }
   }
+  ~TransposedDgradRunner() override {
+    for (cudaStream_t st : side_) cudaStreamDestroy(st);
+    for (cudaEvent_t e : events_) cudaEventDestroy(e);
+  }
   size_t workspace_bytes() const override {
     return kAlign + Aligned(filters_ * 4) + Aligned(s_.in_channels * 4) + Aligned(out_ * 4) +
-           inner_;
+           (Concurrent() ? inners_ : inner_);
   }
-  bool records_launches() const override { return records_; }
+  // A graph recording holds one stream's launches; the concurrent phases use several.
+  bool records_launches() const override { return records_ && !Concurrent(); }
 
   absl::Status Run(const RunArgs& a) const override {
     char* p = reinterpret_cast<char*>(
@@ -141,33 +138,88 @@ class TransposedDgradRunner : public Runner {
           "transposed dgrad: filter transform"));
     }
     if (phased) RETURN_IF_ERROR(ZeroTerms(a, zero));
-    for (size_t i = 0; i < phases_.size(); ++i) {
-      if (phases_[i].empty()) continue;
-      RETURN_IF_ERROR(Forward(i, a, filters + phases_[i].filter_offset,
-                              phased ? out + map_.offset[i] : a.dx, inner));
+    if (Concurrent() && SideStreams(a.stream)) {
+      RETURN_IF_ERROR(RunSideBySide(a, filters, out, static_cast<char*>(inner)));
+    } else {
+      for (size_t i = 0; i < phases_.size(); ++i) {
+        if (phases_[i].empty()) continue;
+        RETURN_IF_ERROR(Forward(i, a, filters + phases_[i].filter_offset,
+                                phased ? out + map_.offset[i] : a.dx, inner, a.stream));
+      }
     }
     if (!phased) return absl::OkStatus();
     return DxPassLaunch(ScatterKernel, out, zero, map_, a, "transposed dgrad: scatter");
   }
 
  private:
-  // Phase ph's filter into the current filter launch, or a new one where that is full.
-  void AddFilterLaunch(const DgradPhase& ph) {
-    if (filter_launches_.empty() || filter_launches_.back().count == kPhasesPerLaunch) {
-      PhaseFilters f;
-      f.cg = s_.in_per_group(), f.og = s_.out_per_group();
-      f.kh = s_.kernel_h, f.kw = s_.kernel_w, f.sh = s_.stride_h, f.sw = s_.stride_w;
-      f.base = ph.filter_offset;
-      filter_launches_.push_back(f);
+  // The strided phases side by side: each phase's forward is a short-K GEMM (4-16 k-tiles at
+  // ResNet's 3x3/2) whose fill and drain, launched alone, leave the SMs idle (round 106's ncu:
+  // 168 us for the four of a 3x3/2 dgrad against the forward's 82 for the same FLOPs); on
+  // streams of their own each one's CTAs take the SMs another's leave. The phases write disjoint
+  // outputs and each its own workspace, and each computes what it computes alone, so the bits do
+  // not depend on the order the GPU runs them in.
+  bool Concurrent() const { return s_.strided() && !fold_ && launch_order_.size() > 1; }
+
+  // The side streams and the fork and join events, made on first use on the caller's device;
+  // false where they cannot be (another device than the first call's; the caller's stream being
+  // captured before they exist: making them then is not capture-safe), the phases then one after
+  // another on the caller's stream. Plan::Run serializes calls, so the events are not shared.
+  bool SideStreams(cudaStream_t stream) const {
+    int device = -1;
+    if (cudaGetDevice(&device) != cudaSuccess) return false;
+    if (!side_.empty()) return device == side_device_;
+    cudaStreamCaptureStatus capture = cudaStreamCaptureStatusNone;
+    if (cudaStreamIsCapturing(stream, &capture) != cudaSuccess ||
+        capture != cudaStreamCaptureStatusNone) {
+      cudaGetLastError();
+      return false;
     }
-    PhaseFilters& f = filter_launches_.back();
-    PhaseFilters::Phase& p = f.phase[f.count++];
-    p.begin = ph.filter_offset - f.base;
-    p.th = static_cast<int32_t>(ph.forward.kernel_h);
-    p.tw = static_cast<int32_t>(ph.forward.kernel_w);
-    p.p0h = static_cast<int32_t>(ph.p0h);
-    p.p0w = static_cast<int32_t>(ph.p0w);
-    f.total = p.begin + ph.forward.filter_elements();
+    const size_t sides = launch_order_.size() - 1;
+    for (size_t i = 0; i < sides; ++i) {
+      cudaStream_t st = nullptr;
+      if (cudaStreamCreateWithFlags(&st, cudaStreamNonBlocking) != cudaSuccess) break;
+      side_.push_back(st);
+    }
+    for (size_t i = 0; i < sides + 1 && side_.size() == sides; ++i) {
+      cudaEvent_t e = nullptr;
+      if (cudaEventCreateWithFlags(&e, cudaEventDisableTiming) != cudaSuccess) break;
+      events_.push_back(e);
+    }
+    if (side_.size() != sides || events_.size() != sides + 1) {
+      for (cudaStream_t st : side_) cudaStreamDestroy(st);
+      for (cudaEvent_t e : events_) cudaEventDestroy(e);
+      side_.clear();
+      events_.clear();
+      cudaGetLastError();
+      return false;
+    }
+    side_device_ = device;
+    return true;
+  }
+
+  // Phase forwards on the caller's stream (the first) and the side streams (the rest), each
+  // after the filters and zero terms (event 0), the caller's stream joining every side stream
+  // before the scatter (events 1..). The phases with the most taps are enqueued first, so that
+  // the longest GEMMs take the SMs first and the short ones fill in behind them.
+  absl::Status RunSideBySide(const RunArgs& a, float* filters, float* out, char* inner) const {
+    RETURN_IF_ERROR(CudaStatus(cudaEventRecord(events_[0], a.stream), "transposed dgrad: fork"));
+    for (size_t k = 0; k < launch_order_.size(); ++k) {
+      const size_t i = launch_order_[k];
+      cudaStream_t st = k == 0 ? a.stream : side_[k - 1];
+      if (k > 0) {
+        RETURN_IF_ERROR(
+            CudaStatus(cudaStreamWaitEvent(st, events_[0], 0), "transposed dgrad: fork"));
+      }
+      RETURN_IF_ERROR(Forward(i, a, filters + phases_[i].filter_offset, out + map_.offset[i],
+                              inner + inner_at_[k], st));
+      if (k > 0) {
+        RETURN_IF_ERROR(
+            CudaStatus(cudaEventRecord(events_[k], st), "transposed dgrad: join"));
+        RETURN_IF_ERROR(CudaStatus(cudaStreamWaitEvent(a.stream, events_[k], 0),
+                                   "transposed dgrad: join"));
+      }
+    }
+    return absl::OkStatus();
   }
 
   // The fold (DgradAsFold): its filter and the zero terms, the 1x1 forward into the columns,
@@ -180,7 +232,7 @@ class TransposedDgradRunner : public Runner {
                   s_.in_per_group(), s_.out_per_group(), taps, total),
         "transposed dgrad: the fold's filter"));
     RETURN_IF_ERROR(ZeroTerms(a, zero));
-    RETURN_IF_ERROR(Forward(0, a, filter, cols, inner));
+    RETURN_IF_ERROR(Forward(0, a, filter, cols, inner, a.stream));
     return DxPassLaunch(FoldKernel, cols, zero, fold_map_, a,
                         "transposed dgrad: the fold's gather");
   }
@@ -194,16 +246,16 @@ class TransposedDgradRunner : public Runner {
         "transposed dgrad: zero terms");
   }
 
-  // Forward i on dy with `filter`, writing `y`.
-  absl::Status Forward(size_t i, const RunArgs& a, const float* filter, float* y,
-                       void* inner) const {
+  // Forward i on dy with `filter`, writing `y`, on `stream`.
+  absl::Status Forward(size_t i, const RunArgs& a, const float* filter, float* y, void* inner,
+                       cudaStream_t stream) const {
     RunArgs f;
     f.x = a.dy;
     f.w = filter;
     f.y = y;
     f.workspace = inner;
-    f.workspace_bytes = inner_;
-    f.stream = a.stream;
+    f.workspace_bytes = forwards_[i]->workspace_bytes();
+    f.stream = stream;
     return forwards_[i]->Run(f);
   }
 
@@ -226,17 +278,20 @@ class TransposedDgradRunner : public Runner {
   FoldMap fold_map_;
   bool fold_ = false;
   size_t filters_ = 0, out_ = 0, inner_ = 0;
+  std::vector<size_t> launch_order_;  // the non-empty phases, the most taps first
+  std::vector<size_t> inner_at_;      // their workspaces, side by side (inners_), in that order
+  size_t inners_ = 0;
   bool records_ = true;
+  mutable std::vector<cudaStream_t> side_;  // SideStreams
+  mutable std::vector<cudaEvent_t> events_;
+  mutable int side_device_ = -1;
 };
 
 }  // namespace
 
 absl::Status TransposeChannels(const float* in, float* out, int64_t rows, int64_t cols,
                                cudaStream_t stream) {
-  // TransposedFilterSource at 1x1, groups 1: w' [Cin = cols][Cout = rows] from w [rows][cols].
-  PhaseFilters f;
-  f.cg = cols, f.og = rows, f.count = 1, f.total = rows * cols;
-  f.phase[0].th = f.phase[0].tw = 1;
+  const PhaseFilters f = ChannelTransposeFilters(rows, cols);
   return CudaStatus(
       LaunchPdl(false, TransposeFilterKernel, Blocks(f.total), kThreads, 0, stream, in, out, f),
       "channel transpose");

@@ -165,6 +165,36 @@ CONV2D_HOST_DEVICE_INLINE int64_t TransposedFilterSource(int64_t e, int64_t cg, 
   return ((g * og + o) * cg + c) * kh * kw + p * kw + q;
 }
 
+// The phases' filters made by one launch each for up to kPhasesPerLaunch phases (a launch per
+// phase cost ~4 us each, mostly launch latency, for a few hundred KB of filter: PERF.md round
+// 109), the phases' filters one after another as DgradAsForwards laid them out
+// (DgradPhase::filter_offset).
+constexpr int kPhasesPerLaunch = 16;
+struct PhaseFilters {
+  int64_t cg = 0, og = 0, kh = 1, kw = 1, sh = 1, sw = 1;  // the dgrad's
+  int count = 0;
+  int64_t base = 0;   // where the launch's first phase's filter starts (filter_offset)
+  int64_t total = 0;  // elements of the launch's phases
+  struct Phase {
+    int64_t begin = 0;  // its first element, counted from base
+    int32_t th = 1, tw = 1, p0h = 0, p0w = 0;
+  } phase[kPhasesPerLaunch];
+};
+// The launches for `phases` (DgradAsForwards's of `dgrad`), the empty phases skipped.
+std::vector<PhaseFilters> PhaseFilterLaunches(const Shape& dgrad,
+                                              const std::vector<DgradPhase>& phases);
+// TransposeChannels's: out[c][r] = in[r][c] as one phase's filter of a 1x1, ungrouped.
+PhaseFilters ChannelTransposeFilters(int64_t rows, int64_t cols);
+// Where element e of launch f (counted from f.base) comes from in w: its phase's
+// TransposedFilterSource.
+CONV2D_HOST_DEVICE_INLINE int64_t PhaseFilterSource(const PhaseFilters& f, int64_t e) {
+  int i = 0;
+  while (i + 1 < f.count && f.phase[i + 1].begin <= e) ++i;
+  const PhaseFilters::Phase& ph = f.phase[i];
+  return TransposedFilterSource(e - ph.begin, f.cg, f.og, f.kh, f.kw, ph.th, ph.tw, ph.p0h,
+                                ph.p0w, f.sh, f.sw);
+}
+
 // The scatter at stride > 1, one pass over dx in dx's order (each dx pixel written once, whole
 // sectors: per-phase passes wrote every sector of dx once per phase, partly, empty phases'
 // zeros included): dx[b, c, y, x] = phase (y mod sh, x mod sw)'s output element (b, c, y / sh,

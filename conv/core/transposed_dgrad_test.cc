@@ -261,6 +261,54 @@ INSTANTIATE_TEST_SUITE_P(
                       Dgrad(Shape{1, 4, 4, 21, 20, 4, 3}, 3, 3, 1, 2, 2, 2, 3, 2, 2)),
     [](const auto& info) { return GtestName(info.param); });
 
+// The filter launches (PhaseFilterLaunches) cover every phase's filter once, each element from
+// where its phase's TransposedFilterSource takes it, in launches of at most kPhasesPerLaunch
+// phases; ChannelTransposeFilters is the transpose. (TransposeFilterKernel reads them through
+// PhaseFilterSource alone.)
+TEST(TransposedDgradTest, FilterLaunchesAreEachPhasesFilter) {
+  for (const Shape& d : {Dgrad(Shape{2, 6, 4, 15, 13, 3, 3}, 1, 1, 1, 1, 2, 2, 1, 1, 1),
+                         Dgrad(Shape{2, 6, 6, 15, 13, 5, 5}, 2, 2, 2, 2, 2, 2, 1, 1, 6),
+                         Dgrad(Shape{1, 4, 6, 17, 14, 5, 4}, 2, 1, 0, 3, 3, 2, 1, 1, 2),
+                         Dgrad(Shape{2, 3, 5, 9, 9, 3, 3}, 1, 1, 1, 1, 1, 1, 2, 2, 1),
+                         Dgrad(Shape{1, 2, 3, 8, 8, 1, 1}, 0, 0, 0, 0, 2, 2, 1, 1, 1),
+                         Dgrad(Shape{1, 2, 2, 32, 32, 9, 9}, 0, 0, 0, 0, 8, 8, 1, 1, 1)}) {
+    std::vector<DgradPhase> phases;
+    ASSERT_TRUE(DgradAsForwards(d, &phases)) << d.ToString();
+    const std::vector<PhaseFilters> launches = PhaseFilterLaunches(d, phases);
+    std::vector<int64_t> expected, got;
+    int64_t filled = 0;
+    int counted = 0;
+    for (const DgradPhase& ph : phases) {
+      if (ph.empty()) continue;
+      const Shape& f = ph.forward;
+      for (int64_t e = 0; e < f.filter_elements(); ++e) {
+        expected.push_back(TransposedFilterSource(e, d.in_per_group(), d.out_per_group(),
+                                                  d.kernel_h, d.kernel_w, f.kernel_h,
+                                                  f.kernel_w, ph.p0h, ph.p0w, d.stride_h,
+                                                  d.stride_w));
+      }
+      ++counted;
+    }
+    int phases_launched = 0;
+    for (const PhaseFilters& f : launches) {
+      ASSERT_GE(f.count, 1);
+      ASSERT_LE(f.count, kPhasesPerLaunch);
+      EXPECT_EQ(f.base, filled) << d.ToString();  // the launches one after another
+      for (int64_t e = 0; e < f.total; ++e) got.push_back(PhaseFilterSource(f, e));
+      filled += f.total;
+      phases_launched += f.count;
+    }
+    EXPECT_EQ(phases_launched, counted) << d.ToString();
+    EXPECT_EQ(got, expected) << d.ToString();
+  }
+  const int64_t rows = 5, cols = 3;  // out[c][r] = in[r][c]
+  const PhaseFilters t = ChannelTransposeFilters(rows, cols);
+  ASSERT_EQ(t.total, rows * cols);
+  for (int64_t e = 0; e < t.total; ++e) {
+    EXPECT_EQ(PhaseFilterSource(t, e), (e % rows) * cols + e / rows) << e;
+  }
+}
+
 TEST(TransposedDgradTest, WhereThereIsNoForward) {
   std::vector<DgradPhase> phases;
   Shape d = Dgrad(Shape{1, 2, 2, 9, 9, 3, 3}, 1, 1, 1, 1, 1, 1, 1, 1, 1);
