@@ -143,6 +143,41 @@ TEST(DispatchTest, AutoPicksTheMeasuredFastestOnSmallNetsLayers) {
   }
 }
 
+// auto's dgrad picks on the nets suite's stride-1 layers as H100 call F measured them (PERF.md
+// round 107, docs/data/round107_h100_nets_train.txt): implicit_gemm_wgmma's one forward of dy on
+// ResNet-50's 3x3 and 1x1 layers and EfficientNet-B0's 1x1 layers, dot on the squeeze-excite
+// layers. Round 109's first fold rule sent some of them to the fold (a pass over dx more, and
+// fft_fused_3xtf32 on ResNet's 3x3 at 14x14: 0.092 -> 0.348 ms).
+TEST(DispatchTest, AutoKeepsTheMeasuredDgradPicksAtStrideOne) {
+  auto dgrad = [](Shape s, int64_t pad) {
+    s = WithGeometry(s, pad, pad, pad, pad, 1, 1);
+    s.op = Op::kDgrad;
+    return s;
+  };
+  const std::vector<std::pair<Shape, const char*>> expected = {
+      {dgrad(Shape{32, 64, 64, 56, 56, 3, 3}, 1), "implicit_gemm_wgmma"},
+      {dgrad(Shape{32, 128, 128, 28, 28, 3, 3}, 1), "implicit_gemm_wgmma"},
+      {dgrad(Shape{32, 256, 256, 14, 14, 3, 3}, 1), "implicit_gemm_wgmma"},
+      {dgrad(Shape{32, 512, 512, 7, 7, 3, 3}, 1), "implicit_gemm_wgmma"},
+      {dgrad(Shape{32, 64, 64, 56, 56, 1, 1}, 0), "implicit_gemm_wgmma"},
+      {dgrad(Shape{32, 256, 64, 56, 56, 1, 1}, 0), "implicit_gemm_wgmma"},
+      {dgrad(Shape{32, 512, 128, 28, 28, 1, 1}, 0), "implicit_gemm_wgmma"},
+      {dgrad(Shape{32, 1024, 256, 14, 14, 1, 1}, 0), "implicit_gemm_wgmma"},
+      {dgrad(Shape{32, 2048, 512, 7, 7, 1, 1}, 0), "implicit_gemm_wgmma"},
+      {dgrad(Shape{32, 512, 2048, 7, 7, 1, 1}, 0), "implicit_gemm_wgmma"},
+      {dgrad(Shape{32, 144, 24, 56, 56, 1, 1}, 0), "implicit_gemm_wgmma"},
+      {dgrad(Shape{32, 144, 40, 28, 28, 1, 1}, 0), "implicit_gemm_wgmma"},
+      {dgrad(Shape{32, 240, 40, 28, 28, 1, 1}, 0), "implicit_gemm_wgmma"},
+      {dgrad(Shape{32, 480, 80, 14, 14, 1, 1}, 0), "implicit_gemm_wgmma"},
+      {dgrad(Shape{32, 32, 8, 1, 1, 1, 1}, 0), "dot"},
+      {dgrad(Shape{32, 480, 20, 1, 1, 1, 1}, 0), "dot"}};
+  for (const auto& [shape, best] : expected) {
+    absl::StatusOr<std::string> name = ChooseAlgorithm(shape);
+    ASSERT_TRUE(name.ok()) << shape.ToString() << ": " << name.status();
+    EXPECT_EQ(*name, best) << shape.ToString();
+  }
+}
+
 // dgrad by the fold where a phase's forward would have few output channels: the stems (Cin = 3)
 // of ResNet-50 (7x7/2), EfficientNet-B0 (3x3/2) and ConvNeXt-T (4x4/4); where the taps do not
 // overlap (ConvNeXt's 2x2/2 at every size); where they overlap and one phase would fill at most
