@@ -210,18 +210,18 @@ double FoldOverheadSeconds(const Shape& d, const DgradPhase& fold) {
 // where one phase's GEMM fills at most half the SMs with 128 x 128 tiles: 0.197 against the
 // phases' 0.205 at 14x14 (512 channels, 52 tiles), but 0.198 against 0.176 at 28x28 (98 tiles)
 // and 0.279 against 0.206 at 56x56. Where some phases are empty (1x1/2) the phases stay (the fold
-// 0.176-0.230 ms against 0.137-0.159). At stride 1 the one forward writes dx itself. kFoldSms:
-// the H100's and H200's SMs, a constant so that every device chooses the same form (and so the
-// same bits).
+// 0.176-0.230 ms against 0.137-0.159). At stride 1 the one forward writes dx itself. The SMs
+// are the model device's (the H100's and H200's), so that every device chooses the same form
+// (and so the same bits).
 bool FoldBeatsPhases(const Shape& d) {
-  constexpr int64_t kFoldSms = 132, kTile = 128 * 128;
+  constexpr int64_t kTile = 128 * 128;
   if (!d.strided() || d.grouped() || d.dilated() || d.kernel_h < d.stride_h ||
       d.kernel_w < d.stride_w) {
     return false;
   }
   if (d.kernel_h == d.stride_h && d.kernel_w == d.stride_w) return true;
   const int64_t phase_outputs = d.batch * d.out_h() * d.out_w() * d.in_channels;
-  return phase_outputs <= kFoldSms / 2 * kTile;
+  return phase_outputs <= DeviceInfo::ModelDevice().sm_count / 2 * kTile;
 }
 
 // A dgrad as `phases` (DgradAsForwards's, or DgradAsFold's one) of `alg`'s forwards.
@@ -257,14 +257,16 @@ absl::StatusOr<Proposal> Algorithm::Propose(const Shape& shape, const DeviceInfo
   // The fold beside the phases only where a phase's forward would not fill the narrowest tile
   // (32 output channels; ungrouped: the stems). Elsewhere the model ranked it first on layers
   // where it measured slower (PERF.md round 101: ResNet-50's 1x1/2 dgrads 0.18 -> 0.41 ms,
-  // EfficientNet's strided depthwise 0.10 -> 0.32 ms). Without phases it is the only form.
+  // EfficientNet's strided depthwise 0.10 -> 0.32 ms), except where FoldBeatsPhases' measured
+  // rule takes it instead of them. Without phases it is the only form.
   constexpr int64_t kFoldMaxChannels = 32;
   const bool narrow = !shape.grouped() && shape.in_channels < kFoldMaxChannels;
   const bool foldable = !Computes(shape.op) && form != DgradForm::kPhases &&
                         (!phased || narrow || FoldBeatsPhases(shape)) &&
                         DgradAsFold(shape, &fold) && WithinContract(fold.forward).ok();
-  if (!phased && foldable) return ProposeForwards(*this, shape, {fold}, device);
-  if (phased && foldable && !narrow) return ProposeForwards(*this, shape, {fold}, device);
+  // The fold alone where there are no phases, or by FoldBeatsPhases' rule; beside the phases
+  // for the narrow (below).
+  if (foldable && !(phased && narrow)) return ProposeForwards(*this, shape, {fold}, device);
   if (phased) {
     // Both forms where both exist, the faster by the model (DgradAsFold's comment).
     absl::StatusOr<Proposal> by_phases = ProposeForwards(*this, shape, std::move(phases), device);

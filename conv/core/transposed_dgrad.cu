@@ -84,6 +84,7 @@ class TransposedDgradRunner : public Runner {
   TransposedDgradRunner(const Shape& dgrad, std::vector<DgradPhase> phases,
                         std::vector<std::unique_ptr<Runner>> forwards)
       : s_(dgrad), phases_(std::move(phases)), forwards_(std::move(forwards)) {
+    fold_ = phases_.size() == 1 && phases_[0].fold;
     for (size_t i = 0; i < phases_.size(); ++i) {
       if (phases_[i].empty()) continue;
       filters_ += static_cast<size_t>(phases_[i].forward.filter_elements());
@@ -91,9 +92,7 @@ class TransposedDgradRunner : public Runner {
       records_ = records_ && forwards_[i]->records_launches();
       launch_order_.push_back(i);
     }
-    if (!(phases_.size() == 1 && phases_[0].fold)) {
-      filter_launches_ = PhaseFilterLaunches(s_, phases_);
-    }
+    if (!fold_) filter_launches_ = PhaseFilterLaunches(s_, phases_);
     std::stable_sort(launch_order_.begin(), launch_order_.end(), [&](size_t i, size_t j) {
       return phases_[i].forward.filter_elements() > phases_[j].forward.filter_elements();
     });
@@ -101,7 +100,6 @@ class TransposedDgradRunner : public Runner {
       inner_at_.push_back(inners_);
       inners_ += Aligned(forwards_[i]->workspace_bytes());
     }
-    fold_ = phases_.size() == 1 && phases_[0].fold;
     if (fold_) {
       fold_map_ = MakeFoldMap(s_);
       out_ = static_cast<size_t>(phases_[0].forward.output_elements());
