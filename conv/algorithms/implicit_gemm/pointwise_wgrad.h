@@ -22,8 +22,8 @@
 // x's centring and the slices' double sum are wgrad_split's, as for the implicit GEMMs: every
 // choice here is a function of the shape alone, so that dw is the same bit for bit on every GPU
 // and call.
-#ifndef CONV2D_CONV_ALGORITHMS_POINTWISE_WGRAD_POINTWISE_WGRAD_H_
-#define CONV2D_CONV_ALGORITHMS_POINTWISE_WGRAD_POINTWISE_WGRAD_H_
+#ifndef CONV2D_CONV_ALGORITHMS_IMPLICIT_GEMM_POINTWISE_WGRAD_H_
+#define CONV2D_CONV_ALGORITHMS_IMPLICIT_GEMM_POINTWISE_WGRAD_H_
 
 #include <cstdint>
 #include <memory>
@@ -34,9 +34,6 @@
 #include "conv/shape.h"
 
 namespace conv2d {
-
-std::unique_ptr<Algorithm> MakePointwiseWgrad();
-
 namespace pointwise_wgrad_internal {
 
 constexpr int kWarps = 4;
@@ -66,6 +63,9 @@ struct Config {
 absl::StatusOr<Config> ChooseConfig(const Shape& shape, double* seconds);
 
 }  // namespace pointwise_wgrad_internal
+
+std::unique_ptr<Algorithm> MakePointwiseWgrad();
+
 }  // namespace conv2d
 
-#endif  // CONV2D_CONV_ALGORITHMS_POINTWISE_WGRAD_POINTWISE_WGRAD_H_
+#endif  // CONV2D_CONV_ALGORITHMS_IMPLICIT_GEMM_POINTWISE_WGRAD_H_

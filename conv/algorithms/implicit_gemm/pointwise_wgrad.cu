@@ -1,5 +1,5 @@
 // "pointwise_wgrad" (pointwise_wgrad.h): the kernel, its configuration and its runner.
-#include "conv/algorithms/pointwise_wgrad/pointwise_wgrad.h"
+#include "conv/algorithms/implicit_gemm/pointwise_wgrad.h"
 
 #include <cuda_runtime.h>
 
@@ -167,24 +167,19 @@ __global__ void __launch_bounds__(kThreads, MinCtas(TM, TN))
   const int k_end = min(p.k, k_begin + p.slice_terms);
   float acc[TM][TN][4];
   int since_fold = 0;
-  auto clear = [&] {
+  // f(accumulator, its index in a warp's totals) for each of the lane's accumulators.
+  auto each = [&](auto&& f) {
 #pragma unroll
-    for (int mi = 0; mi < TM; ++mi)
-#pragma unroll
-      for (int ni = 0; ni < TN; ++ni)
-#pragma unroll
-        for (int c = 0; c < 4; ++c) acc[mi][ni][c] = 0.f;
+    for (int i = 0; i < kAcc; ++i) f(acc[i / 4 / TN][i / 4 % TN][i % 4], i);
   };
+  auto clear = [&] { each([](float& a, int) { a = 0.f; }); };
   // The tensor core's running sum, added to the fp32 totals: its truncation stays that of a
   // ChunkTerms-term sum (wgrad_split.h).
   auto fold = [&] {
-#pragma unroll
-    for (int mi = 0; mi < TM; ++mi)
-#pragma unroll
-      for (int ni = 0; ni < TN; ++ni)
-#pragma unroll
-        for (int c = 0; c < 4; ++c) total[warp][(mi * TN + ni) * 4 + c][lane] += acc[mi][ni][c];
-    clear();
+    each([&](float& a, int i) {
+      total[warp][i][lane] += a;
+      a = 0.f;
+    });
   };
   clear();
   for (int kc = k_begin + kChunk * warp; kc < k_end; kc += kChunk * kWarps) {
@@ -327,14 +322,13 @@ class PointwiseWgradRunner : public Runner {
   Params p_;
 };
 
+// Each slice an fp32 sum of at most kMaxContractReduction terms, the slices added in double:
+// within the contract at any K. The basic form only (geometry() is the default), 1x1 filters.
 class PointwiseWgrad : public AlgorithmWithConfig<Config> {
  public:
   std::string name() const override { return "pointwise_wgrad"; }
-  // Not yet fitted by tools/fit_auto.py: the model's own times.
-  double calibration() const override { return 1.0; }
   bool Computes(Op op) const override { return op == Op::kWgrad; }
-  // Each slice an fp32 sum of at most kMaxContractReduction terms, the slices added in double:
-  // within the contract at any K (the basic form only: geometry() is the default).
+  double calibration() const override { return 1.0; }  // unfitted: the model's own times
 
  protected:
   absl::StatusOr<Config> Choose(const Shape& s, const DeviceInfo&,

@@ -4,7 +4,7 @@
 #include <set>
 #include <utility>
 
-#include "conv/algorithms/pointwise_wgrad/pointwise_wgrad.h"
+#include "conv/algorithms/implicit_gemm/pointwise_wgrad.h"
 #include "conv/core/device_info.h"
 #include "conv/testing/shapes.h"
 #include "gtest/gtest.h"
