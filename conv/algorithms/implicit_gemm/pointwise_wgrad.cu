@@ -343,7 +343,11 @@ class PointwiseWgrad : public AlgorithmWithConfig<Config> {
           "pointwise_wgrad: one-pixel images are dot's (a sum over the batch only)");
     }
     RETURN_IF_ERROR(CheckFitsInt32(s, "pointwise_wgrad"));
-    return ChooseConfig(s, seconds);
+    absl::StatusOr<Config> c = ChooseConfig(s, seconds);
+    if (c.ok() && std::min(s.in_channels, s.out_channels) > kMaxRankedNarrowSide) {
+      *seconds = std::numeric_limits<double>::infinity();  // forced only (pointwise_wgrad.h)
+    }
+    return c;
   }
 
   absl::StatusOr<std::unique_ptr<Runner>> Build(const Shape& s, const Config& c,

@@ -57,6 +57,19 @@ struct Config {
   wgrad_split::SplitK split;  // slices of split.slice_tiles chunks
 };
 
+// Where auto may take it: layers whose narrower side has at most this many channels. Measured
+// (H100, PERF.md round 110, 23 distinct 1x1 wgrads of the nets suite, each forced): faster than
+// implicit_gemm_wgmma on all eight with 16-40 channels on one side (1.2-2.0x: EfficientNet's
+// 32 -> 16 and 16 -> 96 at 112x112, 96 -> 24, 24 <-> 144 at 56x56, 144 -> 40 and 40 <-> 240 at
+// 28x28), slower on every one with 64 or more (0.45-0.82x: ResNet's 64 -> 64 at 56x56, its
+// 2048-channel 7x7s, EfficientNet's 80 -> 480 and wider), but for 240 -> 80 at 14x14 (0.020 ms
+// against 0.028). The two models cannot rank them: this one is ~2.5x short of the measured time
+// on the wide layers (mma.sync's issue and the splits, which it does not count), implicit_gemm_
+// wgmma's wgrad ~2x short on the narrow ones (its copy warpgroup's gather, round 104); unbounded
+// they took five wide layers that measured slower. Beyond the bound its proposal's estimate is
+// infinite: forced runs take it, auto never does.
+constexpr int64_t kMaxRankedNarrowSide = 48;
+
 // The configuration for a 1x1 stride-1 wgrad (the caller has checked the geometry): the warp
 // tile and orientation whose modelled time is least, and the split. The modelled time in
 // *seconds. Device-independent.

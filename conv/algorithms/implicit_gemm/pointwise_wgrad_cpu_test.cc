@@ -5,6 +5,7 @@
 #include <utility>
 
 #include "conv/algorithms/implicit_gemm/pointwise_wgrad.h"
+#include "conv/conv.h"
 #include "conv/core/device_info.h"
 #include "conv/testing/shapes.h"
 #include "gtest/gtest.h"
@@ -54,6 +55,29 @@ TEST(PointwiseWgradPlanTest, WarpTilesAndOrientation) {
     EXPECT_EQ(config->tile, c.tile) << c.shape.ToString();
     EXPECT_EQ(config->x_rows, c.x_rows) << c.shape.ToString();
     EXPECT_GT(seconds, 0);
+  }
+}
+
+// auto's picks on the nets suite's 1x1 stride-1 wgrads as H100 call N measured them (PERF.md
+// round 110, each forced): pointwise_wgrad where it was faster, implicit_gemm_wgmma elsewhere
+// (but 240 -> 80 at 14x14, 0.020 ms against 0.028, which the bound leaves to the wgmma).
+TEST(PointwiseWgradPlanTest, AutoTakesItWhereMeasuredFaster) {
+  const Shape faster[] = {Wgrad(32, 32, 16, 112, 112), Wgrad(32, 16, 96, 112, 112),
+                          Wgrad(32, 96, 24, 56, 56),   Wgrad(32, 24, 144, 56, 56),
+                          Wgrad(32, 144, 24, 56, 56),  Wgrad(32, 144, 40, 28, 28),
+                          Wgrad(32, 40, 240, 28, 28),  Wgrad(32, 240, 40, 28, 28)};
+  for (const Shape& s : faster) EXPECT_EQ(ChooseAlgorithm(s).value_or("none"), "pointwise_wgrad");
+  const Shape slower[] = {Wgrad(32, 64, 64, 56, 56),    Wgrad(32, 64, 256, 56, 56),
+                          Wgrad(32, 256, 64, 56, 56),   Wgrad(32, 2048, 512, 7, 7),
+                          Wgrad(32, 80, 480, 14, 14),   Wgrad(32, 480, 80, 14, 14),
+                          Wgrad(32, 480, 112, 14, 14),  Wgrad(32, 112, 672, 14, 14),
+                          Wgrad(32, 672, 192, 7, 7),    Wgrad(32, 192, 1152, 7, 7),
+                          Wgrad(32, 1152, 192, 7, 7),   Wgrad(32, 1152, 320, 7, 7),
+                          Wgrad(32, 320, 1280, 7, 7)};
+  for (const Shape& s : slower) {
+    EXPECT_EQ(ChooseAlgorithm(s).value_or("none"), "implicit_gemm_wgmma") << s.ToString();
+    // Forced, it still runs there (the benchmark's measurements).
+    EXPECT_TRUE(MakePointwiseWgrad()->CanImplement(s).ok()) << s.ToString();
   }
 }
 
