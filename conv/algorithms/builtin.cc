@@ -11,6 +11,7 @@
 #include "conv/algorithms/fft/fft_fused.h"
 #include "conv/algorithms/implicit_gemm/implicit_gemm_3xtf32.h"
 #include "conv/algorithms/implicit_gemm/implicit_gemm_wgmma.h"
+#include "conv/algorithms/implicit_gemm/pointwise_wgrad.h"
 #include "conv/algorithms/triton/triton_igemm.h"
 #include "conv/algorithms/winograd/winograd.h"
 #include "conv/core/registry.h"
@@ -32,6 +33,7 @@ const std::vector<AlgorithmFactory>& BuiltinAlgorithms() {
       &MakeFftDepthwise,
       &MakeGroupedDirect,
       &MakeDepthwiseDgrad,
+      &MakePointwiseWgrad,
   };
   return *factories;
 }

@@ -35,6 +35,7 @@
 
 #include "absl/strings/str_cat.h"
 #include "conv/arch/cp_async.cuh"
+#include "conv/arch/mma_sync.cuh"
 #include "conv/arch/split_3xtf32.h"
 #include "conv/core/bias.h"
 #include "conv/core/cuda_status.h"
@@ -128,14 +129,6 @@ Params MakeParams(const Shape& s) {
 }
 
 namespace {
-
-// d += a * b on a 16x8x8 TF32 tile, fp32 accumulation.
-__device__ __forceinline__ void Mma(float (&d)[4], const uint32_t (&a)[4], const uint32_t (&b)[2]) {
-  asm("mma.sync.aligned.m16n8k8.row.col.f32.tf32.tf32.f32 "
-      "{%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, {%0,%1,%2,%3};\n"
-      : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
-      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b[0]), "r"(b[1]));
-}
 
 // f(mi, ni) for each of the warp's mma tiles, unrolled: the accumulators stay in registers.
 template <class F>
@@ -237,15 +230,15 @@ __global__ void __launch_bounds__(kThreads, 2)
 #pragma unroll
       for (int mi = 0; mi < kMmaTilesM; ++mi)
 #pragma unroll
-        for (int ni = 0; ni < kMmaTilesN; ++ni) Mma(acc[mi][ni], a_lo[mi], b_hi[ni]);
+        for (int ni = 0; ni < kMmaTilesN; ++ni) MmaTf32(acc[mi][ni], a_lo[mi], b_hi[ni]);
 #pragma unroll
       for (int mi = 0; mi < kMmaTilesM; ++mi)
 #pragma unroll
-        for (int ni = 0; ni < kMmaTilesN; ++ni) Mma(acc[mi][ni], a_hi[mi], b_lo[ni]);
+        for (int ni = 0; ni < kMmaTilesN; ++ni) MmaTf32(acc[mi][ni], a_hi[mi], b_lo[ni]);
 #pragma unroll
       for (int mi = 0; mi < kMmaTilesM; ++mi)
 #pragma unroll
-        for (int ni = 0; ni < kMmaTilesN; ++ni) Mma(acc[mi][ni], a_hi[mi], b_hi[ni]);
+        for (int ni = 0; ni < kMmaTilesN; ++ni) MmaTf32(acc[mi][ni], a_hi[mi], b_hi[ni]);
     }
 
     if (++fold_count == (Op::kFold != 0 ? Op::kFold : p.fold_tiles)) {
