@@ -61,6 +61,13 @@ absl::StatusOr<Config> ChooseConfig(const Shape& s, double* seconds) {
     return absl::OutOfRangeError(absl::StrCat("pointwise_wgrad: ", tiles * best.split.slices,
                                               " units exceed the grid"));
   }
+  // The kernel walks K in int: the last slice's end and a warp's next chunk must not wrap.
+  const int64_t k_reach = int64_t{best.split.slices} * best.split.slice_tiles * kChunk +
+                          int64_t{kChunk} * kWarps;
+  if (k_reach > std::numeric_limits<int32_t>::max()) {
+    return absl::OutOfRangeError(absl::StrCat("pointwise_wgrad: ", k, " terms (batch * H * W) ",
+                                              "reach past its 32-bit walk of K"));
+  }
   double launch = 3e-6, bytes = 0;
   if (best.split.slices > 1) {  // the partials written and read, the slices' sum
     launch += 3e-6;

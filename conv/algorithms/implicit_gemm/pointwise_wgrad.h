@@ -38,8 +38,8 @@ namespace pointwise_wgrad_internal {
 
 constexpr int kWarps = 4;
 constexpr int kChunk = 16;  // pixels a warp reads per row and step pair
-// The warp tiles compiled, (m16 tiles, n8 tiles): 32x16, 48x24, 96x16 and 64x32. Their
-// accumulators, fragments and splits fit 168 registers (three CTAs an SM).
+// The warp tiles compiled, (m16 tiles, n8 tiles): 32x16, 48x24, 96x16 and 64x32. The first two
+// fit 168 registers (three CTAs an SM), the last two 255 (two: MinCtas in the .cu).
 struct WarpTile {
   int tm, tn;
 };

@@ -81,6 +81,15 @@ TEST(PointwiseWgradPlanTest, AutoTakesItWhereMeasuredFaster) {
   }
 }
 
+// K near 2^31 (every tensor still within int32): refused, not wrapped in the kernel's walk.
+TEST(PointwiseWgradPlanTest, RefusesKPastItsWalk) {
+  double seconds = 0;
+  EXPECT_EQ(ChooseConfig(Wgrad(1, 1, 1, 16, 134217727), &seconds).status().code(),
+            absl::StatusCode::kOutOfRange);
+  EXPECT_EQ(MakePointwiseWgrad()->CanImplement(Wgrad(1, 1, 1, 16, 134217727)).code(),
+            absl::StatusCode::kOutOfRange);
+}
+
 TEST(PointwiseWgradPlanTest, SplitWithinLimits) {
   for (const Shape& s : {Wgrad(32, 16, 96, 112, 112), Wgrad(2, 17, 33, 10, 10),
                          Wgrad(1, 5, 3, 5, 9), Wgrad(32, 240, 40, 28, 28)}) {
