@@ -112,7 +112,8 @@ __device__ __forceinline__ void SplitPair(float lo_k, float hi_k, uint32_t& h0, 
 // 16-byte load where hw % 4 == 0 and the tensor is aligned (kVec), else four loads; 0 past K.
 template <bool kVec>
 __device__ __forceinline__ float4 LoadTerms(const float* __restrict__ t, int64_t image,
-                                            int row_off, const Params& p, int k, int b, int px) {
+                                            int row_off, const Params& p, int k,
+                                            [[maybe_unused]] int b, [[maybe_unused]] int px) {
   if constexpr (kVec) {
     if (k >= p.k) return make_float4(0.f, 0.f, 0.f, 0.f);
     return __ldg(reinterpret_cast<const float4*>(t + b * image + row_off + px));
@@ -128,8 +129,6 @@ __device__ __forceinline__ float4 LoadTerms(const float* __restrict__ t, int64_t
     }
     return make_float4(v[0], v[1], v[2], v[3]);
   }
-  (void)b;
-  (void)px;
 }
 
 // Three CTAs an SM (168 registers) for the small tiles; two (255) for 96x16 and 64x32, whose
